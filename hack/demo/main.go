@@ -1,0 +1,235 @@
+// Command demo runs Signet end to end on this machine: a real kube-apiserver and etcd,
+// `signet-server --dev` and `signet-watcher` as separate processes, and one CSR that a
+// requester submits, an admin approves and Signet signs. It prints the issued chain, verifies
+// it against the signer's CA and shuts everything down. `make demo` runs it.
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/signet-pki/signet/internal/certinfo"
+	"github.com/signet-pki/signet/internal/testcluster"
+	"github.com/signet-pki/signet/server/devpki"
+)
+
+const (
+	signerName = "signet.dev/demo"
+	requester  = "alice"
+)
+
+func main() {
+	bin := flag.String("bin", "bin", "folder holding signet-server and signet-watcher")
+	version := flag.String("kube-version", "v1.37.1", "kube-apiserver version (hack/kube/<version>)")
+	keep := flag.Bool("keep", false, "keep the state folder (CA, certificates, logs) after the demo")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *bin, *version, *keep); err != nil {
+		fmt.Fprintln(os.Stderr, "\ndemo failed:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, bin, version string, keep bool) error {
+	start := time.Now()
+	dir, err := os.MkdirTemp("", "signet-demo-")
+	if err != nil {
+		return err
+	}
+	if keep {
+		defer fmt.Printf("\nstate kept in %s (CA, certificates, logs)\n", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+
+	step("starting kube-apiserver and etcd %s", version)
+	cluster, err := testcluster.Start(ctx, testcluster.Options{Version: version})
+	if err != nil {
+		return err
+	}
+	defer func() { step("stopping the control plane"); _ = cluster.Stop() }()
+	done("control plane up in %s", time.Since(start).Round(time.Millisecond))
+
+	addr, err := freeAddress()
+	if err != nil {
+		return err
+	}
+	state := filepath.Join(dir, "server")
+	step("starting signet-server --dev on %s (state in %s)", addr, state)
+	server, err := startProcess(ctx, dir, filepath.Join(bin, "signet-server"),
+		"--dev", "--dev-state-dir", state, "--dev-signer-name", signerName, "--listen", addr)
+	if err != nil {
+		return err
+	}
+	defer server.stop()
+	if err := waitHealthy(ctx, addr, state); err != nil {
+		return fmt.Errorf("%w\n%s", err, server.logTail())
+	}
+	done("signet-server is serving %s", signerName)
+
+	watcherUser, err := cluster.AddSigner("signet-watcher", []string{signerName})
+	if err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(dir, "watcher.kubeconfig")
+	if err := cluster.WriteKubeconfig(watcherUser, kubeconfig); err != nil {
+		return err
+	}
+	step("starting signet-watcher as user signet-watcher (least-privilege RBAC: sign %s only)", signerName)
+	watcher, err := startProcess(ctx, dir, filepath.Join(bin, "signet-watcher"),
+		"--kubeconfig", kubeconfig, "--signer-name", signerName, "--server", addr,
+		"--tls-ca", filepath.Join(state, devpki.TLSCACert),
+		"--tls-cert", filepath.Join(state, devpki.ClientCert),
+		"--tls-key", filepath.Join(state, devpki.ClientKey))
+	if err != nil {
+		return err
+	}
+	defer watcher.stop()
+
+	alice, err := cluster.AddRequester(requester, []string{"demo:app-owners"})
+	if err != nil {
+		return err
+	}
+	csr, err := submitCSR(ctx, alice)
+	if err != nil {
+		return err
+	}
+	done("%s submitted CSR %s (spec.username=%s)", requester, csr.Name, csr.Spec.Username)
+
+	step("approving %s as cluster-admin (kubectl certificate approve)", csr.Name)
+	approved := time.Now()
+	if err := cluster.Approve(ctx, csr.Name); err != nil {
+		return err
+	}
+	chain, err := waitForCertificate(ctx, alice, csr.Name)
+	if err != nil {
+		return fmt.Errorf("%w\nwatcher log:\n%s\nserver log:\n%s", err, watcher.logTail(), server.logTail())
+	}
+	done("certificate written to status %s after approval", time.Since(approved).Round(time.Millisecond))
+
+	certs, err := parseChain(chain)
+	if err != nil {
+		return err
+	}
+	fmt.Println("\nIssued chain (leaf first):")
+	for i, c := range certs {
+		fmt.Printf("  [%d]\n", i)
+		certinfo.Write(os.Stdout, c, "      ")
+	}
+	if err := verify(certs, filepath.Join(state, devpki.SignerCACert)); err != nil {
+		return err
+	}
+	done("chain verifies against the signer CA %s", filepath.Join(state, devpki.SignerCACert))
+	fmt.Printf("\nDemo finished in %s.\n", time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
+
+func submitCSR(ctx context.Context, u *testcluster.User) (*certificatesv1.CertificateSigningRequest, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject:  pkix.Name{CommonName: "payments.demo.svc", Organization: []string{"demo"}},
+		DNSNames: []string{"payments.demo.svc", "payments.demo.svc.cluster.local"},
+	}, key)
+	if err != nil {
+		return nil, err
+	}
+	expiration := int32(3600)
+	return u.Client().CertificatesV1().CertificateSigningRequests().Create(ctx, &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "demo-payments-"},
+		Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request:           pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			SignerName:        signerName,
+			ExpirationSeconds: &expiration,
+			Usages:            []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth},
+		},
+	}, metav1.CreateOptions{})
+}
+
+func waitForCertificate(ctx context.Context, u *testcluster.User, name string) ([]byte, error) {
+	var chain []byte
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		csr, err := u.Client().CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range csr.Status.Conditions {
+			if c.Type == certificatesv1.CertificateFailed {
+				return false, fmt.Errorf("CSR %s failed: %s: %s", name, c.Reason, c.Message)
+			}
+		}
+		chain = csr.Status.Certificate
+		return len(chain) > 0, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting for the certificate of %s: %w", name, err)
+	}
+	return chain, nil
+}
+
+func parseChain(data []byte) ([]*x509.Certificate, error) {
+	var certs []*x509.Certificate
+	for block, rest := pem.Decode(data); block != nil; block, rest = pem.Decode(rest) {
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("parsing issued certificate: %w", err)
+		}
+		certs = append(certs, c)
+	}
+	if len(certs) == 0 {
+		return nil, fmt.Errorf("status.certificate holds no certificate")
+	}
+	return certs, nil
+}
+
+func verify(chain []*x509.Certificate, caFile string) error {
+	data, err := os.ReadFile(caFile)
+	if err != nil {
+		return err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(data) {
+		return fmt.Errorf("no CA certificate in %s", caFile)
+	}
+	inter := x509.NewCertPool()
+	for _, c := range chain[1:] {
+		inter.AddCert(c)
+	}
+	_, err = chain[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+	if err != nil {
+		return fmt.Errorf("verifying the issued chain: %w", err)
+	}
+	return nil
+}
+
+func freeAddress() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func step(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
+func done(format string, args ...any) { fmt.Printf("    ✓ "+format+"\n", args...) }

@@ -1,0 +1,86 @@
+package keystore
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+)
+
+// fileKey is a private key loaded from a PEM file. Go's software keys are safe for concurrent
+// use, so it needs no lock.
+type fileKey struct {
+	crypto.Signer
+}
+
+var _ Key = fileKey{}
+
+func (fileKey) Close() error { return nil }
+
+func openFile(path string) (Key, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading key file: %w", err)
+	}
+	signer, err := ParsePrivateKeyPEM(data)
+	if err != nil {
+		return nil, fmt.Errorf("parsing key file %s: %w", path, err)
+	}
+	return fileKey{signer}, nil
+}
+
+// ParsePrivateKeyPEM parses the first PEM block of data as an unencrypted private key in
+// PKCS#8, SEC 1 ("EC PRIVATE KEY") or PKCS#1 ("RSA PRIVATE KEY") form. It accepts ECDSA,
+// Ed25519 and RSA keys. A leading "EC PARAMETERS" block, as written by
+// `openssl ecparam -genkey`, is skipped.
+func ParsePrivateKeyPEM(data []byte) (crypto.Signer, error) {
+	block, rest := pem.Decode(data)
+	if block != nil && block.Type == "EC PARAMETERS" {
+		block, _ = pem.Decode(rest)
+	}
+	if block == nil {
+		return nil, errors.New("no PEM block found")
+	}
+	if _, encrypted := block.Headers["DEK-Info"]; encrypted {
+		return nil, errors.New("encrypted PEM keys are not supported")
+	}
+	var key any
+	var err error
+	switch block.Type {
+	case "PRIVATE KEY":
+		key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
+	case "EC PRIVATE KEY":
+		key, err = x509.ParseECPrivateKey(block.Bytes)
+	case "RSA PRIVATE KEY":
+		key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
+	default:
+		return nil, fmt.Errorf("PEM block type %q is not a private key", block.Type)
+	}
+	if err != nil {
+		return nil, err
+	}
+	switch k := key.(type) {
+	case *ecdsa.PrivateKey:
+		return k, nil
+	case *rsa.PrivateKey:
+		return k, nil
+	case ed25519.PrivateKey:
+		return k, nil
+	default:
+		return nil, fmt.Errorf("unsupported private key type %T", key)
+	}
+}
+
+// MarshalPrivateKeyPEM encodes key as a PKCS#8 "PRIVATE KEY" PEM block.
+func MarshalPrivateKeyPEM(key crypto.Signer) ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("marshalling private key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}

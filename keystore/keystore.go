@@ -1,0 +1,54 @@
+// Package keystore opens CA keys as crypto.Signer values.
+//
+// A key is named by a URI:
+//   - file:///path/to/key.pem or a plain path: a PEM private key on disk (PKCS#8, SEC 1 EC or
+//     PKCS#1 RSA), never encrypted; protect it with file permissions.
+//   - pkcs11:... (RFC 7512) and tpm:... are reserved for the HSM and TPM backends.
+package keystore
+
+import (
+	"context"
+	"crypto"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// ErrUnsupportedURI is returned by Open for a URI scheme this build cannot open.
+var ErrUnsupportedURI = errors.New("unsupported key URI")
+
+// Key is a CA private key. It is safe for concurrent use.
+type Key interface {
+	crypto.Signer
+	// Close releases the key's resources (sessions, handles). The key is unusable afterwards.
+	Close() error
+}
+
+// Open opens the key named by uri. See the package doc for the accepted forms.
+func Open(ctx context.Context, uri string) (Key, error) {
+	scheme, _, ok := strings.Cut(uri, ":")
+	if !ok || len(scheme) == 1 || strings.HasPrefix(uri, "/") || strings.HasPrefix(uri, ".") {
+		// A plain path (or a Windows drive letter, which has a one-letter scheme).
+		return openFile(uri)
+	}
+	switch scheme {
+	case "file":
+		u, err := url.Parse(uri)
+		if err != nil {
+			return nil, fmt.Errorf("parsing key URI %q: %w", uri, err)
+		}
+		if u.Host != "" && u.Host != "localhost" {
+			return nil, fmt.Errorf("opening key %q: file URI must not name a remote host", uri)
+		}
+		path := u.Path
+		if path == "" {
+			path = u.Opaque
+		}
+		return openFile(path)
+	case "pkcs11", "tpm":
+		return nil, fmt.Errorf("opening key %q: %w: the %s backend is not in this build yet", uri, ErrUnsupportedURI, scheme)
+	default:
+		return nil, fmt.Errorf("opening key %q: %w: scheme %q (want file, pkcs11 or tpm)", uri, ErrUnsupportedURI, scheme)
+	}
+}

@@ -1,0 +1,184 @@
+// Package config is the versioned configuration file of signet-server.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// APIVersion and Kind identify a signet-server configuration file.
+const (
+	APIVersion = "signet.dev/v1alpha1"
+	Kind       = "ServerConfiguration"
+)
+
+// Defaults applied by Default.
+const (
+	DefaultGRPCAddress = "127.0.0.1:8443"
+	DefaultMaxLifetime = 24 * time.Hour
+)
+
+// signerNamePattern is the shape of a Kubernetes signer name: a domain, a slash, a path.
+var signerNamePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+/[A-Za-z0-9._/-]+$`)
+
+// Config is the signet-server configuration.
+type Config struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// GRPC is the gRPC listener.
+	GRPC GRPC `json:"grpc"`
+	// TLS holds the server's certificate and the CA that client certificates must chain to.
+	TLS TLS `json:"tls"`
+	// Signers are the signer names served, each with its CA.
+	Signers []Signer `json:"signers"`
+}
+
+// GRPC configures the gRPC listener.
+type GRPC struct {
+	// Address is host:port to listen on. Default 127.0.0.1:8443.
+	Address string `json:"address,omitempty"`
+	// Reflection turns on the gRPC reflection service. Off by default.
+	Reflection bool `json:"reflection,omitempty"`
+}
+
+// TLS configures mutual TLS. All three files are required: the server never serves without
+// verifying client certificates.
+type TLS struct {
+	CertFile     string `json:"certFile"`
+	KeyFile      string `json:"keyFile"`
+	ClientCAFile string `json:"clientCAFile"`
+}
+
+// Signer binds a signer name to a CA.
+type Signer struct {
+	// Name is the Kubernetes signer name, e.g. example.com/serving.
+	Name string `json:"name"`
+	// Key is the CA key URI: a path, file:///path, pkcs11:... or tpm:....
+	Key string `json:"key"`
+	// Certificate is the PEM file of the CA certificate.
+	Certificate string `json:"certificate"`
+	// Intermediates is an optional PEM file of certificates appended to every chain.
+	Intermediates string `json:"intermediates,omitempty"`
+	// MaxLifetime caps issued lifetimes. Default 24h.
+	MaxLifetime *metav1.Duration `json:"maxLifetime,omitempty"`
+}
+
+// Load reads, defaults and validates the configuration file at path. Unknown fields are
+// errors. Relative file paths in the file are resolved against the file's directory.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	var cfg Config
+	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+		return nil, fmt.Errorf("parsing config %s: %w", path, err)
+	}
+	cfg.resolvePaths(filepath.Dir(path))
+	cfg.Default()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return &cfg, nil
+}
+
+// Default fills in every unset field that has a default.
+func (c *Config) Default() {
+	if c.APIVersion == "" {
+		c.APIVersion = APIVersion
+	}
+	if c.Kind == "" {
+		c.Kind = Kind
+	}
+	if c.GRPC.Address == "" {
+		c.GRPC.Address = DefaultGRPCAddress
+	}
+	for i := range c.Signers {
+		if c.Signers[i].MaxLifetime == nil {
+			c.Signers[i].MaxLifetime = &metav1.Duration{Duration: DefaultMaxLifetime}
+		}
+	}
+}
+
+// Validate reports every problem in the configuration at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.APIVersion != APIVersion || c.Kind != Kind {
+		errs = append(errs, fmt.Errorf("apiVersion/kind is %s/%s, want %s/%s", c.APIVersion, c.Kind, APIVersion, Kind))
+	}
+	if _, _, err := net.SplitHostPort(c.GRPC.Address); err != nil {
+		errs = append(errs, fmt.Errorf("grpc.address: %w", err))
+	}
+	for _, f := range []struct{ name, value string }{
+		{"tls.certFile", c.TLS.CertFile}, {"tls.keyFile", c.TLS.KeyFile}, {"tls.clientCAFile", c.TLS.ClientCAFile},
+	} {
+		if f.value == "" {
+			errs = append(errs, fmt.Errorf("%s is required (mTLS is always on)", f.name))
+		}
+	}
+	if len(c.Signers) == 0 {
+		errs = append(errs, errors.New("signers: at least one signer is required"))
+	}
+	seen := map[string]bool{}
+	for i, s := range c.Signers {
+		at := fmt.Sprintf("signers[%d]", i)
+		switch {
+		case !signerNamePattern.MatchString(s.Name):
+			errs = append(errs, fmt.Errorf("%s.name %q is not a signer name (want domain/path, e.g. example.com/serving)", at, s.Name))
+		case seen[s.Name]:
+			errs = append(errs, fmt.Errorf("%s.name %q is listed twice", at, s.Name))
+		}
+		seen[s.Name] = true
+		if s.Key == "" {
+			errs = append(errs, fmt.Errorf("%s.key is required", at))
+		}
+		if s.Certificate == "" {
+			errs = append(errs, fmt.Errorf("%s.certificate is required", at))
+		}
+		if s.MaxLifetime != nil && s.MaxLifetime.Duration < 10*time.Minute {
+			errs = append(errs, fmt.Errorf("%s.maxLifetime %s is below the 10m floor", at, s.MaxLifetime.Duration))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// resolvePaths makes relative file paths relative to dir.
+func (c *Config) resolvePaths(dir string) {
+	abs := func(p *string) {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+	abs(&c.TLS.CertFile)
+	abs(&c.TLS.KeyFile)
+	abs(&c.TLS.ClientCAFile)
+	for i := range c.Signers {
+		s := &c.Signers[i]
+		abs(&s.Certificate)
+		abs(&s.Intermediates)
+		if isPlainPath(s.Key) {
+			abs(&s.Key)
+		}
+	}
+}
+
+// isPlainPath reports whether a key URI is a file path rather than a URI with a scheme.
+func isPlainPath(uri string) bool {
+	for i, r := range uri {
+		if r == ':' {
+			return i == 1 // a Windows drive letter
+		}
+		if r == '/' || r == '.' {
+			return true
+		}
+	}
+	return true
+}

@@ -1,0 +1,71 @@
+package signerapi
+
+import (
+	"errors"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/signet-pki/signet/server/issuance"
+	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+)
+
+// ErrorDomain is the google.rpc.ErrorInfo domain of every error the service returns.
+const ErrorDomain = "signet.dev"
+
+// Errors of the API layer itself.
+var (
+	errUnknownSigner    = errors.New("unknown signer")
+	errSignerNotAllowed = errors.New("signer not allowed for this client")
+)
+
+// classify maps an error to its gRPC code and reason. The message of a terminal refusal is
+// safe to return: it is built from the request and the policy, never from key material.
+func classify(err error) (codes.Code, signetv1.ErrorReason, bool) {
+	switch {
+	case errors.Is(err, issuance.ErrMalformedRequest):
+		return codes.InvalidArgument, signetv1.ErrorReason_ERROR_REASON_MALFORMED_REQUEST, true
+	case errors.Is(err, issuance.ErrInvalidSignature):
+		return codes.InvalidArgument, signetv1.ErrorReason_ERROR_REASON_INVALID_SIGNATURE, true
+	case errors.Is(err, issuance.ErrUnsupportedKey):
+		return codes.InvalidArgument, signetv1.ErrorReason_ERROR_REASON_UNSUPPORTED_KEY, true
+	case errors.Is(err, issuance.ErrPolicyViolation):
+		return codes.FailedPrecondition, signetv1.ErrorReason_ERROR_REASON_POLICY_VIOLATION, true
+	case errors.Is(err, errUnknownSigner):
+		return codes.NotFound, signetv1.ErrorReason_ERROR_REASON_UNKNOWN_SIGNER, true
+	case errors.Is(err, errSignerNotAllowed):
+		return codes.PermissionDenied, signetv1.ErrorReason_ERROR_REASON_SIGNER_NOT_ALLOWED, true
+	default:
+		return codes.Internal, signetv1.ErrorReason_ERROR_REASON_INTERNAL, false
+	}
+}
+
+// toStatus converts a pipeline error to a gRPC status with a google.rpc.ErrorInfo detail.
+// Internal errors get a generic message; the caller logs the detail.
+func toStatus(err error) error {
+	code, reason, safe := classify(err)
+	msg := "internal error; the server log has the details"
+	if safe {
+		msg = err.Error()
+	}
+	st := status.New(code, msg)
+	withInfo, detailErr := st.WithDetails(&errdetails.ErrorInfo{
+		Reason: ReasonName(reason),
+		Domain: ErrorDomain,
+	})
+	if detailErr != nil {
+		return st.Err()
+	}
+	return withInfo.Err()
+}
+
+// ReasonName is the ErrorInfo reason string of r: its enum name without ERROR_REASON_.
+func ReasonName(r signetv1.ErrorReason) string {
+	const prefix = "ERROR_REASON_"
+	name := r.String()
+	if len(name) > len(prefix) && name[:len(prefix)] == prefix {
+		return name[len(prefix):]
+	}
+	return name
+}

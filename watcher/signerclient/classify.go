@@ -1,0 +1,90 @@
+package signerclient
+
+import (
+	"errors"
+	"strings"
+	"unicode"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// ErrorDomain is the google.rpc.ErrorInfo domain of the signing server's errors.
+const ErrorDomain = "signet.dev"
+
+// Reasons used when the server's error carries no ErrorInfo.
+const (
+	ReasonSignerRefused     = "SignerRefused"
+	ReasonSignerUnavailable = "SignerUnavailable"
+)
+
+// Classify tells what a SignCSR error means for the object:
+//   - terminal is true iff the gRPC code is InvalidArgument or FailedPrecondition: retrying
+//     cannot help and the object should be marked Failed;
+//   - reason is the ErrorInfo reason of domain signet.dev in TitleCase ("UNSUPPORTED_KEY" →
+//     "UnsupportedKey"), fit for a Kubernetes condition reason; without one, SignerRefused
+//     (terminal) or SignerUnavailable (transient);
+//   - message is the status message, the server's safe explanation; for an error that is not
+//     a gRPC status (or a status without message), the error text or the code.
+//
+// Errors wrapping a gRPC status are unwrapped. A nil error is not classified: it returns
+// empty strings and false.
+func Classify(err error) (reason string, message string, terminal bool) {
+	if err == nil {
+		return "", "", false
+	}
+	var carrier interface{ GRPCStatus() *status.Status }
+	if !errors.As(err, &carrier) || carrier.GRPCStatus() == nil {
+		return ReasonSignerUnavailable, err.Error(), false
+	}
+	st := carrier.GRPCStatus()
+	terminal = st.Code() == codes.InvalidArgument || st.Code() == codes.FailedPrecondition
+	reason = errorInfoReason(st)
+	if reason == "" {
+		reason = ReasonSignerUnavailable
+		if terminal {
+			reason = ReasonSignerRefused
+		}
+	}
+	message = st.Message()
+	if message == "" {
+		message = "signing server answered " + st.Code().String()
+	}
+	return reason, message, terminal
+}
+
+// errorInfoReason returns the TitleCase reason of the first ErrorInfo detail of domain
+// signet.dev in st, or "" if there is none.
+func errorInfoReason(st *status.Status) string {
+	for _, detail := range st.Details() {
+		info, ok := detail.(*errdetails.ErrorInfo)
+		if !ok || info.GetDomain() != ErrorDomain {
+			continue
+		}
+		if reason := TitleCase(strings.TrimPrefix(info.GetReason(), "ERROR_REASON_")); reason != "" {
+			return reason
+		}
+	}
+	return ""
+}
+
+// TitleCase converts an UPPER_SNAKE reason to TitleCase: "UNSUPPORTED_KEY" → "UnsupportedKey".
+// Any character other than an ASCII letter or digit separates words and is dropped.
+func TitleCase(upperSnake string) string {
+	var b strings.Builder
+	startWord := true
+	for _, r := range upperSnake {
+		isAlnum := r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r))
+		switch {
+		case !isAlnum:
+			startWord = true
+		case startWord:
+			b.WriteRune(unicode.ToUpper(r))
+			startWord = false
+		default:
+			b.WriteRune(unicode.ToLower(r))
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,108 @@
+package signerclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// statusError returns a real gRPC status error with an optional ErrorInfo detail.
+func statusError(t *testing.T, code codes.Code, msg string, info *errdetails.ErrorInfo) error {
+	t.Helper()
+	st := status.New(code, msg)
+	if info != nil {
+		var err error
+		if st, err = st.WithDetails(info); err != nil {
+			t.Fatalf("adding details: %v", err)
+		}
+	}
+	return st.Err()
+}
+
+func TestClassify(t *testing.T) {
+	info := func(reason, domain string) *errdetails.ErrorInfo {
+		return &errdetails.ErrorInfo{Reason: reason, Domain: domain}
+	}
+	tests := []struct {
+		name         string
+		code         codes.Code
+		msg          string
+		info         *errdetails.ErrorInfo
+		wrap         bool
+		wantReason   string
+		wantMessage  string
+		wantTerminal bool
+	}{
+		{"invalid argument with reason", codes.InvalidArgument, "RSA keys below 3072 bits are not accepted",
+			info("UNSUPPORTED_KEY", ErrorDomain), false, "UnsupportedKey", "RSA keys below 3072 bits are not accepted", true},
+		{"failed precondition with reason", codes.FailedPrecondition, "signer example.com/x may not be used",
+			info("SIGNER_NOT_ALLOWED", ErrorDomain), false, "SignerNotAllowed", "signer example.com/x may not be used", true},
+		{"wrapped terminal error", codes.InvalidArgument, "requester is not in the allowed groups",
+			info("POLICY_VIOLATION", ErrorDomain), true, "PolicyViolation", "requester is not in the allowed groups", true},
+		{"prefixed enum name", codes.InvalidArgument, "bad PEM",
+			info("ERROR_REASON_MALFORMED_REQUEST", ErrorDomain), false, "MalformedRequest", "bad PEM", true},
+		{"terminal without error info", codes.InvalidArgument, "no",
+			nil, false, ReasonSignerRefused, "no", true},
+		{"terminal with foreign domain", codes.FailedPrecondition, "no",
+			info("SOMETHING_ELSE", "example.com"), false, ReasonSignerRefused, "no", true},
+		{"unavailable", codes.Unavailable, "connection refused",
+			nil, false, ReasonSignerUnavailable, "connection refused", false},
+		{"internal with reason", codes.Internal, "ledger write failed",
+			info("INTERNAL", ErrorDomain), false, "Internal", "ledger write failed", false},
+		{"deadline exceeded", codes.DeadlineExceeded, "context deadline exceeded",
+			nil, false, ReasonSignerUnavailable, "context deadline exceeded", false},
+		{"permission denied is transient", codes.PermissionDenied, "unknown client",
+			nil, false, ReasonSignerUnavailable, "unknown client", false},
+		{"empty message", codes.InvalidArgument, "",
+			nil, false, ReasonSignerRefused, "signing server answered InvalidArgument", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := statusError(t, tt.code, tt.msg, tt.info)
+			if tt.wrap {
+				err = fmt.Errorf("signing CSR csr-1: %w", err)
+			}
+			reason, message, terminal := Classify(err)
+			if reason != tt.wantReason || message != tt.wantMessage || terminal != tt.wantTerminal {
+				t.Errorf("Classify() = (%q, %q, %v), want (%q, %q, %v)",
+					reason, message, terminal, tt.wantReason, tt.wantMessage, tt.wantTerminal)
+			}
+		})
+	}
+}
+
+func TestClassifyNonStatusErrors(t *testing.T) {
+	reason, message, terminal := Classify(fmt.Errorf("signing CSR x: %w", context.Canceled))
+	if reason != ReasonSignerUnavailable || terminal || message != "signing CSR x: context canceled" {
+		t.Errorf("Classify(plain error) = (%q, %q, %v)", reason, message, terminal)
+	}
+	reason, message, terminal = Classify(errors.Join(errEmptyChain))
+	if reason != ReasonSignerUnavailable || terminal || message == "" {
+		t.Errorf("Classify(empty chain) = (%q, %q, %v)", reason, message, terminal)
+	}
+	if reason, message, terminal := Classify(nil); reason != "" || message != "" || terminal {
+		t.Errorf("Classify(nil) = (%q, %q, %v)", reason, message, terminal)
+	}
+}
+
+func TestTitleCase(t *testing.T) {
+	for in, want := range map[string]string{
+		"UNSUPPORTED_KEY":    "UnsupportedKey",
+		"INTERNAL":           "Internal",
+		"SIGNER_NOT_ALLOWED": "SignerNotAllowed",
+		"already_lower":      "AlreadyLower",
+		"__DOUBLE__UNDER__":  "DoubleUnder",
+		"WITH-DASH.DOT":      "WithDashDot",
+		"X509_NAME":          "X509Name",
+		"":                   "",
+	} {
+		if got := TitleCase(in); got != want {
+			t.Errorf("TitleCase(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
