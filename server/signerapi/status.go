@@ -7,8 +7,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/signet-pki/signet/server/issuance"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/server/issuance"
 )
 
 // ErrorDomain is the google.rpc.ErrorInfo domain of every error the service returns.

@@ -151,7 +151,9 @@ func waitFor(t *testing.T, kube kubernetes.Interface, name string, timeout time.
 	return last
 }
 
-func signed(csr *certificatesv1.CertificateSigningRequest) bool { return len(csr.Status.Certificate) > 0 }
+func signed(csr *certificatesv1.CertificateSigningRequest) bool {
+	return len(csr.Status.Certificate) > 0
+}
 
 func condition(csr *certificatesv1.CertificateSigningRequest, typ certificatesv1.RequestConditionType) *certificatesv1.CertificateSigningRequestCondition {
 	for i := range csr.Status.Conditions {
