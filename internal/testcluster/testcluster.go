@@ -148,6 +148,8 @@ func startOnce(ctx context.Context, version, etcdPath, apiPath string, timeout t
 			Out: tee(apiOut, opts.Output), Err: tee(apiOut, opts.Output),
 		},
 	}
+	// A single member need not wait the default second before electing itself leader.
+	plane.Etcd.Configure().Set("heartbeat-interval", "10").Set("election-timeout", "100")
 	configureAPIServer(plane.APIServer.Configure(), opts)
 
 	start := time.Now()
