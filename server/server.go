@@ -137,6 +137,9 @@ func loadIssuer(ctx context.Context, sc config.Signer) (*issuance.Issuer, keysto
 	if err != nil {
 		return nil, nil, fmt.Errorf("signer %s: %w", sc.Name, err)
 	}
+	if len(certs) != 1 {
+		return nil, nil, fmt.Errorf("signer %s: %s holds %d certificates, want exactly the CA's (put the chain in intermediates)", sc.Name, sc.Certificate, len(certs))
+	}
 	ca := &issuance.CA{Certificate: certs[0]}
 	if sc.Intermediates != "" {
 		if ca.Intermediates, err = readCertificates(sc.Intermediates); err != nil {

@@ -10,9 +10,9 @@ import (
 // tailSize bounds the output kept per process for error messages.
 const tailSize = 256 << 10
 
-// problemLine matches the lines that say why a process failed: cobra's "Error: ..." and
-// klog's error and fatal lines ("E0102 15:04:05.000000 ...", "F0102 ...").
-var problemLine = regexp.MustCompile(`^(Error: |[EF]\d{4} )`)
+// problemLine matches the lines that say why a process failed: cobra's "Error: ...", klog's
+// error and fatal lines ("E0102 15:04:05.000000 ...", "F0102 ...") and etcd's JSON ones.
+var problemLine = regexp.MustCompile(`^(Error: |[EF]\d{4} |\{"level":"(error|fatal)")`)
 
 // tail keeps the last tailSize bytes written to it. It is safe for concurrent use.
 type tail struct {

@@ -75,9 +75,10 @@ type Cluster struct {
 // the apiserver is healthy and the default namespace exists.
 //
 // The apiserver binds and advertises 127.0.0.1 only and serves the default API groups
-// (certificates.k8s.io/v1 included) plus opts.RuntimeConfig. ctx bounds only the start; the
-// processes run until Stop. A missing binary yields an error naming the file and
-// `make kube-bins`; a failed start yields an error carrying the apiserver's own complaint.
+// (certificates.k8s.io/v1 included) plus opts.RuntimeConfig. ctx's deadline caps the start
+// timeout; the processes run until Stop, whatever happens to ctx. A missing binary yields an
+// error naming the file and `make kube-bins`; a failed start yields an error carrying the
+// apiserver's own complaint. A start that loses a race for a loopback port is retried.
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	version := opts.Version
 	if version == "" {

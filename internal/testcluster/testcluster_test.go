@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 // cluster is the one control plane shared by the tests of this package.
@@ -63,6 +64,13 @@ func TestRequesterCSRCarriesRealIdentity(t *testing.T) {
 		if !slices.Contains(csr.Spec.Groups, g) {
 			t.Errorf("spec.groups = %q, want it to contain %q", csr.Spec.Groups, g)
 		}
+	}
+	resources, err := req.Client().Discovery().ServerResourcesForGroupVersion("certificates.k8s.io/v1")
+	if err != nil {
+		t.Fatalf("discovering certificates.k8s.io/v1: %v", err)
+	}
+	if !slices.ContainsFunc(resources.APIResources, func(r metav1.APIResource) bool { return r.Name == "certificatesigningrequests" }) {
+		t.Errorf("certificates.k8s.io/v1 does not serve certificatesigningrequests: %+v", resources.APIResources)
 	}
 	// The requester has no rights beyond CSRs.
 	_, err = req.Client().CoreV1().Secrets("default").List(ctx, metav1.ListOptions{})
@@ -176,6 +184,7 @@ func TestMissingAssetsMentionsMakeKubeBins(t *testing.T) {
 	if err == nil {
 		t.Fatal("Start with an empty assets dir succeeded")
 	}
+	t.Logf("error: %v", err)
 	for _, want := range []string{"make kube-bins", filepath.Join(dir, "etcd")} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
@@ -184,9 +193,6 @@ func TestMissingAssetsMentionsMakeKubeBins(t *testing.T) {
 }
 
 func TestStartFailureCarriesReason(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a second control plane")
-	}
 	_, err := Start(t.Context(), Options{APIServerFlags: map[string]string{"runtime-config": "no.such.group/v9=true"}})
 	if err == nil {
 		t.Fatal("Start with a bad --runtime-config succeeded")
@@ -194,6 +200,26 @@ func TestStartFailureCarriesReason(t *testing.T) {
 	t.Logf("error: %v", err)
 	if !strings.Contains(err.Error(), "no.such.group") {
 		t.Errorf("error does not carry the apiserver's reason: %v", err)
+	}
+}
+
+func TestConfigureAPIServerFlags(t *testing.T) {
+	args := envtest.EmptyArguments()
+	configureAPIServer(args, Options{
+		FeatureGates:   map[string]bool{"PodCertificateRequest": true, "ClusterTrustBundle": true, "Other": false},
+		RuntimeConfig:  map[string]string{"certificates.k8s.io/v1beta1": "true"},
+		APIServerFlags: map[string]string{"--v": "4"},
+	})
+	got := args.AsStrings(nil)
+	for _, want := range []string{
+		"--advertise-address=127.0.0.1",
+		"--feature-gates=ClusterTrustBundle=true,Other=false,PodCertificateRequest=true",
+		"--runtime-config=certificates.k8s.io/v1beta1=true",
+		"--v=4",
+	} {
+		if !slices.Contains(got, want) {
+			t.Errorf("apiserver flags %q lack %q", got, want)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -71,16 +72,31 @@ type Signer struct {
 	MaxLifetime *metav1.Duration `json:"maxLifetime,omitempty"`
 }
 
-// Load reads, defaults and validates the configuration file at path. Unknown fields are
-// errors. Relative file paths in the file are resolved against the file's directory.
+// Load reads, defaults and validates the configuration file at path. Unknown and duplicate
+// fields are errors; field names are case-sensitive. Relative file paths in the file are
+// resolved against the file's directory.
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading config: %w", err)
 	}
-	var cfg Config
-	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+	// Field names are matched case-sensitively, as Kubernetes decodes its own configuration:
+	// encoding/json alone would take "maxLifeTime" for maxLifetime and let a second key that
+	// differs only in case silently override the first.
+	jsonData, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
 		return nil, fmt.Errorf("parsing config %s: %w", path, err)
+	}
+	var cfg Config
+	strictErrs, err := kjson.UnmarshalStrict(jsonData, &cfg)
+	if err != nil {
+		return nil, fmt.Errorf("parsing config %s: %w", path, err)
+	}
+	if len(strictErrs) > 0 {
+		return nil, fmt.Errorf("parsing config %s: %w", path, errors.Join(strictErrs...))
+	}
+	if cfg.APIVersion != APIVersion || cfg.Kind != Kind {
+		return nil, fmt.Errorf("config %s: apiVersion/kind is %q/%q, want %q/%q", path, cfg.APIVersion, cfg.Kind, APIVersion, Kind)
 	}
 	cfg.resolvePaths(filepath.Dir(path))
 	cfg.Default()

@@ -30,7 +30,7 @@ type CA struct {
 // certificate is a CA (basic constraints CA:TRUE) and, when it has a key usage extension, that
 // it includes certificate signing.
 func (ca *CA) Validate() error {
-	if ca.Certificate == nil || ca.Key == nil {
+	if ca == nil || ca.Certificate == nil || ca.Key == nil {
 		return errors.New("CA certificate and key are both required")
 	}
 	pub, ok := ca.Key.Public().(interface{ Equal(crypto.PublicKey) bool })

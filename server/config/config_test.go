@@ -1,0 +1,269 @@
+package config_test
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/signet-pki/signet/server/config"
+)
+
+// writeConfig writes body as config.yaml in a fresh folder and returns its path.
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const minimal = `apiVersion: signet.dev/v1alpha1
+kind: ServerConfiguration
+tls:
+  certFile: /etc/signet/server.crt
+  keyFile: /etc/signet/server.key
+  clientCAFile: /etc/signet/clients.crt
+signers:
+  - name: example.com/serving
+    key: /etc/signet/ca.key
+    certificate: /etc/signet/ca.crt
+`
+
+// TestDefaultsGolden pins every default a minimal configuration gets. Run with
+// UPDATE_GOLDEN=1 to rewrite testdata/defaults.golden.yaml after an intended change.
+func TestDefaultsGolden(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Load(writeConfig(t, minimal))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	got, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "defaults.golden.yaml")
+	if os.Getenv("UPDATE_GOLDEN") == "1" {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("reading golden file (run with UPDATE_GOLDEN=1 to create it): %v", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("defaults changed; run with UPDATE_GOLDEN=1 if intended\n--- got\n%s\n--- want\n%s", got, want)
+	}
+}
+
+func TestDefaultKeepsSetValues(t *testing.T) {
+	t.Parallel()
+	cfg := config.Config{
+		GRPC:    config.GRPC{Address: "0.0.0.0:9443"},
+		Signers: []config.Signer{{Name: "example.com/a", MaxLifetime: &metav1.Duration{Duration: time.Hour}}, {Name: "example.com/b"}},
+	}
+	cfg.Default()
+	if cfg.GRPC.Address != "0.0.0.0:9443" {
+		t.Errorf("address = %q, want the value set", cfg.GRPC.Address)
+	}
+	if got := cfg.Signers[0].MaxLifetime.Duration; got != time.Hour {
+		t.Errorf("signers[0].maxLifetime = %s, want the value set (1h)", got)
+	}
+	if got := cfg.Signers[1].MaxLifetime.Duration; got != config.DefaultMaxLifetime {
+		t.Errorf("signers[1].maxLifetime = %s, want the default %s", got, config.DefaultMaxLifetime)
+	}
+	if cfg.APIVersion != config.APIVersion || cfg.Kind != config.Kind {
+		t.Errorf("apiVersion/kind = %s/%s, want the defaults", cfg.APIVersion, cfg.Kind)
+	}
+}
+
+func TestLoadRefusesUnknownAndDuplicateFields(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct{ body, field string }{
+		"top level":          {minimal + "signer: {}\n", `unknown field "signer"`},
+		"nested":             {strings.Replace(minimal, "tls:\n", "grpc:\n  adress: 127.0.0.1:1\ntls:\n", 1), `unknown field "grpc.adress"`},
+		"in a list":          {minimal + "    maxLifeTime: 1h\n", `unknown field "signers[0].maxLifeTime"`},
+		"differs in case":    {minimal + "    maxLifetime: 1h\n    MaxLifetime: 876000h\n", `unknown field "signers[0].MaxLifetime"`},
+		"duplicate key":      {minimal + "    maxLifetime: 1h\n    maxLifetime: 2h\n", `"maxLifetime" already set`},
+		"upper-case version": {strings.Replace(minimal, "apiVersion:", "APIVersion:", 1), `unknown field "APIVersion"`},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := config.Load(writeConfig(t, tt.body))
+			if err == nil || !strings.Contains(err.Error(), tt.field) {
+				t.Fatalf("Load = %v, want an error saying %s", err, tt.field)
+			}
+		})
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	t.Parallel()
+	if _, err := config.Load(filepath.Join(t.TempDir(), "missing.yaml")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Load(missing) = %v, want a not-exist error", err)
+	}
+	path := writeConfig(t, "signers: [")
+	if _, err := config.Load(path); err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("Load(bad YAML) = %v, want a parse error naming the file", err)
+	}
+	path = writeConfig(t, strings.Replace(minimal, "apiVersion: signet.dev/v1alpha1\nkind: ServerConfiguration\n", "", 1))
+	if _, err := config.Load(path); err == nil || !strings.Contains(err.Error(), `apiVersion/kind is ""/"", want "signet.dev/v1alpha1"/"ServerConfiguration"`) {
+		t.Errorf("Load(no apiVersion/kind) = %v, want a refusal naming the expected apiVersion and kind", err)
+	}
+	path = writeConfig(t, strings.Replace(minimal, "certificate: /etc/signet/ca.crt\n", "certificate: /etc/signet/ca.crt\n    maxLifetime: 5m\n", 1))
+	if _, err := config.Load(path); err == nil || !strings.Contains(err.Error(), "signers[0].maxLifetime 5m0s is below the 10m floor") {
+		t.Errorf("Load(maxLifetime 5m) = %v, want the floor error", err)
+	}
+}
+
+func TestValidateListsEveryProblem(t *testing.T) {
+	t.Parallel()
+	cfg := config.Config{
+		APIVersion: "signet.dev/v0",
+		Kind:       "ServerConfiguration",
+		GRPC:       config.GRPC{Address: "no-port"},
+		TLS:        config.TLS{CertFile: "server.crt"},
+		Signers: []config.Signer{
+			{Name: "not a signer", Key: "k", Certificate: "c"},
+			{Name: "example.com/a", Key: "k", Certificate: "c"},
+			{Name: "example.com/a"},
+			{Name: "example.com/b", Key: "k", Certificate: "c", MaxLifetime: &metav1.Duration{Duration: time.Minute}},
+		},
+	}
+	err := cfg.Validate()
+	if err == nil {
+		t.Fatal("Validate accepted a broken configuration")
+	}
+	for _, want := range []string{
+		"apiVersion/kind is signet.dev/v0/ServerConfiguration",
+		"grpc.address",
+		"tls.keyFile is required",
+		"tls.clientCAFile is required",
+		`signers[0].name "not a signer" is not a signer name`,
+		`signers[2].name "example.com/a" is listed twice`,
+		"signers[2].key is required",
+		"signers[2].certificate is required",
+		"signers[3].maxLifetime 1m0s is below the 10m floor",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate error does not mention %q:\n%v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "tls.certFile") || strings.Contains(err.Error(), "signers[1]") {
+		t.Errorf("Validate reports fields that are fine:\n%v", err)
+	}
+	if got := strings.Count(err.Error(), "\n") + 1; got != 9 {
+		t.Errorf("Validate reported %d problems, want 9:\n%v", got, err)
+	}
+	if err := (&config.Config{}).Validate(); err == nil || !strings.Contains(err.Error(), "at least one signer") {
+		t.Errorf("Validate(zero config) = %v, want it to ask for a signer", err)
+	}
+}
+
+func TestSignerNames(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		ok   bool
+	}{
+		{"example.com/serving", true},
+		{"kubernetes.io/kube-apiserver-client", true},
+		{"signet.dev/dev", true},
+		{"my-org.example.com/team/Serving_v2", true},
+		{"", false},
+		{"serving", false},
+		{"example.com", false},
+		{"example.com/", false},
+		{"example/serving", false},
+		{"Example.com/serving", false},
+		{"-example.com/serving", false},
+		{"example-.com/serving", false},
+		{"example..com/serving", false},
+		{"/example.com/serving", false},
+		{"example.com/has space", false},
+		{"example.com/serving\n", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := config.Config{
+				TLS:     config.TLS{CertFile: "a", KeyFile: "b", ClientCAFile: "c"},
+				Signers: []config.Signer{{Name: tt.name, Key: "k", Certificate: "c"}},
+			}
+			cfg.Default()
+			err := cfg.Validate()
+			if tt.ok && err != nil {
+				t.Errorf("Validate refused signer name %q: %v", tt.name, err)
+			}
+			if !tt.ok && (err == nil || !strings.Contains(err.Error(), "is not a signer name")) {
+				t.Errorf("Validate(%q) = %v, want a signer name error", tt.name, err)
+			}
+		})
+	}
+}
+
+func TestLoadResolvesRelativePaths(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "etc", "signet")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	body := `apiVersion: signet.dev/v1alpha1
+kind: ServerConfiguration
+tls:
+  certFile: tls/server.crt
+  keyFile: ./tls/server.key
+  clientCAFile: /abs/clients.crt
+signers:
+  - name: example.com/a
+    key: ca-a.key
+    certificate: ca-a.crt
+    intermediates: chain/a.pem
+  - name: example.com/b
+    key: file:///abs/ca-b.key
+    certificate: ../ca-b.crt
+  - name: example.com/c
+    key: pkcs11:token=signet;object=ca-c
+    certificate: /abs/ca-c.crt
+  - name: example.com/d
+    key: tpm:handle=0x81000001
+    certificate: ca-d.crt
+`
+	path := filepath.Join(dir, "server.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	in := func(p string) string { return filepath.Join(dir, p) }
+	for _, c := range []struct{ field, got, want string }{
+		{"tls.certFile", cfg.TLS.CertFile, in("tls/server.crt")},
+		{"tls.keyFile", cfg.TLS.KeyFile, in("tls/server.key")},
+		{"tls.clientCAFile", cfg.TLS.ClientCAFile, "/abs/clients.crt"},
+		{"signers[0].key", cfg.Signers[0].Key, in("ca-a.key")},
+		{"signers[0].certificate", cfg.Signers[0].Certificate, in("ca-a.crt")},
+		{"signers[0].intermediates", cfg.Signers[0].Intermediates, in("chain/a.pem")},
+		{"signers[1].key", cfg.Signers[1].Key, "file:///abs/ca-b.key"},
+		{"signers[1].certificate", cfg.Signers[1].Certificate, filepath.Join(dir, "..", "ca-b.crt")},
+		{"signers[1].intermediates", cfg.Signers[1].Intermediates, ""},
+		{"signers[2].key", cfg.Signers[2].Key, "pkcs11:token=signet;object=ca-c"},
+		{"signers[3].key", cfg.Signers[3].Key, "tpm:handle=0x81000001"},
+		{"signers[3].certificate", cfg.Signers[3].Certificate, in("ca-d.crt")},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.field, c.got, c.want)
+		}
+	}
+}
