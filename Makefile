@@ -6,7 +6,7 @@ GO           ?= go
 TOOLS        := $(GO) tool -modfile=hack/tools/go.mod
 BIN          := bin
 CMDS         := signet-server signet-watcher
-GOTEST_FLAGS ?= -count=1 -timeout=20m
+GOTEST_FLAGS ?= -race -count=1 -timeout=20m
 
 .DEFAULT_GOAL := help
 

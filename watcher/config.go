@@ -14,6 +14,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -79,17 +80,26 @@ type BackoffConfig struct {
 	Max metav1.Duration `json:"max,omitempty"`
 }
 
-// LoadConfig reads the configuration file at path, strictly: an unknown or duplicated field
-// is an error naming it, and apiVersion and kind must be present and match. It applies
-// Default but does not call Validate, so that flags may still fill required fields.
+// LoadConfig reads the configuration file at path, strictly: field names are case-sensitive,
+// and every unknown or duplicated field is an error naming its path (server.adress).
+// apiVersion and kind must be present and match. It applies Default but does not call
+// Validate, so that flags may still fill required fields.
 func LoadConfig(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("loading config: %w", err)
 	}
-	cfg := &Config{}
-	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
+	jsonData, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
 		return nil, fmt.Errorf("loading config %s: %w", path, err)
+	}
+	cfg := &Config{}
+	strictErrs, err := sigsjson.UnmarshalStrict(jsonData, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("loading config %s: %w", path, err)
+	}
+	if len(strictErrs) > 0 {
+		return nil, fmt.Errorf("loading config %s: %w", path, errors.Join(strictErrs...))
 	}
 	if cfg.APIVersion != APIVersion || cfg.Kind != Kind {
 		return nil, fmt.Errorf("loading config %s: apiVersion/kind is %q/%q, want %q/%q",

@@ -12,6 +12,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -134,7 +135,12 @@ func (c *Cluster) addUserWithRules(kind, name string, groups []string, rules []r
 func (c *Cluster) Grant(ctx context.Context, role string, u *User, rules []rbacv1.PolicyRule) error {
 	_, admin := c.Admin()
 	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role}, Rules: rules}
-	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil {
+	_, err := admin.RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		// The same user granted again (a test run twice on one cluster): replace the rules.
+		_, err = admin.RbacV1().ClusterRoles().Update(ctx, cr, metav1.UpdateOptions{})
+	}
+	if err != nil {
 		return fmt.Errorf("creating ClusterRole %s: %w", role, err)
 	}
 	crb := &rbacv1.ClusterRoleBinding{
@@ -142,7 +148,11 @@ func (c *Cluster) Grant(ctx context.Context, role string, u *User, rules []rbacv
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: u.Name}},
 	}
-	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
+	_, err = admin.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		_, err = admin.RbacV1().ClusterRoleBindings().Update(ctx, crb, metav1.UpdateOptions{})
+	}
+	if err != nil {
 		return fmt.Errorf("creating ClusterRoleBinding %s: %w", role, err)
 	}
 	for _, r := range rules {

@@ -50,8 +50,8 @@ type Options struct {
 	Recorder record.EventRecorder
 }
 
-// Controller signs the approved CSRs of its signer names. Create it with New, start it with
-// Run.
+// Controller signs the approved CSRs of its signer names. Create it with New and call Run
+// once; a later run (a new leader term) needs a new Controller.
 type Controller struct {
 	kube        kubernetes.Interface
 	signer      Signer
@@ -145,8 +145,11 @@ func (c *Controller) enqueue(obj any) {
 
 // Run starts the informers, waits for their caches, and runs workers until ctx is done; it
 // then shuts the queue down and waits for the workers and informers to stop. It returns an
-// error only if the caches could not sync.
+// error if workers is not positive or the caches could not sync.
 func (c *Controller) Run(ctx context.Context, workers int) error {
+	if workers < 1 {
+		return fmt.Errorf("running CSR signing controller: %d workers", workers)
+	}
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
 	defer func() {

@@ -335,11 +335,13 @@ func TestRun(t *testing.T) {
 	if got := signer.callCount(); got != 2 {
 		t.Errorf("signer called %d times, want 2 (one transient failure, one success)", got)
 	}
+	signer.mu.Lock()
 	for _, name := range signer.calls {
 		if name != "csr" {
 			t.Errorf("signer called for %q", name)
 		}
 	}
+	signer.mu.Unlock()
 	cancel()
 	select {
 	case err := <-done:

@@ -22,6 +22,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/watcher/internal/mtlstest"
 )
 
 const testChain = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
@@ -99,13 +100,13 @@ func (s *fakeServer) SignCertificateSigningRequest(ctx context.Context, req *sig
 
 // startServer serves fake over mTLS on a loopback port with a certificate for serverName and
 // returns the port.
-func startServer(t *testing.T, ca *testCA, serverName string, fake *fakeServer) string {
+func startServer(t *testing.T, ca *mtlstest.CA, serverName string, fake *fakeServer) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("listening: %v", err)
 	}
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(ca.serverTLS(t, serverName))))
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(ca.ServerTLS(t, serverName))))
 	signetv1.RegisterSignerServiceServer(srv, fake)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
@@ -124,7 +125,7 @@ func newTestClient(t *testing.T, cfg Config) *Client {
 }
 
 func TestSignCSROverMTLS(t *testing.T) {
-	ca := newTestCA(t)
+	ca := mtlstest.NewCA(t)
 	fake := &fakeServer{respond: func(context.Context) (*signetv1.SignCertificateSigningRequestResponse, error) {
 		return &signetv1.SignCertificateSigningRequestResponse{CertificateChainPem: testChain}, nil
 	}}
@@ -137,7 +138,7 @@ func TestSignCSROverMTLS(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			port := startServer(t, ca, tt.serverCertName, fake)
-			caFile, certFile, keyFile := ca.clientFiles(t, t.TempDir(), "watcher-1")
+			caFile, certFile, keyFile := ca.ClientFiles(t, t.TempDir(), "watcher-1")
 			c := newTestClient(t, Config{
 				Address: net.JoinHostPort(tt.address, port), ServerName: tt.serverName,
 				CAFile: caFile, CertFile: certFile, KeyFile: keyFile, RPCTimeout: 5 * time.Second,
@@ -162,7 +163,7 @@ func TestSignCSROverMTLS(t *testing.T) {
 }
 
 func TestSignCSRErrors(t *testing.T) {
-	ca := newTestCA(t)
+	ca := mtlstest.NewCA(t)
 	refusal, err := status.New(codes.InvalidArgument, "RSA-2048 is below the signer's minimum").
 		WithDetails(&errdetails.ErrorInfo{Reason: "UNSUPPORTED_KEY", Domain: ErrorDomain})
 	if err != nil {
@@ -192,11 +193,11 @@ func TestSignCSRErrors(t *testing.T) {
 			port := startServer(t, ca, "localhost", &fakeServer{respond: tt.respond})
 			clientCA := ca
 			if tt.wrongCA {
-				clientCA = newTestCA(t)
+				clientCA = mtlstest.NewCA(t)
 			}
 			dir := t.TempDir()
-			caFile, _, _ := clientCA.clientFiles(t, dir, "unused")
-			_, certFile, keyFile := ca.clientFiles(t, t.TempDir(), "watcher-1")
+			caFile, _, _ := clientCA.ClientFiles(t, dir, "unused")
+			_, certFile, keyFile := ca.ClientFiles(t, t.TempDir(), "watcher-1")
 			c := newTestClient(t, Config{
 				Address: net.JoinHostPort("localhost", port),
 				CAFile:  caFile, CertFile: certFile, KeyFile: keyFile, RPCTimeout: 300 * time.Millisecond,
@@ -221,11 +222,11 @@ func TestSignCSRErrors(t *testing.T) {
 }
 
 func TestNewErrors(t *testing.T) {
-	ca := newTestCA(t)
+	ca := mtlstest.NewCA(t)
 	dir := t.TempDir()
-	caFile, certFile, keyFile := ca.clientFiles(t, dir, "watcher-1")
+	caFile, certFile, keyFile := ca.ClientFiles(t, dir, "watcher-1")
 	notPEM := filepath.Join(dir, "not.pem")
-	writeFile(t, notPEM, []byte("not PEM"))
+	mtlstest.WriteFile(t, notPEM, []byte("not PEM"))
 	good := Config{Address: "localhost:8443", CAFile: caFile, CertFile: certFile, KeyFile: keyFile, RPCTimeout: time.Second}
 	tests := map[string]func(c *Config){
 		"zero timeout":      func(c *Config) { c.RPCTimeout = 0 },
@@ -253,9 +254,9 @@ func TestNewErrors(t *testing.T) {
 }
 
 func TestCertReloader(t *testing.T) {
-	ca := newTestCA(t)
+	ca := mtlstest.NewCA(t)
 	dir := t.TempDir()
-	_, certFile, keyFile := ca.clientFiles(t, dir, "first")
+	_, certFile, keyFile := ca.ClientFiles(t, dir, "first")
 	clk := clocktesting.NewFakePassiveClock(time.Now())
 	r, err := newCertReloader(certFile, keyFile, clk, testLogger(t))
 	if err != nil {
@@ -274,9 +275,9 @@ func TestCertReloader(t *testing.T) {
 	}
 
 	// Rotate: a new pair with a later mtime.
-	certPEM, keyPEM := ca.issue(t, "second", false)
-	writeFile(t, certFile, certPEM)
-	writeFile(t, keyFile, keyPEM)
+	certPEM, keyPEM := ca.Issue(t, "second", false)
+	mtlstest.WriteFile(t, certFile, certPEM)
+	mtlstest.WriteFile(t, keyFile, keyPEM)
 	later := time.Now().Add(time.Minute)
 	for _, f := range []string{certFile, keyFile} {
 		if err := os.Chtimes(f, later, later); err != nil {
@@ -292,8 +293,8 @@ func TestCertReloader(t *testing.T) {
 	}
 
 	// A half-written rotation (certificate without its key) keeps the previous pair.
-	certPEM, _ = ca.issue(t, "third", false)
-	writeFile(t, certFile, certPEM)
+	certPEM, _ = ca.Issue(t, "third", false)
+	mtlstest.WriteFile(t, certFile, certPEM)
 	evenLater := later.Add(time.Minute)
 	if err := os.Chtimes(certFile, evenLater, evenLater); err != nil {
 		t.Fatal(err)

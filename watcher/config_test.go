@@ -1,0 +1,189 @@
+package watcher
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// TestDefaultsGolden pins the defaults of a zero Config. Rewrite the golden file with
+// UPDATE_GOLDEN=1 go test ./watcher/.
+func TestDefaultsGolden(t *testing.T) {
+	var cfg Config
+	cfg.Default()
+	got, err := yaml.Marshal(&cfg)
+	if err != nil {
+		t.Fatalf("marshalling: %v", err)
+	}
+	golden := filepath.Join("testdata", "defaults.golden.yaml")
+	if os.Getenv("UPDATE_GOLDEN") == "1" {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatalf("updating golden file: %v", err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("reading golden file (UPDATE_GOLDEN=1 writes it): %v", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("defaults differ from %s (UPDATE_GOLDEN=1 to accept):\n--- got\n%s\n--- want\n%s", golden, got, want)
+	}
+}
+
+func TestDefaultKeepsSetFields(t *testing.T) {
+	cfg := Config{Workers: 9, RPCTimeout: metav1.Duration{Duration: time.Second}}
+	cfg.Default()
+	if cfg.Workers != 9 || cfg.RPCTimeout.Duration != time.Second {
+		t.Errorf("Default overwrote set fields: %+v", cfg)
+	}
+	if cfg.Backoff.Initial.Duration != DefaultBackoffInitial || cfg.Backoff.Max.Duration != DefaultBackoffMax {
+		t.Errorf("Default left back-off unset: %+v", cfg.Backoff)
+	}
+}
+
+func TestLoadConfigExample(t *testing.T) {
+	cfg, err := LoadConfig(filepath.Join("testdata", "example.yaml"))
+	if err != nil {
+		t.Fatalf("LoadConfig: %v", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+	want := Config{
+		APIVersion:  APIVersion,
+		Kind:        Kind,
+		SignerNames: []string{"example.com/serving", "example.com/client"},
+		Server: ServerConfig{
+			Address:    "signet.example.com:8443",
+			CAFile:     "/etc/signet/server-ca.pem",
+			CertFile:   "/etc/signet/tls/tls.crt",
+			KeyFile:    "/etc/signet/tls/tls.key",
+			ServerName: "signet.internal",
+		},
+		Workers:    8,
+		RPCTimeout: metav1.Duration{Duration: 5 * time.Second},
+		Backoff: BackoffConfig{
+			Initial: metav1.Duration{Duration: 500 * time.Millisecond},
+			Max:     metav1.Duration{Duration: DefaultBackoffMax},
+		},
+	}
+	gotYAML, _ := yaml.Marshal(cfg)
+	wantYAML, _ := yaml.Marshal(&want)
+	if !bytes.Equal(gotYAML, wantYAML) {
+		t.Errorf("LoadConfig =\n%s\nwant\n%s", gotYAML, wantYAML)
+	}
+}
+
+func TestLoadConfigErrors(t *testing.T) {
+	tests := []struct {
+		name, content, wantErr string
+	}{
+		{"unknown field", "apiVersion: signet.dev/v1alpha1\nkind: WatcherConfiguration\nworkerz: 3\n", `unknown field "workerz"`},
+		{"unknown nested field", "apiVersion: signet.dev/v1alpha1\nkind: WatcherConfiguration\nserver:\n  adress: x:1\n", `unknown field "server.adress"`},
+		{"every unknown field is listed", "apiVersion: signet.dev/v1alpha1\nkind: WatcherConfiguration\nworkerz: 3\nSignerNames: []\n", "unknown field \"SignerNames\"\nunknown field \"workerz\""},
+		{"duplicate field", "apiVersion: signet.dev/v1alpha1\nkind: WatcherConfiguration\nworkers: 1\nworkers: 2\n", `"workers"`},
+		{"missing apiVersion", "kind: WatcherConfiguration\n", `apiVersion/kind is ""/"WatcherConfiguration"`},
+		{"wrong kind", "apiVersion: signet.dev/v1alpha1\nkind: ServerConfiguration\n", `"ServerConfiguration"`},
+		{"bad duration", "apiVersion: signet.dev/v1alpha1\nkind: WatcherConfiguration\nrpcTimeout: soon\n", `soon`},
+		{"wrong type", "apiVersion: signet.dev/v1alpha1\nkind: WatcherConfiguration\nsignerNames: example.com/x\n", `signerNames`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "config.yaml")
+			if err := os.WriteFile(path, []byte(tt.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := LoadConfig(path)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("LoadConfig() error = %v, want one containing %s", err, tt.wantErr)
+			}
+		})
+	}
+	if _, err := LoadConfig(filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
+		t.Error("LoadConfig(missing file) succeeded")
+	}
+}
+
+// validConfig is a defaulted Config that passes Validate.
+func validConfig() Config {
+	cfg := Config{
+		SignerNames: []string{"example.com/serving"},
+		Server:      ServerConfig{Address: "signet:8443", CAFile: "ca.pem", CertFile: "c.pem", KeyFile: "k.pem"},
+	}
+	cfg.Default()
+	return cfg
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		mutate  func(*Config)
+		wantErr []string // substrings, each must appear; none means valid
+	}{
+		{"valid", func(*Config) {}, nil},
+		{"IPv6 address", func(c *Config) { c.Server.Address = "[::1]:8443" }, nil},
+		{"kubernetes.io signer", func(c *Config) { c.SignerNames = []string{"kubernetes.io/kube-apiserver-client"} }, nil},
+		{"namespaced path", func(c *Config) { c.SignerNames = []string{"example.com/ns.name"} }, nil},
+		{"no signer names", func(c *Config) { c.SignerNames = nil }, []string{"signerNames: at least one"}},
+		{"signer name without path", func(c *Config) { c.SignerNames = []string{"example.com"} }, []string{`signerNames[0]: "example.com" must look like domain/path`}},
+		{"signer name with two slashes", func(c *Config) { c.SignerNames = []string{"example.com/a/b"} }, []string{"signerNames[0]"}},
+		{"single-label domain", func(c *Config) { c.SignerNames = []string{"example/serving"} }, []string{"at least two dot-separated labels"}},
+		{"upper-case path", func(c *Config) { c.SignerNames = []string{"example.com/Serving"} }, []string{`path segment "Serving"`}},
+		{"duplicate signer", func(c *Config) { c.SignerNames = []string{"example.com/a", "example.com/a"} }, []string{"signerNames[1]: \"example.com/a\" is listed twice"}},
+		{"address without port", func(c *Config) { c.Server.Address = "signet" }, []string{"server.address"}},
+		{"address with bad port", func(c *Config) { c.Server.Address = "signet:0" }, []string{"invalid port"}},
+		{"address without host", func(c *Config) { c.Server.Address = ":8443" }, []string{"has no host"}},
+		{"negative workers", func(c *Config) { c.Workers = -1 }, []string{"workers: is -1"}},
+		{"negative timeout", func(c *Config) { c.RPCTimeout.Duration = -time.Second }, []string{"rpcTimeout"}},
+		{"max below initial", func(c *Config) { c.Backoff.Max.Duration = time.Millisecond }, []string{"backoff.max"}},
+		{"wrong apiVersion", func(c *Config) { c.APIVersion = "signet.dev/v1" }, []string{"apiVersion"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := validConfig()
+			tt.mutate(&cfg)
+			err := cfg.Validate()
+			if len(tt.wantErr) == 0 {
+				if err != nil {
+					t.Errorf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate() = nil, want %q", tt.wantErr)
+			}
+			for _, want := range tt.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("Validate() = %v, want it to contain %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestValidateListsEveryProblem checks that a zero Config, once defaulted, reports each
+// missing required field, one per line.
+func TestValidateListsEveryProblem(t *testing.T) {
+	var cfg Config
+	cfg.Default()
+	err := cfg.Validate()
+	if err == nil {
+		t.Fatal("Validate() = nil for an empty configuration")
+	}
+	want := []string{
+		"signerNames: at least one signer name is required",
+		"server.address: is required (host:port)",
+		"server.caFile: is required",
+		"server.certFile: is required",
+		"server.keyFile: is required",
+	}
+	if got := strings.Split(err.Error(), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("Validate() problems =\n%s\nwant\n%s", err, strings.Join(want, "\n"))
+	}
+}
