@@ -7,15 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
-	sigsjson "sigs.k8s.io/json"
-	"sigs.k8s.io/yaml"
+
+	"github.com/signet-pki/signet/internal/configfile"
 )
 
 // APIVersion and Kind identify the watcher's configuration file format.
@@ -31,10 +28,6 @@ const (
 	DefaultBackoffInitial = 250 * time.Millisecond
 	DefaultBackoffMax     = 30 * time.Second
 )
-
-// maxSignerNameLength is the longest signer name the kube-apiserver accepts
-// (253 domain + '/' + 253 + '.' + 63 path).
-const maxSignerNameLength = 571
 
 // Config is the watcher's configuration file (apiVersion signet.dev/v1alpha1,
 // kind WatcherConfiguration). Its zero value, after Default, holds every default; only
@@ -85,25 +78,9 @@ type BackoffConfig struct {
 // apiVersion and kind must be present and match. It applies Default but does not call
 // Validate, so that flags may still fill required fields.
 func LoadConfig(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("loading config: %w", err)
-	}
-	jsonData, err := yaml.YAMLToJSONStrict(data)
-	if err != nil {
-		return nil, fmt.Errorf("loading config %s: %w", path, err)
-	}
 	cfg := &Config{}
-	strictErrs, err := sigsjson.UnmarshalStrict(jsonData, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("loading config %s: %w", path, err)
-	}
-	if len(strictErrs) > 0 {
-		return nil, fmt.Errorf("loading config %s: %w", path, errors.Join(strictErrs...))
-	}
-	if cfg.APIVersion != APIVersion || cfg.Kind != Kind {
-		return nil, fmt.Errorf("loading config %s: apiVersion/kind is %q/%q, want %q/%q",
-			path, cfg.APIVersion, cfg.Kind, APIVersion, Kind)
+	if err := configfile.Decode(path, APIVersion, Kind, cfg); err != nil {
+		return nil, fmt.Errorf("loading watcher config: %w", err)
 	}
 	cfg.Default()
 	return cfg, nil
@@ -155,7 +132,7 @@ func (c *Config) Validate() error {
 			add(field, "%q is listed twice", name)
 		}
 		seen[name] = true
-		for _, problem := range signerNameProblems(name) {
+		for _, problem := range configfile.SignerNameProblems(name) {
 			add(field, "%q %s", name, problem)
 		}
 	}
@@ -184,37 +161,6 @@ func (c *Config) Validate() error {
 		add("backoff.max", "is %s, must be at least backoff.initial (%s)", c.Backoff.Max.Duration, c.Backoff.Initial.Duration)
 	}
 	return errors.Join(errs...)
-}
-
-// signerNameProblems returns why name is not a signer name the kube-apiserver accepts:
-// exactly one '/', a domain of at least two DNS-1123 labels, and a path of dot-separated
-// DNS-1123 subdomains.
-func signerNameProblems(name string) []string {
-	domain, path, ok := strings.Cut(name, "/")
-	if !ok || domain == "" || path == "" || strings.Contains(path, "/") {
-		return []string{"must look like domain/path, for example example.com/serving"}
-	}
-	var problems []string
-	if len(name) > maxSignerNameLength {
-		problems = append(problems, fmt.Sprintf("is longer than %d characters", maxSignerNameLength))
-	}
-	labels := strings.Split(domain, ".")
-	if len(labels) < 2 {
-		problems = append(problems, "domain must have at least two dot-separated labels")
-	}
-	for _, label := range labels {
-		if msgs := validation.IsDNS1123Label(label); len(msgs) > 0 {
-			problems = append(problems, fmt.Sprintf("domain label %q: %s", label, strings.Join(msgs, "; ")))
-			break
-		}
-	}
-	for _, segment := range strings.Split(path, ".") {
-		if msgs := validation.IsDNS1123Subdomain(segment); len(msgs) > 0 {
-			problems = append(problems, fmt.Sprintf("path segment %q: %s", segment, strings.Join(msgs, "; ")))
-			break
-		}
-	}
-	return problems
 }
 
 // validateAddress checks that address is host:port with a port in 1–65535.

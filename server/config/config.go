@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
-	"regexp"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kjson "sigs.k8s.io/json"
-	"sigs.k8s.io/yaml"
+
+	"github.com/signet-pki/signet/internal/configfile"
 )
 
 // APIVersion and Kind identify a signet-server configuration file.
@@ -26,9 +25,6 @@ const (
 	DefaultGRPCAddress = "127.0.0.1:8443"
 	DefaultMaxLifetime = 24 * time.Hour
 )
-
-// signerNamePattern is the shape of a Kubernetes signer name: a domain, a slash, a path.
-var signerNamePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+/[A-Za-z0-9._/-]+$`)
 
 // Config is the signet-server configuration.
 type Config struct {
@@ -76,27 +72,9 @@ type Signer struct {
 // fields are errors; field names are case-sensitive. Relative file paths in the file are
 // resolved against the file's directory.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading config: %w", err)
-	}
-	// Field names are matched case-sensitively, as Kubernetes decodes its own configuration:
-	// encoding/json alone would take "maxLifeTime" for maxLifetime and let a second key that
-	// differs only in case silently override the first.
-	jsonData, err := yaml.YAMLToJSONStrict(data)
-	if err != nil {
-		return nil, fmt.Errorf("parsing config %s: %w", path, err)
-	}
 	var cfg Config
-	strictErrs, err := kjson.UnmarshalStrict(jsonData, &cfg)
-	if err != nil {
-		return nil, fmt.Errorf("parsing config %s: %w", path, err)
-	}
-	if len(strictErrs) > 0 {
-		return nil, fmt.Errorf("parsing config %s: %w", path, errors.Join(strictErrs...))
-	}
-	if cfg.APIVersion != APIVersion || cfg.Kind != Kind {
-		return nil, fmt.Errorf("config %s: apiVersion/kind is %q/%q, want %q/%q", path, cfg.APIVersion, cfg.Kind, APIVersion, Kind)
+	if err := configfile.Decode(path, APIVersion, Kind, &cfg); err != nil {
+		return nil, fmt.Errorf("loading server config: %w", err)
 	}
 	cfg.resolvePaths(filepath.Dir(path))
 	cfg.Default()
@@ -146,10 +124,9 @@ func (c *Config) Validate() error {
 	seen := map[string]bool{}
 	for i, s := range c.Signers {
 		at := fmt.Sprintf("signers[%d]", i)
-		switch {
-		case !signerNamePattern.MatchString(s.Name):
-			errs = append(errs, fmt.Errorf("%s.name %q is not a signer name (want domain/path, e.g. example.com/serving)", at, s.Name))
-		case seen[s.Name]:
+		if problems := configfile.SignerNameProblems(s.Name); len(problems) > 0 {
+			errs = append(errs, fmt.Errorf("%s.name %q is not a signer name: %s", at, s.Name, strings.Join(problems, "; ")))
+		} else if seen[s.Name] {
 			errs = append(errs, fmt.Errorf("%s.name %q is listed twice", at, s.Name))
 		}
 		seen[s.Name] = true

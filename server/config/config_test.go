@@ -179,7 +179,10 @@ func TestSignerNames(t *testing.T) {
 		{"example.com/serving", true},
 		{"kubernetes.io/kube-apiserver-client", true},
 		{"signet.dev/dev", true},
-		{"my-org.example.com/team/Serving_v2", true},
+		{"my-org.example.com/team.serving-v2", true},
+		// The kube-apiserver refuses these (pkg/apis/core/validation ValidateSignerName).
+		{"my-org.example.com/team/serving", false},
+		{"example.com/Serving_v2", false},
 		{"", false},
 		{"serving", false},
 		{"example.com", false},
