@@ -154,7 +154,7 @@ func loadIssuer(ctx context.Context, sc config.Signer) (*issuance.Issuer, keysto
 	issuer, err := issuance.NewIssuer(issuance.IssuerOptions{
 		SignerName: sc.Name,
 		CA:         ca,
-		Policy:     issuance.Policy{MaxLifetime: maxLifetime(sc)},
+		Policy:     issuance.LeafPolicy{MaxLifetime: maxLifetime(sc)},
 	})
 	if err != nil {
 		_ = key.Close()

@@ -33,7 +33,7 @@ func newIssuer(t testing.TB, ca *issuance.CA, maxLifetime time.Duration) *issuan
 	is, err := issuance.NewIssuer(issuance.IssuerOptions{
 		SignerName: signerName,
 		CA:         ca,
-		Policy:     issuance.Policy{MaxLifetime: maxLifetime},
+		Policy:     issuance.LeafPolicy{MaxLifetime: maxLifetime},
 		Clock:      testclock.NewFakePassiveClock(now),
 	})
 	if err != nil {

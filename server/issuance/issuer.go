@@ -73,8 +73,13 @@ func NewIssuer(opts IssuerOptions) (*Issuer, error) {
 	if err := opts.CA.Validate(); err != nil {
 		return nil, fmt.Errorf("creating issuer for %s: %w", opts.SignerName, err)
 	}
-	if opts.Policy.MaxLifetime < MinLifetime {
-		return nil, fmt.Errorf("creating issuer for %s: maximum lifetime %s is below the %s floor", opts.SignerName, opts.Policy.MaxLifetime, MinLifetime)
+	if opts.Policy == nil {
+		return nil, fmt.Errorf("creating issuer for %s: a policy is required", opts.SignerName)
+	}
+	if v, ok := opts.Policy.(interface{ Validate() error }); ok {
+		if err := v.Validate(); err != nil {
+			return nil, fmt.Errorf("creating issuer for %s: %w", opts.SignerName, err)
+		}
 	}
 	i := &Issuer{name: opts.SignerName, ca: opts.CA, policy: opts.Policy, clock: opts.Clock, rand: opts.Rand}
 	if i.clock == nil {
@@ -123,7 +128,7 @@ func (i *Issuer) Issue(req Request) (*Certificate, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := i.policy.evaluate(csr, req)
+	d, _, err := i.policy.Evaluate(csr, req)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +156,7 @@ func (i *Issuer) Issue(req Request) (*Certificate, error) {
 }
 
 // template builds the leaf certificate for a request the policy has allowed.
-func (i *Issuer) template(csr *x509.CertificateRequest, d decision) (*x509.Certificate, error) {
+func (i *Issuer) template(csr *x509.CertificateRequest, d Decision) (*x509.Certificate, error) {
 	serial, err := i.serial()
 	if err != nil {
 		return nil, err
@@ -161,8 +166,8 @@ func (i *Issuer) template(csr *x509.CertificateRequest, d decision) (*x509.Certi
 	if !now.Before(caNotAfter) {
 		return nil, fmt.Errorf("the CA certificate expired at %s", caNotAfter.UTC().Format(time.RFC3339))
 	}
-	notAfter := now.Add(d.lifetime)
-	if d.lifetime >= ShortLifetime {
+	notAfter := now.Add(d.Lifetime)
+	if d.Lifetime >= ShortLifetime {
 		notAfter = notAfter.Add(-Backdate)
 	}
 	if notAfter.After(caNotAfter) {
@@ -177,8 +182,8 @@ func (i *Issuer) template(csr *x509.CertificateRequest, d decision) (*x509.Certi
 		URIs:                  csr.URIs,
 		NotBefore:             now.Add(-Backdate),
 		NotAfter:              notAfter,
-		KeyUsage:              d.keyUsage,
-		ExtKeyUsage:           d.extKeyUsage,
+		KeyUsage:              d.KeyUsage,
+		ExtKeyUsage:           d.ExtKeyUsage,
 		BasicConstraintsValid: true,
 		IsCA:                  false,
 	}, nil

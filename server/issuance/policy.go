@@ -54,61 +54,113 @@ var extKeyUsages = map[certificatesv1.KeyUsage]x509.ExtKeyUsage{
 // leafForbiddenUsages are usages that only a CA certificate needs.
 var leafForbiddenUsages = []certificatesv1.KeyUsage{certificatesv1.UsageCertSign, certificatesv1.UsageCRLSign}
 
+// RuleResult is the outcome of one rule of a policy, for explaining a decision.
+type RuleResult struct {
+	// Rule names the rule, e.g. "usages: at most digital signature, key encipherment, client auth".
+	Rule string
+	// Passed is true when the request satisfies the rule.
+	Passed bool
+	// Detail says what was found.
+	Detail string
+}
+
+// Decision is what a policy allows for one request.
+type Decision struct {
+	// Lifetime is the certificate lifetime, before backdating (see Issuer.Issue).
+	Lifetime time.Duration
+	// KeyUsage and ExtKeyUsage are the only usage extensions the certificate carries.
+	KeyUsage    x509.KeyUsage
+	ExtKeyUsage []x509.ExtKeyUsage
+}
+
 // Policy decides whether a parsed request may be signed, and with which lifetime and usages.
-// The zero value is not usable: MaxLifetime must be positive.
-type Policy struct {
+// The signer profiles in server/profile implement it.
+type Policy interface {
+	// Evaluate checks a parsed request (its signature and key already verified by ParseCSR)
+	// against every rule. It returns the rules evaluated, in order, with their outcomes, and
+	// the decision. err is non-nil exactly when a rule failed; it wraps ErrPolicyViolation,
+	// ErrUnsupportedKey or ErrMalformedRequest and names the first failed rule.
+	Evaluate(csr *x509.CertificateRequest, req Request) (Decision, []RuleResult, error)
+}
+
+// LeafPolicy is the baseline policy of the walking skeleton: any subject and SANs, any known
+// usage but those of a CA, no CA request, lifetime clamped to [MinLifetime, MaxLifetime].
+type LeafPolicy struct {
 	// MaxLifetime caps the certificate lifetime; a request without expirationSeconds gets it.
 	MaxLifetime time.Duration
 }
 
-// decision is what a policy allows for one request.
-type decision struct {
-	lifetime    time.Duration
-	keyUsage    x509.KeyUsage
-	extKeyUsage []x509.ExtKeyUsage
+var _ Policy = LeafPolicy{}
+
+// Validate checks the policy itself.
+func (p LeafPolicy) Validate() error {
+	if p.MaxLifetime < MinLifetime {
+		return fmt.Errorf("maximum lifetime %s is below the %s floor", p.MaxLifetime, MinLifetime)
+	}
+	return nil
 }
 
-// evaluate applies the policy to a parsed request:
+// Evaluate applies the policy to a parsed request:
 //   - at least one usage, each a known certificates.k8s.io/v1 usage, none of "cert sign" and
 //     "crl sign";
 //   - no basic constraints extension asking for CA:TRUE;
-//   - lifetime = expirationSeconds clamped to [MinLifetime, MaxLifetime]; MaxLifetime if absent.
-//
-// Errors wrap ErrPolicyViolation.
-func (p Policy) evaluate(csr *x509.CertificateRequest, req Request) (decision, error) {
-	var d decision
-	if len(req.Usages) == 0 {
-		return d, fmt.Errorf("%w: no usages requested", ErrPolicyViolation)
-	}
-	ekus := map[x509.ExtKeyUsage]bool{}
-	for _, s := range req.Usages {
-		u := certificatesv1.KeyUsage(s)
-		if slices.Contains(leafForbiddenUsages, u) {
-			return d, fmt.Errorf("%w: usage %q is reserved for CA certificates; this signer issues only leaf certificates", ErrPolicyViolation, s)
+//   - lifetime = ClampLifetime(expirationSeconds, MaxLifetime).
+func (p LeafPolicy) Evaluate(csr *x509.CertificateRequest, req Request) (Decision, []RuleResult, error) {
+	d := Decision{Lifetime: ClampLifetime(req.ExpirationSeconds, p.MaxLifetime)}
+	var rules []RuleResult
+	check := func(rule string, err error, detail string) error {
+		r := RuleResult{Rule: rule, Passed: err == nil, Detail: detail}
+		if err != nil {
+			r.Detail = err.Error()
 		}
-		if ku, ok := keyUsages[u]; ok {
-			d.keyUsage |= ku
+		rules = append(rules, r)
+		return err
+	}
+	var err error
+	d.KeyUsage, d.ExtKeyUsage, err = ParseUsages(req.Usages)
+	if err == nil && len(req.Usages) == 0 {
+		err = fmt.Errorf("%w: no usages requested", ErrPolicyViolation)
+	}
+	for _, u := range leafForbiddenUsages {
+		if err == nil && slices.Contains(req.Usages, string(u)) {
+			err = fmt.Errorf("%w: usage %q is reserved for CA certificates; this signer issues only leaf certificates", ErrPolicyViolation, u)
+		}
+	}
+	firstErr := check("usages: known, not cert sign or crl sign", err, fmt.Sprintf("usages are %q", req.Usages))
+	if err := check("CA bit: not allowed", CheckNotCA(csr), "no CA requested"); firstErr == nil {
+		firstErr = err
+	}
+	return d, rules, firstErr
+}
+
+// ParseUsages maps certificates.k8s.io/v1 usage strings to key usage bits and sorted,
+// de-duplicated extended key usages, as kube-controller-manager does. An unknown usage is an
+// error wrapping ErrPolicyViolation.
+func ParseUsages(usages []string) (x509.KeyUsage, []x509.ExtKeyUsage, error) {
+	var ku x509.KeyUsage
+	ekus := map[x509.ExtKeyUsage]bool{}
+	for _, s := range usages {
+		u := certificatesv1.KeyUsage(s)
+		if bit, ok := keyUsages[u]; ok {
+			ku |= bit
 		} else if eku, ok := extKeyUsages[u]; ok {
 			ekus[eku] = true
 		} else {
-			return d, fmt.Errorf("%w: unknown usage %q", ErrPolicyViolation, s)
+			return 0, nil, fmt.Errorf("%w: unknown usage %q", ErrPolicyViolation, s)
 		}
 	}
+	var out []x509.ExtKeyUsage
 	for eku := range ekus {
-		d.extKeyUsage = append(d.extKeyUsage, eku)
+		out = append(out, eku)
 	}
-	slices.Sort(d.extKeyUsage)
-	if err := checkNotCA(csr); err != nil {
-		return d, err
-	}
-	d.lifetime = p.lifetime(req.ExpirationSeconds)
-	return d, nil
+	slices.Sort(out)
+	return ku, out, nil
 }
 
-// checkNotCA refuses a request whose extensions ask for a CA certificate. The issued
+// CheckNotCA refuses a request whose extensions ask for a CA certificate. The issued
 // certificate never carries requested extensions, so this is about telling the requester
 // plainly that the request cannot be met, not about what ends up in the certificate.
-func checkNotCA(csr *x509.CertificateRequest) error {
+func CheckNotCA(csr *x509.CertificateRequest) error {
 	for _, ext := range csr.Extensions {
 		if !ext.Id.Equal(oidBasicConstraints) {
 			continue
@@ -127,15 +179,16 @@ func checkNotCA(csr *x509.CertificateRequest) error {
 	return nil
 }
 
-// lifetime clamps the requested lifetime the way kube-controller-manager does.
-func (p Policy) lifetime(expirationSeconds *int32) time.Duration {
+// ClampLifetime clamps a requested lifetime the way kube-controller-manager does: absent →
+// max; otherwise min(requested, max), never below MinLifetime.
+func ClampLifetime(expirationSeconds *int32, max time.Duration) time.Duration {
 	if expirationSeconds == nil {
-		return p.MaxLifetime
+		return max
 	}
 	requested := time.Duration(*expirationSeconds) * time.Second
 	switch {
-	case requested > p.MaxLifetime:
-		return p.MaxLifetime
+	case requested > max:
+		return max
 	case requested < MinLifetime:
 		return MinLifetime
 	default:

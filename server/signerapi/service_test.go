@@ -27,7 +27,7 @@ func newService(t *testing.T, ca *testpki.Authority, log *slog.Logger) *signerap
 	is, err := issuance.NewIssuer(issuance.IssuerOptions{
 		SignerName: signerName,
 		CA:         &issuance.CA{Certificate: ca.Cert, Key: ca.Key},
-		Policy:     issuance.Policy{MaxLifetime: time.Hour},
+		Policy:     issuance.LeafPolicy{MaxLifetime: time.Hour},
 	})
 	if err != nil {
 		t.Fatal(err)

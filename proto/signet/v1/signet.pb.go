@@ -21,6 +21,7 @@ package signetv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -54,29 +55,47 @@ const (
 	ErrorReason_ERROR_REASON_SIGNER_NOT_ALLOWED ErrorReason = 6
 	// ERROR_REASON_INTERNAL: the server failed; the request may succeed on retry.
 	ErrorReason_ERROR_REASON_INTERNAL ErrorReason = 7
+	// ERROR_REASON_RATE_LIMITED: the client or the signer is over its rate limit; retry later.
+	ErrorReason_ERROR_REASON_RATE_LIMITED ErrorReason = 8
+	// ERROR_REASON_IDEMPOTENCY_CONFLICT: the object UID was already used with a different request.
+	ErrorReason_ERROR_REASON_IDEMPOTENCY_CONFLICT ErrorReason = 9
+	// ERROR_REASON_LINT_FAILED: the certificate the request would produce fails the pre-issuance
+	// lint gate; nothing was issued.
+	ErrorReason_ERROR_REASON_LINT_FAILED ErrorReason = 10
+	// ERROR_REASON_LEDGER_UNAVAILABLE: the decision could not be recorded durably, so nothing was
+	// issued; the request may succeed on retry.
+	ErrorReason_ERROR_REASON_LEDGER_UNAVAILABLE ErrorReason = 11
 )
 
 // Enum value maps for ErrorReason.
 var (
 	ErrorReason_name = map[int32]string{
-		0: "ERROR_REASON_UNSPECIFIED",
-		1: "ERROR_REASON_MALFORMED_REQUEST",
-		2: "ERROR_REASON_INVALID_SIGNATURE",
-		3: "ERROR_REASON_UNSUPPORTED_KEY",
-		4: "ERROR_REASON_POLICY_VIOLATION",
-		5: "ERROR_REASON_UNKNOWN_SIGNER",
-		6: "ERROR_REASON_SIGNER_NOT_ALLOWED",
-		7: "ERROR_REASON_INTERNAL",
+		0:  "ERROR_REASON_UNSPECIFIED",
+		1:  "ERROR_REASON_MALFORMED_REQUEST",
+		2:  "ERROR_REASON_INVALID_SIGNATURE",
+		3:  "ERROR_REASON_UNSUPPORTED_KEY",
+		4:  "ERROR_REASON_POLICY_VIOLATION",
+		5:  "ERROR_REASON_UNKNOWN_SIGNER",
+		6:  "ERROR_REASON_SIGNER_NOT_ALLOWED",
+		7:  "ERROR_REASON_INTERNAL",
+		8:  "ERROR_REASON_RATE_LIMITED",
+		9:  "ERROR_REASON_IDEMPOTENCY_CONFLICT",
+		10: "ERROR_REASON_LINT_FAILED",
+		11: "ERROR_REASON_LEDGER_UNAVAILABLE",
 	}
 	ErrorReason_value = map[string]int32{
-		"ERROR_REASON_UNSPECIFIED":        0,
-		"ERROR_REASON_MALFORMED_REQUEST":  1,
-		"ERROR_REASON_INVALID_SIGNATURE":  2,
-		"ERROR_REASON_UNSUPPORTED_KEY":    3,
-		"ERROR_REASON_POLICY_VIOLATION":   4,
-		"ERROR_REASON_UNKNOWN_SIGNER":     5,
-		"ERROR_REASON_SIGNER_NOT_ALLOWED": 6,
-		"ERROR_REASON_INTERNAL":           7,
+		"ERROR_REASON_UNSPECIFIED":          0,
+		"ERROR_REASON_MALFORMED_REQUEST":    1,
+		"ERROR_REASON_INVALID_SIGNATURE":    2,
+		"ERROR_REASON_UNSUPPORTED_KEY":      3,
+		"ERROR_REASON_POLICY_VIOLATION":     4,
+		"ERROR_REASON_UNKNOWN_SIGNER":       5,
+		"ERROR_REASON_SIGNER_NOT_ALLOWED":   6,
+		"ERROR_REASON_INTERNAL":             7,
+		"ERROR_REASON_RATE_LIMITED":         8,
+		"ERROR_REASON_IDEMPOTENCY_CONFLICT": 9,
+		"ERROR_REASON_LINT_FAILED":          10,
+		"ERROR_REASON_LEDGER_UNAVAILABLE":   11,
 	}
 )
 
@@ -548,11 +567,422 @@ func (x *GetTrustAnchorsResponse) GetTrustAnchorsPem() string {
 	return ""
 }
 
+// ListSignersRequest has no fields yet.
+type ListSignersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSignersRequest) Reset() {
+	*x = ListSignersRequest{}
+	mi := &file_signet_v1_signet_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSignersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSignersRequest) ProtoMessage() {}
+
+func (x *ListSignersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSignersRequest.ProtoReflect.Descriptor instead.
+func (*ListSignersRequest) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{7}
+}
+
+// ListSignersResponse lists signer descriptions, sorted by signer name.
+type ListSignersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// signers are the signers the calling client may use.
+	Signers       []*SignerDescription `protobuf:"bytes,1,rep,name=signers,proto3" json:"signers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSignersResponse) Reset() {
+	*x = ListSignersResponse{}
+	mi := &file_signet_v1_signet_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSignersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSignersResponse) ProtoMessage() {}
+
+func (x *ListSignersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSignersResponse.ProtoReflect.Descriptor instead.
+func (*ListSignersResponse) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ListSignersResponse) GetSigners() []*SignerDescription {
+	if x != nil {
+		return x.Signers
+	}
+	return nil
+}
+
+// SignerDescription is how one signer works, in the terms of the Kubernetes certificates KEP.
+type SignerDescription struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// signer_name is the signer name.
+	SignerName string `protobuf:"bytes,1,opt,name=signer_name,json=signerName,proto3" json:"signer_name,omitempty"`
+	// profile is the profile the signer applies, e.g. "kubelet-serving" or "custom".
+	Profile string `protobuf:"bytes,2,opt,name=profile,proto3" json:"profile,omitempty"`
+	// trust_distribution: how the CA bundle reaches relying parties.
+	TrustDistribution string `protobuf:"bytes,3,opt,name=trust_distribution,json=trustDistribution,proto3" json:"trust_distribution,omitempty"`
+	// permitted_subjects: which subjects are signed, and what happens to others.
+	PermittedSubjects string `protobuf:"bytes,4,opt,name=permitted_subjects,json=permittedSubjects,proto3" json:"permitted_subjects,omitempty"`
+	// permitted_extensions: which SANs and extensions are honored, and what happens to others.
+	PermittedExtensions string `protobuf:"bytes,5,opt,name=permitted_extensions,json=permittedExtensions,proto3" json:"permitted_extensions,omitempty"`
+	// permitted_key_usages: which key usages and extended key usages may or must be requested.
+	PermittedKeyUsages string `protobuf:"bytes,6,opt,name=permitted_key_usages,json=permittedKeyUsages,proto3" json:"permitted_key_usages,omitempty"`
+	// expiration: how the certificate lifetime is chosen.
+	Expiration string `protobuf:"bytes,7,opt,name=expiration,proto3" json:"expiration,omitempty"`
+	// ca_bit: whether CA certificates are issued, and what happens to a request for one.
+	CaBit string `protobuf:"bytes,8,opt,name=ca_bit,json=caBit,proto3" json:"ca_bit,omitempty"`
+	// extra_pem_blocks: the meaning of certificates after the first in the issued chain.
+	ExtraPemBlocks string `protobuf:"bytes,9,opt,name=extra_pem_blocks,json=extraPemBlocks,proto3" json:"extra_pem_blocks,omitempty"`
+	// max_lifetime is the longest lifetime the signer issues.
+	MaxLifetime *durationpb.Duration `protobuf:"bytes,10,opt,name=max_lifetime,json=maxLifetime,proto3" json:"max_lifetime,omitempty"`
+	// key_types lists the accepted public key types, e.g. "ECDSA P-256".
+	KeyTypes      []string `protobuf:"bytes,11,rep,name=key_types,json=keyTypes,proto3" json:"key_types,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignerDescription) Reset() {
+	*x = SignerDescription{}
+	mi := &file_signet_v1_signet_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignerDescription) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignerDescription) ProtoMessage() {}
+
+func (x *SignerDescription) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignerDescription.ProtoReflect.Descriptor instead.
+func (*SignerDescription) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SignerDescription) GetSignerName() string {
+	if x != nil {
+		return x.SignerName
+	}
+	return ""
+}
+
+func (x *SignerDescription) GetProfile() string {
+	if x != nil {
+		return x.Profile
+	}
+	return ""
+}
+
+func (x *SignerDescription) GetTrustDistribution() string {
+	if x != nil {
+		return x.TrustDistribution
+	}
+	return ""
+}
+
+func (x *SignerDescription) GetPermittedSubjects() string {
+	if x != nil {
+		return x.PermittedSubjects
+	}
+	return ""
+}
+
+func (x *SignerDescription) GetPermittedExtensions() string {
+	if x != nil {
+		return x.PermittedExtensions
+	}
+	return ""
+}
+
+func (x *SignerDescription) GetPermittedKeyUsages() string {
+	if x != nil {
+		return x.PermittedKeyUsages
+	}
+	return ""
+}
+
+func (x *SignerDescription) GetExpiration() string {
+	if x != nil {
+		return x.Expiration
+	}
+	return ""
+}
+
+func (x *SignerDescription) GetCaBit() string {
+	if x != nil {
+		return x.CaBit
+	}
+	return ""
+}
+
+func (x *SignerDescription) GetExtraPemBlocks() string {
+	if x != nil {
+		return x.ExtraPemBlocks
+	}
+	return ""
+}
+
+func (x *SignerDescription) GetMaxLifetime() *durationpb.Duration {
+	if x != nil {
+		return x.MaxLifetime
+	}
+	return nil
+}
+
+func (x *SignerDescription) GetKeyTypes() []string {
+	if x != nil {
+		return x.KeyTypes
+	}
+	return nil
+}
+
+// ExplainCertificateSigningRequestRequest carries the same request a sign call would.
+type ExplainCertificateSigningRequestRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// request is the request to explain.
+	Request       *SignCertificateSigningRequestRequest `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExplainCertificateSigningRequestRequest) Reset() {
+	*x = ExplainCertificateSigningRequestRequest{}
+	mi := &file_signet_v1_signet_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExplainCertificateSigningRequestRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExplainCertificateSigningRequestRequest) ProtoMessage() {}
+
+func (x *ExplainCertificateSigningRequestRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExplainCertificateSigningRequestRequest.ProtoReflect.Descriptor instead.
+func (*ExplainCertificateSigningRequestRequest) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ExplainCertificateSigningRequestRequest) GetRequest() *SignCertificateSigningRequestRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+// RuleResult is the outcome of one rule.
+type RuleResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// rule names the rule, e.g. "usages: exactly digital signature, key encipherment, client auth".
+	Rule string `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
+	// passed is true when the request satisfies the rule.
+	Passed bool `protobuf:"varint,2,opt,name=passed,proto3" json:"passed,omitempty"`
+	// detail says what was found, e.g. "usages are [client auth server auth]".
+	Detail        string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RuleResult) Reset() {
+	*x = RuleResult{}
+	mi := &file_signet_v1_signet_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RuleResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RuleResult) ProtoMessage() {}
+
+func (x *RuleResult) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RuleResult.ProtoReflect.Descriptor instead.
+func (*RuleResult) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RuleResult) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *RuleResult) GetPassed() bool {
+	if x != nil {
+		return x.Passed
+	}
+	return false
+}
+
+func (x *RuleResult) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+// ExplainCertificateSigningRequestResponse is the verdict of a dry run.
+type ExplainCertificateSigningRequestResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// allowed is true when the request would be signed.
+	Allowed bool `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
+	// reason is the ErrorReason name (without prefix) of the first refusal; empty when allowed.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// message is the refusal message a sign call would return; empty when allowed.
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// rules lists every rule evaluated, in order.
+	Rules []*RuleResult `protobuf:"bytes,4,rep,name=rules,proto3" json:"rules,omitempty"`
+	// lifetime is the lifetime the certificate would have, when allowed.
+	Lifetime      *durationpb.Duration `protobuf:"bytes,5,opt,name=lifetime,proto3" json:"lifetime,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExplainCertificateSigningRequestResponse) Reset() {
+	*x = ExplainCertificateSigningRequestResponse{}
+	mi := &file_signet_v1_signet_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExplainCertificateSigningRequestResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExplainCertificateSigningRequestResponse) ProtoMessage() {}
+
+func (x *ExplainCertificateSigningRequestResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExplainCertificateSigningRequestResponse.ProtoReflect.Descriptor instead.
+func (*ExplainCertificateSigningRequestResponse) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ExplainCertificateSigningRequestResponse) GetAllowed() bool {
+	if x != nil {
+		return x.Allowed
+	}
+	return false
+}
+
+func (x *ExplainCertificateSigningRequestResponse) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ExplainCertificateSigningRequestResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ExplainCertificateSigningRequestResponse) GetRules() []*RuleResult {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+func (x *ExplainCertificateSigningRequestResponse) GetLifetime() *durationpb.Duration {
+	if x != nil {
+		return x.Lifetime
+	}
+	return nil
+}
+
 var File_signet_v1_signet_proto protoreflect.FileDescriptor
 
 const file_signet_v1_signet_proto_rawDesc = "" +
 	"\n" +
-	"\x16signet/v1/signet.proto\x12\tsignet.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd9\x01\n" +
+	"\x16signet/v1/signet.proto\x12\tsignet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd9\x01\n" +
 	"\tRequester\x12\x1a\n" +
 	"\busername\x18\x01 \x01(\tR\busername\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x16\n" +
@@ -588,7 +1018,39 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\vsigner_name\x18\x01 \x01(\tR\n" +
 	"signerName\"E\n" +
 	"\x17GetTrustAnchorsResponse\x12*\n" +
-	"\x11trust_anchors_pem\x18\x01 \x01(\tR\x0ftrustAnchorsPem*\x99\x02\n" +
+	"\x11trust_anchors_pem\x18\x01 \x01(\tR\x0ftrustAnchorsPem\"\x14\n" +
+	"\x12ListSignersRequest\"M\n" +
+	"\x13ListSignersResponse\x126\n" +
+	"\asigners\x18\x01 \x03(\v2\x1c.signet.v1.SignerDescriptionR\asigners\"\xcd\x03\n" +
+	"\x11SignerDescription\x12\x1f\n" +
+	"\vsigner_name\x18\x01 \x01(\tR\n" +
+	"signerName\x12\x18\n" +
+	"\aprofile\x18\x02 \x01(\tR\aprofile\x12-\n" +
+	"\x12trust_distribution\x18\x03 \x01(\tR\x11trustDistribution\x12-\n" +
+	"\x12permitted_subjects\x18\x04 \x01(\tR\x11permittedSubjects\x121\n" +
+	"\x14permitted_extensions\x18\x05 \x01(\tR\x13permittedExtensions\x120\n" +
+	"\x14permitted_key_usages\x18\x06 \x01(\tR\x12permittedKeyUsages\x12\x1e\n" +
+	"\n" +
+	"expiration\x18\a \x01(\tR\n" +
+	"expiration\x12\x15\n" +
+	"\x06ca_bit\x18\b \x01(\tR\x05caBit\x12(\n" +
+	"\x10extra_pem_blocks\x18\t \x01(\tR\x0eextraPemBlocks\x12<\n" +
+	"\fmax_lifetime\x18\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\vmaxLifetime\x12\x1b\n" +
+	"\tkey_types\x18\v \x03(\tR\bkeyTypes\"t\n" +
+	"'ExplainCertificateSigningRequestRequest\x12I\n" +
+	"\arequest\x18\x01 \x01(\v2/.signet.v1.SignCertificateSigningRequestRequestR\arequest\"P\n" +
+	"\n" +
+	"RuleResult\x12\x12\n" +
+	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x16\n" +
+	"\x06passed\x18\x02 \x01(\bR\x06passed\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\"\xda\x01\n" +
+	"(ExplainCertificateSigningRequestResponse\x12\x18\n" +
+	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12+\n" +
+	"\x05rules\x18\x04 \x03(\v2\x15.signet.v1.RuleResultR\x05rules\x125\n" +
+	"\blifetime\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\blifetime*\xa2\x03\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x01\x12\"\n" +
@@ -597,10 +1059,17 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\x1dERROR_REASON_POLICY_VIOLATION\x10\x04\x12\x1f\n" +
 	"\x1bERROR_REASON_UNKNOWN_SIGNER\x10\x05\x12#\n" +
 	"\x1fERROR_REASON_SIGNER_NOT_ALLOWED\x10\x06\x12\x19\n" +
-	"\x15ERROR_REASON_INTERNAL\x10\a2\xee\x01\n" +
+	"\x15ERROR_REASON_INTERNAL\x10\a\x12\x1d\n" +
+	"\x19ERROR_REASON_RATE_LIMITED\x10\b\x12%\n" +
+	"!ERROR_REASON_IDEMPOTENCY_CONFLICT\x10\t\x12\x1c\n" +
+	"\x18ERROR_REASON_LINT_FAILED\x10\n" +
+	"\x12#\n" +
+	"\x1fERROR_REASON_LEDGER_UNAVAILABLE\x10\v2\xca\x03\n" +
 	"\rSignerService\x12\x82\x01\n" +
 	"\x1dSignCertificateSigningRequest\x12/.signet.v1.SignCertificateSigningRequestRequest\x1a0.signet.v1.SignCertificateSigningRequestResponse\x12X\n" +
-	"\x0fGetTrustAnchors\x12!.signet.v1.GetTrustAnchorsRequest\x1a\".signet.v1.GetTrustAnchorsResponseB7Z5github.com/signet-pki/signet/proto/signet/v1;signetv1b\x06proto3"
+	"\x0fGetTrustAnchors\x12!.signet.v1.GetTrustAnchorsRequest\x1a\".signet.v1.GetTrustAnchorsResponse\x12L\n" +
+	"\vListSigners\x12\x1d.signet.v1.ListSignersRequest\x1a\x1e.signet.v1.ListSignersResponse\x12\x8b\x01\n" +
+	" ExplainCertificateSigningRequest\x122.signet.v1.ExplainCertificateSigningRequestRequest\x1a3.signet.v1.ExplainCertificateSigningRequestResponseB7Z5github.com/signet-pki/signet/proto/signet/v1;signetv1b\x06proto3"
 
 var (
 	file_signet_v1_signet_proto_rawDescOnce sync.Once
@@ -615,35 +1084,51 @@ func file_signet_v1_signet_proto_rawDescGZIP() []byte {
 }
 
 var file_signet_v1_signet_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_signet_v1_signet_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_signet_v1_signet_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_signet_v1_signet_proto_goTypes = []any{
-	(ErrorReason)(0),                              // 0: signet.v1.ErrorReason
-	(*Requester)(nil),                             // 1: signet.v1.Requester
-	(*ExtraValue)(nil),                            // 2: signet.v1.ExtraValue
-	(*KubernetesObject)(nil),                      // 3: signet.v1.KubernetesObject
-	(*SignCertificateSigningRequestRequest)(nil),  // 4: signet.v1.SignCertificateSigningRequestRequest
-	(*SignCertificateSigningRequestResponse)(nil), // 5: signet.v1.SignCertificateSigningRequestResponse
-	(*GetTrustAnchorsRequest)(nil),                // 6: signet.v1.GetTrustAnchorsRequest
-	(*GetTrustAnchorsResponse)(nil),               // 7: signet.v1.GetTrustAnchorsResponse
-	nil,                                           // 8: signet.v1.Requester.ExtraEntry
-	(*timestamppb.Timestamp)(nil),                 // 9: google.protobuf.Timestamp
+	(ErrorReason)(0),                                 // 0: signet.v1.ErrorReason
+	(*Requester)(nil),                                // 1: signet.v1.Requester
+	(*ExtraValue)(nil),                               // 2: signet.v1.ExtraValue
+	(*KubernetesObject)(nil),                         // 3: signet.v1.KubernetesObject
+	(*SignCertificateSigningRequestRequest)(nil),     // 4: signet.v1.SignCertificateSigningRequestRequest
+	(*SignCertificateSigningRequestResponse)(nil),    // 5: signet.v1.SignCertificateSigningRequestResponse
+	(*GetTrustAnchorsRequest)(nil),                   // 6: signet.v1.GetTrustAnchorsRequest
+	(*GetTrustAnchorsResponse)(nil),                  // 7: signet.v1.GetTrustAnchorsResponse
+	(*ListSignersRequest)(nil),                       // 8: signet.v1.ListSignersRequest
+	(*ListSignersResponse)(nil),                      // 9: signet.v1.ListSignersResponse
+	(*SignerDescription)(nil),                        // 10: signet.v1.SignerDescription
+	(*ExplainCertificateSigningRequestRequest)(nil),  // 11: signet.v1.ExplainCertificateSigningRequestRequest
+	(*RuleResult)(nil),                               // 12: signet.v1.RuleResult
+	(*ExplainCertificateSigningRequestResponse)(nil), // 13: signet.v1.ExplainCertificateSigningRequestResponse
+	nil,                           // 14: signet.v1.Requester.ExtraEntry
+	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
 }
 var file_signet_v1_signet_proto_depIdxs = []int32{
-	8, // 0: signet.v1.Requester.extra:type_name -> signet.v1.Requester.ExtraEntry
-	1, // 1: signet.v1.SignCertificateSigningRequestRequest.requester:type_name -> signet.v1.Requester
-	3, // 2: signet.v1.SignCertificateSigningRequestRequest.object:type_name -> signet.v1.KubernetesObject
-	9, // 3: signet.v1.SignCertificateSigningRequestResponse.not_before:type_name -> google.protobuf.Timestamp
-	9, // 4: signet.v1.SignCertificateSigningRequestResponse.not_after:type_name -> google.protobuf.Timestamp
-	2, // 5: signet.v1.Requester.ExtraEntry.value:type_name -> signet.v1.ExtraValue
-	4, // 6: signet.v1.SignerService.SignCertificateSigningRequest:input_type -> signet.v1.SignCertificateSigningRequestRequest
-	6, // 7: signet.v1.SignerService.GetTrustAnchors:input_type -> signet.v1.GetTrustAnchorsRequest
-	5, // 8: signet.v1.SignerService.SignCertificateSigningRequest:output_type -> signet.v1.SignCertificateSigningRequestResponse
-	7, // 9: signet.v1.SignerService.GetTrustAnchors:output_type -> signet.v1.GetTrustAnchorsResponse
-	8, // [8:10] is the sub-list for method output_type
-	6, // [6:8] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	14, // 0: signet.v1.Requester.extra:type_name -> signet.v1.Requester.ExtraEntry
+	1,  // 1: signet.v1.SignCertificateSigningRequestRequest.requester:type_name -> signet.v1.Requester
+	3,  // 2: signet.v1.SignCertificateSigningRequestRequest.object:type_name -> signet.v1.KubernetesObject
+	15, // 3: signet.v1.SignCertificateSigningRequestResponse.not_before:type_name -> google.protobuf.Timestamp
+	15, // 4: signet.v1.SignCertificateSigningRequestResponse.not_after:type_name -> google.protobuf.Timestamp
+	10, // 5: signet.v1.ListSignersResponse.signers:type_name -> signet.v1.SignerDescription
+	16, // 6: signet.v1.SignerDescription.max_lifetime:type_name -> google.protobuf.Duration
+	4,  // 7: signet.v1.ExplainCertificateSigningRequestRequest.request:type_name -> signet.v1.SignCertificateSigningRequestRequest
+	12, // 8: signet.v1.ExplainCertificateSigningRequestResponse.rules:type_name -> signet.v1.RuleResult
+	16, // 9: signet.v1.ExplainCertificateSigningRequestResponse.lifetime:type_name -> google.protobuf.Duration
+	2,  // 10: signet.v1.Requester.ExtraEntry.value:type_name -> signet.v1.ExtraValue
+	4,  // 11: signet.v1.SignerService.SignCertificateSigningRequest:input_type -> signet.v1.SignCertificateSigningRequestRequest
+	6,  // 12: signet.v1.SignerService.GetTrustAnchors:input_type -> signet.v1.GetTrustAnchorsRequest
+	8,  // 13: signet.v1.SignerService.ListSigners:input_type -> signet.v1.ListSignersRequest
+	11, // 14: signet.v1.SignerService.ExplainCertificateSigningRequest:input_type -> signet.v1.ExplainCertificateSigningRequestRequest
+	5,  // 15: signet.v1.SignerService.SignCertificateSigningRequest:output_type -> signet.v1.SignCertificateSigningRequestResponse
+	7,  // 16: signet.v1.SignerService.GetTrustAnchors:output_type -> signet.v1.GetTrustAnchorsResponse
+	9,  // 17: signet.v1.SignerService.ListSigners:output_type -> signet.v1.ListSignersResponse
+	13, // 18: signet.v1.SignerService.ExplainCertificateSigningRequest:output_type -> signet.v1.ExplainCertificateSigningRequestResponse
+	15, // [15:19] is the sub-list for method output_type
+	11, // [11:15] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_signet_v1_signet_proto_init() }
@@ -658,7 +1143,7 @@ func file_signet_v1_signet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_signet_v1_signet_proto_rawDesc), len(file_signet_v1_signet_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   8,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

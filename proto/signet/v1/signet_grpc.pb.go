@@ -31,8 +31,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	SignerService_SignCertificateSigningRequest_FullMethodName = "/signet.v1.SignerService/SignCertificateSigningRequest"
-	SignerService_GetTrustAnchors_FullMethodName               = "/signet.v1.SignerService/GetTrustAnchors"
+	SignerService_SignCertificateSigningRequest_FullMethodName    = "/signet.v1.SignerService/SignCertificateSigningRequest"
+	SignerService_GetTrustAnchors_FullMethodName                  = "/signet.v1.SignerService/GetTrustAnchors"
+	SignerService_ListSigners_FullMethodName                      = "/signet.v1.SignerService/ListSigners"
+	SignerService_ExplainCertificateSigningRequest_FullMethodName = "/signet.v1.SignerService/ExplainCertificateSigningRequest"
 )
 
 // SignerServiceClient is the client API for SignerService service.
@@ -48,6 +50,12 @@ type SignerServiceClient interface {
 	// GetTrustAnchors returns the CA certificates a relying party needs to verify certificates
 	// issued by one signer.
 	GetTrustAnchors(ctx context.Context, in *GetTrustAnchorsRequest, opts ...grpc.CallOption) (*GetTrustAnchorsResponse, error)
+	// ListSigners describes every signer the calling client may use, with the seven points the
+	// Kubernetes certificates KEP asks every signer to document.
+	ListSigners(ctx context.Context, in *ListSignersRequest, opts ...grpc.CallOption) (*ListSignersResponse, error)
+	// ExplainCertificateSigningRequest runs a request through the signer's checks without
+	// signing (a dry run) and reports every rule with its outcome. Nothing is recorded or issued.
+	ExplainCertificateSigningRequest(ctx context.Context, in *ExplainCertificateSigningRequestRequest, opts ...grpc.CallOption) (*ExplainCertificateSigningRequestResponse, error)
 }
 
 type signerServiceClient struct {
@@ -78,6 +86,26 @@ func (c *signerServiceClient) GetTrustAnchors(ctx context.Context, in *GetTrustA
 	return out, nil
 }
 
+func (c *signerServiceClient) ListSigners(ctx context.Context, in *ListSignersRequest, opts ...grpc.CallOption) (*ListSignersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSignersResponse)
+	err := c.cc.Invoke(ctx, SignerService_ListSigners_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *signerServiceClient) ExplainCertificateSigningRequest(ctx context.Context, in *ExplainCertificateSigningRequestRequest, opts ...grpc.CallOption) (*ExplainCertificateSigningRequestResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ExplainCertificateSigningRequestResponse)
+	err := c.cc.Invoke(ctx, SignerService_ExplainCertificateSigningRequest_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SignerServiceServer is the server API for SignerService service.
 // All implementations must embed UnimplementedSignerServiceServer
 // for forward compatibility.
@@ -91,6 +119,12 @@ type SignerServiceServer interface {
 	// GetTrustAnchors returns the CA certificates a relying party needs to verify certificates
 	// issued by one signer.
 	GetTrustAnchors(context.Context, *GetTrustAnchorsRequest) (*GetTrustAnchorsResponse, error)
+	// ListSigners describes every signer the calling client may use, with the seven points the
+	// Kubernetes certificates KEP asks every signer to document.
+	ListSigners(context.Context, *ListSignersRequest) (*ListSignersResponse, error)
+	// ExplainCertificateSigningRequest runs a request through the signer's checks without
+	// signing (a dry run) and reports every rule with its outcome. Nothing is recorded or issued.
+	ExplainCertificateSigningRequest(context.Context, *ExplainCertificateSigningRequestRequest) (*ExplainCertificateSigningRequestResponse, error)
 	mustEmbedUnimplementedSignerServiceServer()
 }
 
@@ -106,6 +140,12 @@ func (UnimplementedSignerServiceServer) SignCertificateSigningRequest(context.Co
 }
 func (UnimplementedSignerServiceServer) GetTrustAnchors(context.Context, *GetTrustAnchorsRequest) (*GetTrustAnchorsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetTrustAnchors not implemented")
+}
+func (UnimplementedSignerServiceServer) ListSigners(context.Context, *ListSignersRequest) (*ListSignersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSigners not implemented")
+}
+func (UnimplementedSignerServiceServer) ExplainCertificateSigningRequest(context.Context, *ExplainCertificateSigningRequestRequest) (*ExplainCertificateSigningRequestResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ExplainCertificateSigningRequest not implemented")
 }
 func (UnimplementedSignerServiceServer) mustEmbedUnimplementedSignerServiceServer() {}
 func (UnimplementedSignerServiceServer) testEmbeddedByValue()                       {}
@@ -164,6 +204,42 @@ func _SignerService_GetTrustAnchors_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SignerService_ListSigners_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSignersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SignerServiceServer).ListSigners(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SignerService_ListSigners_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SignerServiceServer).ListSigners(ctx, req.(*ListSignersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SignerService_ExplainCertificateSigningRequest_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExplainCertificateSigningRequestRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SignerServiceServer).ExplainCertificateSigningRequest(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SignerService_ExplainCertificateSigningRequest_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SignerServiceServer).ExplainCertificateSigningRequest(ctx, req.(*ExplainCertificateSigningRequestRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SignerService_ServiceDesc is the grpc.ServiceDesc for SignerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -178,6 +254,14 @@ var SignerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetTrustAnchors",
 			Handler:    _SignerService_GetTrustAnchors_Handler,
+		},
+		{
+			MethodName: "ListSigners",
+			Handler:    _SignerService_ListSigners_Handler,
+		},
+		{
+			MethodName: "ExplainCertificateSigningRequest",
+			Handler:    _SignerService_ExplainCertificateSigningRequest_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
