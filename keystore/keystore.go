@@ -27,28 +27,47 @@ type Key interface {
 
 // Open opens the key named by uri. See the package doc for the accepted forms.
 func Open(ctx context.Context, uri string) (Key, error) {
-	scheme, _, ok := strings.Cut(uri, ":")
-	if !ok || len(scheme) == 1 || strings.HasPrefix(uri, "/") || strings.HasPrefix(uri, ".") {
-		// A plain path (or a Windows drive letter, which has a one-letter scheme).
-		return openFile(uri)
+	path, isFile, err := filePath(uri)
+	if err != nil {
+		return nil, err
 	}
-	switch scheme {
-	case "file":
-		u, err := url.Parse(uri)
-		if err != nil {
-			return nil, fmt.Errorf("parsing key URI %q: %w", uri, err)
-		}
-		if u.Host != "" && u.Host != "localhost" {
-			return nil, fmt.Errorf("opening key %q: file URI must not name a remote host", uri)
-		}
-		path := u.Path
-		if path == "" {
-			path = u.Opaque
-		}
+	if isFile {
 		return openFile(path)
+	}
+	scheme, _, _ := strings.Cut(uri, ":")
+	switch scheme {
 	case "pkcs11", "tpm":
 		return nil, fmt.Errorf("opening key %q: %w: the %s backend is not in this build yet", uri, ErrUnsupportedURI, scheme)
 	default:
 		return nil, fmt.Errorf("opening key %q: %w: scheme %q (want file, pkcs11 or tpm)", uri, ErrUnsupportedURI, scheme)
 	}
+}
+
+// FilePath returns the file a key URI names, and false when the URI names no file (an HSM or
+// TPM key, or a malformed file URI).
+func FilePath(uri string) (string, bool) {
+	path, ok, err := filePath(uri)
+	return path, ok && err == nil
+}
+
+func filePath(uri string) (string, bool, error) {
+	scheme, _, ok := strings.Cut(uri, ":")
+	if !ok || len(scheme) == 1 || strings.HasPrefix(uri, "/") || strings.HasPrefix(uri, ".") {
+		// A plain path (or a Windows drive letter, which has a one-letter scheme).
+		return uri, true, nil
+	}
+	if scheme != "file" {
+		return "", false, nil
+	}
+	u, err := url.Parse(uri)
+	if err != nil {
+		return "", false, fmt.Errorf("parsing key URI %q: %w", uri, err)
+	}
+	if u.Host != "" && u.Host != "localhost" {
+		return "", false, fmt.Errorf("opening key %q: file URI must not name a remote host", uri)
+	}
+	if u.Path != "" {
+		return u.Path, true, nil
+	}
+	return u.Opaque, true, nil
 }

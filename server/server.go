@@ -4,14 +4,11 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -21,10 +18,8 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
-	"github.com/signet-pki/signet/keystore"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/config"
-	"github.com/signet-pki/signet/server/issuance"
 	"github.com/signet-pki/signet/server/signerapi"
 )
 
@@ -36,39 +31,43 @@ const shutdownGrace = 10 * time.Second
 
 // Server is a configured signet-server, ready to serve.
 type Server struct {
-	grpc   *grpc.Server
-	health *health.Server
-	keys   []keystore.Key
-	log    *slog.Logger
+	cfg     *config.Config
+	grpc    *grpc.Server
+	health  *health.Server
+	service *signerapi.Service
+	tls     *tlsSource
+	log     *slog.Logger
+
+	mu      sync.Mutex // guards signers
+	signers []*loadedSigner
 }
 
 // New loads every signer's CA (refusing to start if a key does not match its certificate),
 // the mTLS credentials, and builds the gRPC server. Close releases the keys.
 func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, error) {
-	s := &Server{log: log}
-	var issuers []*issuance.Issuer
+	s := &Server{cfg: cfg, log: log}
 	for _, sc := range cfg.Signers {
-		issuer, key, err := loadIssuer(ctx, sc)
+		ls, err := loadSigner(ctx, sc)
 		if err != nil {
 			s.Close()
 			return nil, err
 		}
-		s.keys = append(s.keys, key)
-		issuers = append(issuers, issuer)
-		log.Info("signer loaded", "signer", sc.Name, "ca_subject", issuer.CACertificate().Subject.String(), "max_lifetime", maxLifetime(sc).String())
+		s.signers = append(s.signers, ls)
+		log.Info("signer loaded", "signer", sc.Name, "ca_subject", ls.signer.Issuer.CACertificate().Subject.String(), "max_lifetime", maxLifetime(sc).String())
 	}
-	tlsConfig, err := serverTLS(cfg.TLS)
-	if err != nil {
+	var err error
+	if s.tls, err = newTLSSource(cfg.TLS); err != nil {
 		s.Close()
 		return nil, err
 	}
 	s.grpc = grpc.NewServer(
-		grpc.Creds(credentials.NewTLS(tlsConfig)),
+		grpc.Creds(credentials.NewTLS(s.tls.config())),
 		grpc.MaxRecvMsgSize(maxRecvMsgSize),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Minute, Timeout: 20 * time.Second}),
 	)
-	signetv1.RegisterSignerServiceServer(s.grpc, signerapi.New(issuers, log))
+	s.service = signerapi.New(s.currentSigners(), log)
+	signetv1.RegisterSignerServiceServer(s.grpc, s.service)
 	s.health = health.NewServer()
 	s.health.SetServingStatus(signetv1.SignerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
@@ -77,6 +76,14 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 		log.Warn("gRPC reflection is on")
 	}
 	return s, nil
+}
+
+func (s *Server) currentSigners() []*signerapi.Signer {
+	out := make([]*signerapi.Signer, len(s.signers))
+	for i, ls := range s.signers {
+		out[i] = ls.signer
+	}
+	return out
 }
 
 // Serve serves gRPC on lis until ctx ends, then stops gracefully (in-flight calls get
@@ -100,6 +107,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 			s.grpc.Stop()
 		}
 	}()
+	go s.reloadLoop(ctx)
 	err := s.grpc.Serve(lis)
 	cancel()
 	<-done
@@ -111,11 +119,14 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 
 // Close releases the CA keys.
 func (s *Server) Close() {
-	for _, k := range s.keys {
-		if err := k.Close(); err != nil {
-			s.log.Warn("closing key", "error", err.Error())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ls := range s.signers {
+		if err := ls.key.Close(); err != nil {
+			s.log.Warn("closing key", "signer", ls.signer.Issuer.SignerName(), "error", err.Error())
 		}
 	}
+	s.signers = nil
 }
 
 // Run builds the server from cfg, listens on cfg.GRPC.Address and serves until ctx ends.
@@ -130,89 +141,4 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return fmt.Errorf("listening on %s: %w", cfg.GRPC.Address, err)
 	}
 	return s.Serve(ctx, lis)
-}
-
-func loadIssuer(ctx context.Context, sc config.Signer) (*issuance.Issuer, keystore.Key, error) {
-	certs, err := readCertificates(sc.Certificate)
-	if err != nil {
-		return nil, nil, fmt.Errorf("signer %s: %w", sc.Name, err)
-	}
-	if len(certs) != 1 {
-		return nil, nil, fmt.Errorf("signer %s: %s holds %d certificates, want exactly the CA's (put the chain in intermediates)", sc.Name, sc.Certificate, len(certs))
-	}
-	ca := &issuance.CA{Certificate: certs[0]}
-	if sc.Intermediates != "" {
-		if ca.Intermediates, err = readCertificates(sc.Intermediates); err != nil {
-			return nil, nil, fmt.Errorf("signer %s: %w", sc.Name, err)
-		}
-	}
-	key, err := keystore.Open(ctx, sc.Key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("signer %s: %w", sc.Name, err)
-	}
-	ca.Key = key
-	issuer, err := issuance.NewIssuer(issuance.IssuerOptions{
-		SignerName: sc.Name,
-		CA:         ca,
-		Policy:     issuance.LeafPolicy{MaxLifetime: maxLifetime(sc)},
-	})
-	if err != nil {
-		_ = key.Close()
-		return nil, nil, fmt.Errorf("signer %s (key %s, certificate %s): %w", sc.Name, sc.Key, sc.Certificate, err)
-	}
-	return issuer, key, nil
-}
-
-// maxLifetime is the signer's maximum lifetime, or the default when the configuration was
-// built without Default.
-func maxLifetime(sc config.Signer) time.Duration {
-	if sc.MaxLifetime == nil {
-		return config.DefaultMaxLifetime
-	}
-	return sc.MaxLifetime.Duration
-}
-
-// readCertificates reads every CERTIFICATE block of a PEM file; there must be at least one.
-func readCertificates(path string) ([]*x509.Certificate, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading certificate file: %w", err)
-	}
-	var certs []*x509.Certificate
-	for block, rest := pem.Decode(data); block != nil; block, rest = pem.Decode(rest) {
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("parsing certificate in %s: %w", path, err)
-		}
-		certs = append(certs, c)
-	}
-	if len(certs) == 0 {
-		return nil, fmt.Errorf("no CERTIFICATE block in %s", path)
-	}
-	return certs, nil
-}
-
-// serverTLS builds a TLS 1.3 configuration that requires and verifies client certificates.
-func serverTLS(c config.TLS) (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("loading TLS certificate %s and key %s: %w", c.CertFile, c.KeyFile, err)
-	}
-	caCerts, err := readCertificates(c.ClientCAFile)
-	if err != nil {
-		return nil, fmt.Errorf("loading client CA: %w", err)
-	}
-	pool := x509.NewCertPool()
-	for _, ca := range caCerts {
-		pool.AddCert(ca)
-	}
-	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{cert},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    pool,
-	}, nil
 }

@@ -58,6 +58,7 @@ type testServer struct {
 	addr string
 	dir  string
 	logs *logBuffer
+	srv  *server.Server
 }
 
 // devConfig creates a dev PKI in a fresh folder and loads its configuration.
@@ -104,7 +105,7 @@ func startServer(t *testing.T, modify func(*config.Config)) *testServer {
 		}
 		srv.Close()
 	})
-	return &testServer{addr: lis.Addr().String(), dir: dir, logs: logs}
+	return &testServer{addr: lis.Addr().String(), dir: dir, logs: logs, srv: srv}
 }
 
 // clientTLS trusts the dev TLS CA and presents certs (none if empty).

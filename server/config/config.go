@@ -22,8 +22,9 @@ const (
 
 // Defaults applied by Default.
 const (
-	DefaultGRPCAddress = "127.0.0.1:8443"
-	DefaultMaxLifetime = 24 * time.Hour
+	DefaultGRPCAddress    = "127.0.0.1:8443"
+	DefaultMaxLifetime    = 24 * time.Hour
+	DefaultReloadInterval = 10 * time.Second
 )
 
 // Config is the signet-server configuration.
@@ -36,6 +37,8 @@ type Config struct {
 	TLS TLS `json:"tls"`
 	// Signers are the signer names served, each with its CA.
 	Signers []Signer `json:"signers"`
+	// ReloadInterval is how often the TLS and CA files are checked for changes. Default 10s.
+	ReloadInterval metav1.Duration `json:"reloadInterval,omitempty"`
 }
 
 // GRPC configures the gRPC listener.
@@ -95,6 +98,9 @@ func (c *Config) Default() {
 	if c.GRPC.Address == "" {
 		c.GRPC.Address = DefaultGRPCAddress
 	}
+	if c.ReloadInterval.Duration == 0 {
+		c.ReloadInterval.Duration = DefaultReloadInterval
+	}
 	for i := range c.Signers {
 		if c.Signers[i].MaxLifetime == nil {
 			c.Signers[i].MaxLifetime = &metav1.Duration{Duration: DefaultMaxLifetime}
@@ -117,6 +123,9 @@ func (c *Config) Validate() error {
 		if f.value == "" {
 			errs = append(errs, fmt.Errorf("%s is required (mTLS is always on)", f.name))
 		}
+	}
+	if c.ReloadInterval.Duration != 0 && c.ReloadInterval.Duration < time.Second {
+		errs = append(errs, fmt.Errorf("reloadInterval %s is below 1s", c.ReloadInterval.Duration))
 	}
 	if len(c.Signers) == 0 {
 		errs = append(errs, errors.New("signers: at least one signer is required"))

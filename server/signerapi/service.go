@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
@@ -30,22 +31,43 @@ const (
 	logKeyError     = "error"
 )
 
-// Service serves SignerService for a fixed set of issuers.
+// Signer is one served signer.
+type Signer struct {
+	// Issuer runs the signer's pipeline.
+	Issuer *issuance.Issuer
+}
+
+// Service serves SignerService. Its signers can be replaced at any time (hot reload): each
+// call uses the set that was current when it started.
 type Service struct {
 	signetv1.UnimplementedSignerServiceServer
-	issuers map[string]*issuance.Issuer
+	signers atomic.Pointer[map[string]*Signer]
 	log     *slog.Logger
 }
 
 var _ signetv1.SignerServiceServer = (*Service)(nil)
 
-// New returns a Service for the given issuers, keyed by their signer names.
-func New(issuers []*issuance.Issuer, log *slog.Logger) *Service {
-	m := make(map[string]*issuance.Issuer, len(issuers))
-	for _, is := range issuers {
-		m[is.SignerName()] = is
+// New returns a Service for the given signers.
+func New(signers []*Signer, log *slog.Logger) *Service {
+	s := &Service{log: log}
+	s.SetSigners(signers)
+	return s
+}
+
+// SetSigners replaces the served signers, keyed by their signer names. Calls in flight finish
+// with the set they started with.
+func (s *Service) SetSigners(signers []*Signer) {
+	m := make(map[string]*Signer, len(signers))
+	for _, sg := range signers {
+		m[sg.Issuer.SignerName()] = sg
 	}
-	return &Service{issuers: m, log: log}
+	s.signers.Store(&m)
+}
+
+// signer returns the named signer of the current set.
+func (s *Service) signer(name string) (*Signer, bool) {
+	sg, ok := (*s.signers.Load())[name]
+	return sg, ok
 }
 
 // SignCertificateSigningRequest runs the request through the signer's issuance pipeline and
@@ -59,11 +81,11 @@ func (s *Service) SignCertificateSigningRequest(ctx context.Context, req *signet
 		logKeyObject, req.GetObject().GetName(),
 		logKeyRequester, req.GetRequester().GetUsername(),
 	)
-	issuer, ok := s.issuers[req.GetSignerName()]
+	sg, ok := s.signer(req.GetSignerName())
 	if !ok {
 		return nil, s.refuse(log, fmt.Errorf("%w: this server does not serve signer %q", errUnknownSigner, req.GetSignerName()))
 	}
-	cert, err := issuer.Issue(requestFromProto(req))
+	cert, err := sg.Issuer.Issue(requestFromProto(req))
 	if err != nil {
 		return nil, s.refuse(log, fmt.Errorf("signing request: %w", err))
 	}
@@ -79,11 +101,11 @@ func (s *Service) SignCertificateSigningRequest(ctx context.Context, req *signet
 
 // GetTrustAnchors returns the CA certificate of the named signer.
 func (s *Service) GetTrustAnchors(_ context.Context, req *signetv1.GetTrustAnchorsRequest) (*signetv1.GetTrustAnchorsResponse, error) {
-	issuer, ok := s.issuers[req.GetSignerName()]
+	sg, ok := s.signer(req.GetSignerName())
 	if !ok {
 		return nil, toStatus(fmt.Errorf("%w: this server does not serve signer %q", errUnknownSigner, req.GetSignerName()))
 	}
-	return &signetv1.GetTrustAnchorsResponse{TrustAnchorsPem: string(issuer.TrustAnchors())}, nil
+	return &signetv1.GetTrustAnchorsResponse{TrustAnchorsPem: string(sg.Issuer.TrustAnchors())}, nil
 }
 
 // refuse logs a refusal (with the full error for internal failures) and returns its status.

@@ -32,7 +32,7 @@ func newService(t *testing.T, ca *testpki.Authority, log *slog.Logger) *signerap
 	if err != nil {
 		t.Fatal(err)
 	}
-	return signerapi.New([]*issuance.Issuer{is}, log)
+	return signerapi.New([]*signerapi.Signer{{Issuer: is}}, log)
 }
 
 func errorInfo(t *testing.T, err error) (codes.Code, string, *errdetails.ErrorInfo) {

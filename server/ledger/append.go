@@ -1,0 +1,137 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+)
+
+// request is one pending Append; the writer answers it on done exactly once.
+type request struct {
+	rec  Record
+	done chan result
+}
+
+type result struct {
+	rec Record
+	err error
+}
+
+// Append stores r and returns it with Seq, Time, PrevHash and Hash filled, only after the
+// record's bytes are fsynced. Caller-set values of those four fields are ignored. r must have
+// a valid Decision and Signer; an Issued record needs Certificate and Serial, a Refused one a
+// Reason (ErrInvalidRecord otherwise). Strings are made valid UTF-8 before hashing.
+//
+// Concurrent Appends are group-committed: one writer takes every pending record, writes them
+// with one write and one fsync, then answers them all. If the write or the fsync fails, every
+// record of the batch fails with an error wrapping ErrUnavailable, and so does every later
+// Append until the ledger is reopened (fail closed: nothing is written after a batch that may
+// be partial). ctx bounds only the wait to join a batch; once the record is handed to the
+// writer, Append waits for the outcome, so a nil error always means "durably recorded" and an
+// error after hand-off means "not acknowledged".
+func (l *Ledger) Append(ctx context.Context, r Record) (Record, error) {
+	if err := r.validate(); err != nil {
+		return Record{}, fmt.Errorf("appending to ledger %s: %w", l.dir, err)
+	}
+	r.normalize()
+	req := &request{rec: r, done: make(chan result, 1)}
+	select {
+	case l.reqs <- req:
+	case <-l.done:
+		return Record{}, fmt.Errorf("appending to ledger %s: %w: %w", l.dir, ErrUnavailable, ErrClosed)
+	case <-ctx.Done():
+		return Record{}, fmt.Errorf("appending to ledger %s: %w", l.dir, ctx.Err())
+	}
+	res := <-req.done
+	return res.rec, res.err
+}
+
+// run is the writer goroutine: it commits batches until Close.
+func (l *Ledger) run() {
+	defer close(l.done)
+	batch := make([]*request, 0, l.opts.MaxBatch)
+	var buf []byte
+	for {
+		select {
+		case <-l.stop:
+			return
+		case req := <-l.reqs:
+			batch = l.collect(append(batch[:0], req))
+			buf = l.commit(batch, buf[:0])
+			clear(batch)
+		}
+	}
+}
+
+// collect adds every request already waiting to batch, up to MaxBatch.
+func (l *Ledger) collect(batch []*request) []*request {
+	for len(batch) < l.opts.MaxBatch {
+		select {
+		case req := <-l.reqs:
+			batch = append(batch, req)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// commit seals the batch's records onto the chain, writes them with one write, syncs once and
+// answers every request. It returns buf for reuse.
+func (l *Ledger) commit(batch []*request, buf []byte) []byte {
+	if err := l.Err(); err != nil {
+		l.answerAll(batch, fmt.Errorf("appending to ledger %s: %w: closed for appends after an earlier failure; reopen it (%v)", l.dir, ErrUnavailable, err))
+		return buf
+	}
+	seq, prev := l.seq, l.prevHash
+	sealed := make([]*request, 0, len(batch))
+	for _, req := range batch {
+		r := req.rec
+		r.Seq, r.Time, r.PrevHash = seq+1, l.opts.Clock.Now().UTC().Round(0), prev
+		line, err := r.seal()
+		if err != nil {
+			req.done <- result{err: fmt.Errorf("appending to ledger %s: %w: %w", l.dir, ErrInvalidRecord, err)}
+			continue
+		}
+		buf = append(buf, line...)
+		seq, prev = r.Seq, r.Hash
+		req.rec = r
+		sealed = append(sealed, req)
+	}
+	if len(sealed) == 0 {
+		return buf
+	}
+	if err := l.writeAndSync(buf); err != nil {
+		l.mu.Lock()
+		l.failed = err
+		l.mu.Unlock()
+		l.answerAll(sealed, err)
+		return buf
+	}
+	l.mu.Lock()
+	l.seq, l.prevHash = seq, prev
+	l.mu.Unlock()
+	l.records.Add(uint64(len(sealed)))
+	for _, req := range sealed {
+		req.done <- result{rec: req.rec}
+	}
+	return buf
+}
+
+// writeAndSync writes buf and fsyncs it; any failure wraps ErrUnavailable.
+func (l *Ledger) writeAndSync(buf []byte) error {
+	l.batches.Add(1)
+	if _, err := l.w.Write(buf); err != nil {
+		return fmt.Errorf("appending to ledger %s: %w: writing %s: %w", l.dir, ErrUnavailable, l.path, err)
+	}
+	l.syncs.Add(1)
+	if err := l.w.Sync(); err != nil {
+		return fmt.Errorf("appending to ledger %s: %w: syncing %s: %w", l.dir, ErrUnavailable, l.path, err)
+	}
+	return nil
+}
+
+func (l *Ledger) answerAll(batch []*request, err error) {
+	for _, req := range batch {
+		req.done <- result{err: err}
+	}
+}

@@ -1,0 +1,206 @@
+package ledger_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/signet-pki/signet/server/ledger"
+)
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// faultyFile counts syncs and injects failures and delays into the segment's writes and syncs.
+type faultyFile struct {
+	ledger.File
+	syncs      atomic.Int64
+	failSync   atomic.Bool
+	shortWrite atomic.Bool  // write half the batch, then fail
+	syncDelay  time.Duration
+	syncGate   chan struct{} // if not nil, Sync waits for it
+}
+
+var errInjected = errors.New("injected: no space left on device")
+
+func (f *faultyFile) Write(p []byte) (int, error) {
+	if f.shortWrite.Load() {
+		n, _ := f.File.Write(p[:len(p)/2])
+		return n, errInjected
+	}
+	return f.File.Write(p)
+}
+
+func (f *faultyFile) Sync() error {
+	f.syncs.Add(1)
+	if f.syncGate != nil {
+		<-f.syncGate
+	}
+	time.Sleep(f.syncDelay)
+	if f.failSync.Load() {
+		return errInjected
+	}
+	return f.File.Sync()
+}
+
+func (f *fixture) openFaulty(t *testing.T, ff *faultyFile) *ledger.Ledger {
+	t.Helper()
+	opts := f.options()
+	opts.WrapFile = func(inner ledger.File) ledger.File { ff.File = inner; return ff }
+	l, err := ledger.Open(f.dir, opts)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// appendConcurrently starts n Appends at once and returns their results.
+func appendConcurrently(l *ledger.Ledger, n int) ([]ledger.Record, []error) {
+	recs, errs := make([]ledger.Record, n), make([]error, n)
+	var start, wg sync.WaitGroup
+	start.Add(1)
+	for i := range n {
+		wg.Go(func() {
+			start.Wait()
+			recs[i], errs[i] = l.Append(context.Background(), issued(i))
+		})
+	}
+	start.Done()
+	wg.Wait()
+	return recs, errs
+}
+
+func TestConcurrentAppendsAreGroupCommitted(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ff := &faultyFile{syncDelay: 2 * time.Millisecond}
+	l := f.openFaulty(t, ff)
+	const n = 64
+	recs, errs := appendConcurrently(l, n)
+	seen := map[uint64]bool{}
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("Append %d: %v", i, errs[i])
+		}
+		seen[recs[i].Seq] = true
+	}
+	if len(seen) != n {
+		t.Errorf("%d distinct seqs, want %d", len(seen), n)
+	}
+	rep, err := ledger.Verify(f.dir)
+	if err != nil || rep.Records != n || rep.LastSeq != n {
+		t.Fatalf("Verify: %+v, %v", rep, err)
+	}
+	syncs := ff.syncs.Load()
+	if syncs > n/8 {
+		t.Errorf("%d fsyncs for %d concurrent appends, want at most %d", syncs, n, n/8)
+	}
+	if st := l.Stats(); st.Records != n || st.Syncs != uint64(syncs) || st.Batches != uint64(syncs) {
+		t.Errorf("Stats = %+v, want %d records and %d syncs", st, n, syncs)
+	}
+	t.Logf("%d appends, %d fsyncs", n, syncs)
+}
+
+func TestSyncFailureFailsBatchAndLaterAppends(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ff := &faultyFile{}
+	l := f.openFaulty(t, ff)
+	if _, err := l.Append(context.Background(), issued(0)); err != nil {
+		t.Fatal(err)
+	}
+	ff.failSync.Store(true)
+	_, errs := appendConcurrently(l, 16)
+	for i, err := range errs {
+		if !errors.Is(err, ledger.ErrUnavailable) || !errors.Is(err, errInjected) {
+			t.Errorf("waiter %d: err = %v, want ErrUnavailable wrapping the sync error", i, err)
+		}
+	}
+	ff.failSync.Store(false) // the disk recovers; the ledger must stay closed until reopened
+	syncs := ff.syncs.Load()
+	if _, err := l.Append(context.Background(), issued(99)); !errors.Is(err, ledger.ErrUnavailable) {
+		t.Errorf("Append after failure: err = %v, want ErrUnavailable", err)
+	}
+	if ff.syncs.Load() != syncs || !errors.Is(l.Err(), errInjected) {
+		t.Errorf("the failed ledger kept writing (syncs %d → %d) or Err() = %v", syncs, ff.syncs.Load(), l.Err())
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Records written before the failed sync are complete lines: reopening keeps them and the
+	// chain continues (a retry gets the same answer through idempotency).
+	l2 := f.open(t)
+	seq, _ := l2.Last()
+	if r, err := l2.Append(context.Background(), issued(100)); err != nil || r.Seq != seq+1 {
+		t.Fatalf("Append after reopen: %+v, %v", r, err)
+	}
+	if _, err := ledger.Verify(f.dir); err != nil {
+		t.Errorf("Verify after reopen: %v", err)
+	}
+}
+
+func TestShortWriteFailsClosedAndReopenTruncates(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ff := &faultyFile{}
+	l := f.openFaulty(t, ff)
+	for i := range 3 {
+		if _, err := l.Append(context.Background(), issued(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ff.shortWrite.Store(true)
+	if _, err := l.Append(context.Background(), issued(3)); !errors.Is(err, ledger.ErrUnavailable) {
+		t.Fatalf("short write: err = %v, want ErrUnavailable", err)
+	}
+	ff.shortWrite.Store(false)
+	if _, err := l.Append(context.Background(), issued(4)); !errors.Is(err, ledger.ErrUnavailable) {
+		t.Fatalf("Append after a partial batch: err = %v, want ErrUnavailable", err)
+	}
+	if rep, err := ledger.Verify(f.dir); err != nil || rep.Records != 3 || rep.TornTail == 0 {
+		t.Fatalf("Verify: %+v, %v; want 3 records and a torn tail", rep, err)
+	}
+	l.Close()
+	l2 := f.open(t)
+	if r, err := l2.Append(context.Background(), issued(4)); err != nil || r.Seq != 4 {
+		t.Fatalf("Append after reopen: %+v, %v", r, err)
+	}
+	if rep, err := ledger.Verify(f.dir); err != nil || rep.Records != 4 || rep.TornTail != 0 {
+		t.Errorf("Verify after reopen: %+v, %v", rep, err)
+	}
+}
+
+func TestAppendContextBoundsOnlyTheWaitToJoin(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ff := &faultyFile{syncGate: make(chan struct{})}
+	l := f.openFaulty(t, ff)
+	first := make(chan error, 1)
+	go func() {
+		_, err := l.Append(context.Background(), issued(1))
+		first <- err
+	}()
+	for ff.syncs.Load() == 0 { // the writer is now blocked in Sync
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := l.Append(ctx, issued(2)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Append while the writer is busy: err = %v, want DeadlineExceeded", err)
+	}
+	close(ff.syncGate)
+	if err := <-first; err != nil {
+		t.Errorf("first Append: %v", err)
+	}
+	if seq, _ := l.Last(); seq != 1 {
+		t.Errorf("last seq %d, want 1", seq)
+	}
+}

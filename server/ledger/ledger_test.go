@@ -1,0 +1,297 @@
+package ledger_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/signet-pki/signet/server/ledger"
+)
+
+const segment = "ledger-000001.jsonl"
+
+var t0 = time.Date(2026, 11, 21, 10, 0, 0, 123456789, time.UTC)
+
+// issued returns a valid Issued record for object i.
+func issued(i int) ledger.Record {
+	return ledger.Record{
+		Decision:       ledger.Issued,
+		Signer:         "example.com/signer",
+		Client:         "spiffe://signet/watcher",
+		Requester:      "system:node:worker-1",
+		ObjectUID:      fmt.Sprintf("uid-%04d", i),
+		IdempotencyKey: fmt.Sprintf("uid-%04d/abcd", i),
+		RequestHash:    strings.Repeat("ab", 32),
+		Serial:         fmt.Sprintf("%032x", i+1),
+		NotBefore:      t0.Add(-5 * time.Minute),
+		NotAfter:       t0.Add(24 * time.Hour),
+		Message:        "issued",
+		Certificate:    "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+	}
+}
+
+func refused(i int) ledger.Record {
+	return ledger.Record{
+		Decision: ledger.Refused, Signer: "example.com/signer", ObjectUID: fmt.Sprintf("uid-%04d", i),
+		Reason: "POLICY_VIOLATION", Message: "usage \"server auth\" is not allowed by the signer's profile",
+	}
+}
+
+type fixture struct {
+	dir   string
+	clock *testclock.FakeClock
+	log   *bytes.Buffer
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	return &fixture{dir: filepath.Join(t.TempDir(), "ledger"), clock: testclock.NewFakeClock(t0), log: &bytes.Buffer{}}
+}
+
+func (f *fixture) options() ledger.Options {
+	return ledger.Options{Clock: f.clock, Logger: slog.New(slog.NewTextHandler(f.log, nil))}
+}
+
+func (f *fixture) open(t *testing.T) *ledger.Ledger {
+	t.Helper()
+	l, err := ledger.Open(f.dir, f.options())
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// fill appends n records (every fifth one refused), one second apart, and closes the ledger.
+func (f *fixture) fill(t *testing.T, n int) {
+	t.Helper()
+	l := f.open(t)
+	for i := 1; i <= n; i++ {
+		r := issued(i)
+		if i%5 == 0 {
+			r = refused(i)
+		}
+		f.clock.Step(time.Second)
+		if _, err := l.Append(context.Background(), r); err != nil {
+			t.Fatalf("Append %d: %v", i, err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+}
+
+func (f *fixture) lines(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(f.dir, segment))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.SplitAfter(string(b), "\n")
+}
+
+func (f *fixture) write(t *testing.T, lines []string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(f.dir, segment), []byte(strings.Join(lines, "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAppendFillsChainAndVerifies(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	l := f.open(t)
+	var prev ledger.Record
+	for i := 1; i <= 3; i++ {
+		f.clock.Step(time.Second)
+		got, err := l.Append(context.Background(), issued(i))
+		if err != nil {
+			t.Fatalf("Append: %v", err)
+		}
+		if got.Seq != uint64(i) || !got.Time.Equal(f.clock.Now()) || len(got.Hash) != 64 {
+			t.Errorf("record %d: seq %d time %v hash %q", i, got.Seq, got.Time, got.Hash)
+		}
+		wantPrev := strings.Repeat("0", 64)
+		if i > 1 {
+			wantPrev = prev.Hash
+		}
+		if got.PrevHash != wantPrev {
+			t.Errorf("record %d: prevHash %s, want %s", i, got.PrevHash, wantPrev)
+		}
+		prev = got
+	}
+	if seq, hash := l.Last(); seq != 3 || hash != prev.Hash {
+		t.Errorf("Last = %d %s, want 3 %s", seq, hash, prev.Hash)
+	}
+	rep, err := ledger.Verify(f.dir)
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	if rep.Records != 3 || rep.FirstSeq != 1 || rep.LastSeq != 3 || rep.LastHash != prev.Hash ||
+		!rep.FirstTime.Equal(t0.Add(time.Second)) || !rep.LastTime.Equal(t0.Add(3*time.Second)) {
+		t.Errorf("report = %+v", rep)
+	}
+}
+
+func TestStoredLineIsCanonicalJSON(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	l := f.open(t)
+	r := issued(1)
+	r.Message = "bad utf-8 \xff and <html> & \"quotes\"\nnewline"
+	got, err := l.Append(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(got.Message, "\uFFFD") {
+		t.Errorf("message %q: invalid UTF-8 not replaced", got.Message)
+	}
+	line := f.lines(t)[0]
+	want, _ := json.Marshal(got)
+	if line != string(want)+"\n" {
+		t.Errorf("line\n%s\nis not json.Marshal of the returned record\n%s", line, want)
+	}
+	var back ledger.Record
+	if err := json.Unmarshal([]byte(line), &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Message != got.Message || !back.Time.Equal(got.Time) || back.Hash != got.Hash {
+		t.Errorf("decoded %+v, want %+v", back, got)
+	}
+	if strings.Contains(line, `"notBefore"`) != true || strings.Contains(f.lines(t)[0], `"reason"`) {
+		t.Errorf("optional fields: %s", line)
+	}
+}
+
+func TestAppendRejectsInvalidRecords(t *testing.T) {
+	t.Parallel()
+	l := newFixture(t).open(t)
+	noCert := issued(1)
+	noCert.Certificate = ""
+	noReason := refused(1)
+	noReason.Reason = ""
+	for name, r := range map[string]ledger.Record{
+		"unknown decision": {Decision: "maybe", Signer: "s"},
+		"issued no cert":   noCert,
+		"refused no reason": noReason,
+		"no signer":        {Decision: ledger.Refused, Reason: "X"},
+	} {
+		if _, err := l.Append(context.Background(), r); !errors.Is(err, ledger.ErrInvalidRecord) {
+			t.Errorf("%s: err = %v, want ErrInvalidRecord", name, err)
+		}
+	}
+	if seq, _ := l.Last(); seq != 0 {
+		t.Errorf("invalid records were stored: last seq %d", seq)
+	}
+}
+
+func TestReopenContinuesChain(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.fill(t, 4)
+	l := f.open(t)
+	if seq, _ := l.Last(); seq != 4 {
+		t.Fatalf("reopened at seq %d, want 4", seq)
+	}
+	if r, err := l.Append(context.Background(), issued(5)); err != nil || r.Seq != 5 {
+		t.Fatalf("Append after reopen: %+v, %v", r, err)
+	}
+	if rep, err := ledger.Verify(f.dir); err != nil || rep.Records != 5 {
+		t.Errorf("Verify: %+v, %v", rep, err)
+	}
+}
+
+func TestSecondOpenIsLocked(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	l := f.open(t)
+	if _, err := ledger.Open(f.dir, f.options()); !errors.Is(err, ledger.ErrLocked) {
+		t.Fatalf("second Open: err = %v, want ErrLocked", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.open(t)
+}
+
+func TestAppendAfterCloseIsUnavailable(t *testing.T) {
+	t.Parallel()
+	l := newFixture(t).open(t)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := l.Append(context.Background(), issued(1))
+	if !errors.Is(err, ledger.ErrUnavailable) || !errors.Is(err, ledger.ErrClosed) {
+		t.Errorf("err = %v, want ErrUnavailable and ErrClosed", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+func TestTornTailIsTruncatedOnOpen(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.fill(t, 5)
+	lines := f.lines(t)
+	sixth := strings.Replace(lines[4], `"seq":5`, `"seq":6`, 1)
+	torn := append(lines[:len(lines)-1], sixth[:len(sixth)/2]) // a write cut short: no "\n"
+	f.write(t, torn)
+
+	rep, err := ledger.Verify(f.dir)
+	if err != nil || rep.Records != 5 || rep.TornTail != int64(len(sixth)/2) {
+		t.Fatalf("Verify before Open: %+v, %v (want 5 records and a torn tail)", rep, err)
+	}
+	l := f.open(t)
+	if !strings.Contains(f.log.String(), "truncating a torn final line") {
+		t.Errorf("no warning logged: %q", f.log.String())
+	}
+	if r, err := l.Append(context.Background(), issued(6)); err != nil || r.Seq != 6 {
+		t.Fatalf("Append after recovery: %+v, %v", r, err)
+	}
+	rep, err = ledger.Verify(f.dir)
+	if err != nil || rep.Records != 6 || rep.TornTail != 0 {
+		t.Errorf("Verify after recovery: %+v, %v", rep, err)
+	}
+}
+
+func TestReplaySince(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.fill(t, 10)
+	var seqs []uint64
+	err := ledger.Replay(f.dir, t0.Add(7*time.Second), func(r ledger.Record) error {
+		seqs = append(seqs, r.Seq)
+		return nil
+	})
+	if err != nil || fmt.Sprint(seqs) != "[7 8 9 10]" {
+		t.Errorf("Replay = %v, %v; want [7 8 9 10]", seqs, err)
+	}
+	stop := errors.New("stop")
+	err = ledger.Replay(f.dir, time.Time{}, func(ledger.Record) error { return stop })
+	if !errors.Is(err, stop) || !strings.Contains(err.Error(), "record 1") {
+		t.Errorf("Replay with failing fn: %v", err)
+	}
+}
+
+func TestVerifyEmptyAndMissing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.fill(t, 0)
+	if rep, err := ledger.Verify(f.dir); err != nil || rep.Records != 0 || rep.LastSeq != 0 {
+		t.Errorf("empty ledger: %+v, %v", rep, err)
+	}
+	if _, err := ledger.Verify(filepath.Join(f.dir, "nope")); err == nil || !strings.Contains(err.Error(), "nope") {
+		t.Errorf("missing ledger: err = %v", err)
+	}
+}

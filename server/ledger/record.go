@@ -1,0 +1,143 @@
+package ledger
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Decision is what the server decided for one request.
+type Decision string
+
+// The decisions a record can hold.
+const (
+	// Issued: a certificate was signed; the record carries it.
+	Issued Decision = "issued"
+	// Refused: the request was refused; Reason and Message say why.
+	Refused Decision = "refused"
+)
+
+// zeroHash is the PrevHash of the first record.
+var zeroHash = strings.Repeat("0", sha256.Size*2)
+
+// Record is one decision of the signing service. Append fills Seq, Time, PrevHash and Hash;
+// the caller fills the rest. See the package doc for the canonical encoding.
+type Record struct {
+	// Seq is the record's position in the ledger, starting at 1.
+	Seq uint64 `json:"seq"`
+	// Time is when the record was appended (UTC, RFC 3339 with nanoseconds on disk).
+	Time time.Time `json:"time"`
+	// Decision is Issued or Refused.
+	Decision Decision `json:"decision"`
+	// Signer is the signer name the request was for.
+	Signer string `json:"signer"`
+	// Client is the mTLS identity of the caller (the watcher or a webhook client).
+	Client string `json:"client,omitempty"`
+	// Requester is the Kubernetes username the request was made by.
+	Requester string `json:"requester,omitempty"`
+	// ObjectUID is the UID of the CertificateSigningRequest or PodCertificateRequest.
+	ObjectUID string `json:"objectUID,omitempty"`
+	// IdempotencyKey is idempotency.Key(ObjectUID, request hash).
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	// RequestHash is the hex SHA-256 of the canonical request (idempotency.RequestHash).
+	RequestHash string `json:"requestHash,omitempty"`
+	// Serial is the issued certificate's serial number in hex.
+	Serial string `json:"serial,omitempty"`
+	// NotBefore is the issued certificate's NotBefore.
+	NotBefore time.Time `json:"notBefore,omitzero"`
+	// NotAfter is the issued certificate's NotAfter.
+	NotAfter time.Time `json:"notAfter,omitzero"`
+	// Reason is the ErrorReason name (without prefix) of a refusal.
+	Reason string `json:"reason,omitempty"`
+	// Message is the human-readable detail of the decision.
+	Message string `json:"message,omitempty"`
+	// Certificate is the issued chain in PEM (leaf first) for Issued records.
+	Certificate string `json:"certificate,omitempty"`
+	// PrevHash is the previous record's Hash; 64 zeros for the first record.
+	PrevHash string `json:"prevHash"`
+	// Hash is the hex SHA-256 of the record's canonical encoding without Hash.
+	Hash string `json:"hash,omitempty"`
+}
+
+// validate checks the fields the caller of Append is responsible for.
+func (r *Record) validate() error {
+	switch r.Decision {
+	case Issued:
+		if r.Certificate == "" || r.Serial == "" {
+			return fmt.Errorf("%w: an issued record needs its certificate and serial", ErrInvalidRecord)
+		}
+	case Refused:
+		if r.Reason == "" {
+			return fmt.Errorf("%w: a refused record needs a reason", ErrInvalidRecord)
+		}
+	default:
+		return fmt.Errorf("%w: decision %q (want %q or %q)", ErrInvalidRecord, r.Decision, Issued, Refused)
+	}
+	if r.Signer == "" {
+		return fmt.Errorf("%w: signer is empty", ErrInvalidRecord)
+	}
+	return nil
+}
+
+// normalize makes r encode to what it decodes from: valid UTF-8 strings and UTC times without
+// a monotonic reading. Append normalizes before hashing, so the returned record equals the
+// stored one.
+func (r *Record) normalize() {
+	for _, s := range []*string{
+		&r.Signer, &r.Client, &r.Requester, &r.ObjectUID, &r.IdempotencyKey, &r.RequestHash,
+		&r.Serial, &r.Reason, &r.Message, &r.Certificate,
+	} {
+		*s = strings.ToValidUTF8(*s, "\uFFFD")
+	}
+	for _, t := range []*time.Time{&r.Time, &r.NotBefore, &r.NotAfter} {
+		if !t.IsZero() {
+			*t = t.UTC().Round(0)
+		}
+	}
+}
+
+// seal sets r.Hash from the canonical encoding and returns the record's line (with "\n").
+// Hash is the last field and omitted when empty, so the line is the hashed encoding with
+// `,"hash":"…"` spliced in before its closing brace: exactly what json.Marshal gives, at the
+// cost of one encoding instead of two.
+func (r *Record) seal() ([]byte, error) {
+	r.Hash = ""
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encoding record %d: %w", r.Seq, err)
+	}
+	sum := sha256.Sum256(b)
+	r.Hash = hex.EncodeToString(sum[:])
+	line := make([]byte, 0, len(b)+len(r.Hash)+len(`,"hash":""`)+1)
+	line = append(line, b[:len(b)-1]...)
+	line = append(line, `,"hash":"`...)
+	line = append(line, r.Hash...)
+	return append(line, '"', '}', '\n'), nil
+}
+
+// computeHash returns the hex SHA-256 of r's canonical encoding with Hash empty.
+func (r Record) computeHash() (string, error) {
+	r.Hash = ""
+	b, err := json.Marshal(r)
+	if err != nil {
+		return "", fmt.Errorf("encoding record %d: %w", r.Seq, err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// decodeLine parses one line (without "\n") and reports whether it is in canonical form.
+func decodeLine(line []byte) (Record, bool, error) {
+	var r Record
+	if err := json.Unmarshal(line, &r); err != nil {
+		return Record{}, false, err
+	}
+	again, err := json.Marshal(r)
+	if err != nil {
+		return r, false, err
+	}
+	return r, string(again) == string(line), nil
+}

@@ -1,0 +1,115 @@
+package ledger_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/signet-pki/signet/server/ledger"
+)
+
+// rehash returns line with its record changed by edit and re-hashed, as a forger would.
+func rehash(t *testing.T, line string, edit func(*ledger.Record)) string {
+	t.Helper()
+	var r ledger.Record
+	if err := json.Unmarshal([]byte(line), &r); err != nil {
+		t.Fatal(err)
+	}
+	edit(&r)
+	r.Hash = ""
+	b, _ := json.Marshal(r)
+	r.Hash = sha256Hex(b)
+	b, _ = json.Marshal(r)
+	return string(b) + "\n"
+}
+
+func TestVerifyDetectsTampering(t *testing.T) {
+	t.Parallel()
+	const (
+		changed = "record 17 (line 17 of ledger-000001.jsonl): hash mismatch — the record was changed"
+		removed = "record 12 missing: expected seq 12, found 13 at line 12 of ledger-000001.jsonl — a record was removed"
+		swapped = "records 20 and 21 out of order (lines 20 and 21 of ledger-000001.jsonl) — the records were reordered"
+	)
+	tests := []struct {
+		name   string
+		tamper func(t *testing.T, lines []string) []string
+		want   string
+		line   int
+		good   int // intact records before the problem
+	}{
+		{"one byte of a field", func(_ *testing.T, l []string) []string {
+			l[16] = strings.Replace(l[16], "example.com/signer", "example.com/signes", 1)
+			return l
+		}, changed, 17, 16},
+		{"one byte of the hash", func(_ *testing.T, l []string) []string {
+			i := strings.Index(l[16], `"hash":"`) + len(`"hash":"`)
+			l[16] = l[16][:i] + flip(l[16][i]) + l[16][i+1:]
+			return l
+		}, changed, 17, 16},
+		{"record deleted", func(_ *testing.T, l []string) []string {
+			return append(l[:11:11], l[12:]...)
+		}, removed, 12, 11},
+		{"first record deleted", func(_ *testing.T, l []string) []string {
+			return l[1:]
+		}, "record 1 missing: expected seq 1, found 2 at line 1 of ledger-000001.jsonl — a record was removed", 1, 0},
+		{"three records deleted", func(_ *testing.T, l []string) []string {
+			return append(l[:11:11], l[14:]...)
+		}, "records 12–14 missing: expected seq 12, found 15 at line 12 of ledger-000001.jsonl — records were removed", 12, 11},
+		{"two lines swapped", func(_ *testing.T, l []string) []string {
+			l[19], l[20] = l[20], l[19]
+			return l
+		}, swapped, 20, 19},
+		{"record duplicated", func(_ *testing.T, l []string) []string {
+			return append(l[:5:5], append([]string{l[4]}, l[5:]...)...)
+		}, "record 5 out of order: expected seq 6, found 5 at line 6 of ledger-000001.jsonl — a record was duplicated, inserted or reordered", 6, 5},
+		{"record changed and re-hashed", func(t *testing.T, l []string) []string {
+			l[8] = rehash(t, l[8], func(r *ledger.Record) { r.Requester = "system:admin" })
+			return l
+		}, "record 10 (line 10 of ledger-000001.jsonl): chain broken — prevHash does not match the hash of record 9 (a record before it was changed and re-hashed, or replaced)", 10, 9},
+		{"line rewritten non-canonically", func(_ *testing.T, l []string) []string {
+			l[2] = strings.Replace(l[2], `"seq":3,`, `"seq": 3,`, 1)
+			return l
+		}, "record 3 (line 3 of ledger-000001.jsonl): not in canonical encoding — the line was rewritten", 3, 2},
+		{"garbage line", func(_ *testing.T, l []string) []string {
+			l[8] = "not json\n"
+			return l
+		}, "line 9 of ledger-000001.jsonl: not a ledger record", 9, 8},
+		{"unterminated garbage before the end", func(_ *testing.T, l []string) []string {
+			l[8] = l[8][:40]
+			return l
+		}, "line 9 of ledger-000001.jsonl: not a ledger record", 9, 8},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			f.fill(t, 30)
+			lines := f.lines(t)
+			f.write(t, tc.tamper(t, lines[:len(lines)-1])) // drop the "" after the last "\n"
+
+			rep, err := ledger.Verify(f.dir)
+			var ce *ledger.CorruptionError
+			if !errors.As(err, &ce) || !errors.Is(err, ledger.ErrCorrupt) {
+				t.Fatalf("Verify: err = %v, want a CorruptionError", err)
+			}
+			if !strings.HasPrefix(ce.Problem, tc.want) || ce.Line != tc.line || ce.File != segment {
+				t.Errorf("problem = %q at %s:%d\nwant      %q at line %d", ce.Problem, ce.File, ce.Line, tc.want, tc.line)
+			}
+			if rep.Records != tc.good {
+				t.Errorf("report counts %d intact records, want %d", rep.Records, tc.good)
+			}
+			_, err = ledger.Open(f.dir, f.options())
+			if !errors.Is(err, ledger.ErrCorrupt) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), f.dir) {
+				t.Errorf("Open: err = %v, want the same problem naming the directory", err)
+			}
+		})
+	}
+}
+
+func flip(c byte) string {
+	if c == '0' {
+		return "1"
+	}
+	return "0"
+}

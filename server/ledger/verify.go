@@ -1,0 +1,230 @@
+package ledger
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// segmentName is the one segment file of a ledger (rotation is future work, see the package doc).
+const segmentName = "ledger-000001.jsonl"
+
+// Report summarizes a ledger that was read (and verified up to its first problem, if any).
+type Report struct {
+	// Dir is the ledger directory.
+	Dir string
+	// File is the segment that was read.
+	File string
+	// Records is the number of intact records (before the first problem, if any).
+	Records int
+	// FirstSeq and LastSeq are the seq of the first and last intact records (0 when none).
+	FirstSeq, LastSeq uint64
+	// FirstTime and LastTime are their times.
+	FirstTime, LastTime time.Time
+	// LastHash is the last intact record's Hash: the value to anchor outside the ledger.
+	LastHash string
+	// TornTail is the size in bytes of an unterminated final line: an unacknowledged write cut
+	// short by a crash. Verify ignores it; Open truncates it.
+	TornTail int64
+}
+
+// Verify reads the ledger in dir and checks every record: the canonical encoding, each Hash,
+// Seq continuity from 1 and the PrevHash links. It needs no lock and never writes. It returns
+// the report and, for the first problem found, an error wrapping a *CorruptionError (which
+// wraps ErrCorrupt); the report then covers the records before the problem. A torn final line
+// is not a problem (Report.TornTail).
+func Verify(dir string) (Report, error) {
+	rep, err := read(dir, nil)
+	if err != nil {
+		return rep, fmt.Errorf("verifying ledger %s: %w", dir, err)
+	}
+	return rep, nil
+}
+
+// Replay verifies the ledger in dir as Verify does and calls fn, in seq order, for every intact
+// record whose Time is not before since. It stops at the first problem or at fn's first error,
+// and returns it wrapped; records before a problem have already been passed to fn. Replay
+// reads without the lock, so it can run while a Ledger appends (a write in progress shows as a
+// torn tail and is skipped).
+func Replay(dir string, since time.Time, fn func(Record) error) error {
+	_, err := read(dir, func(r Record) error {
+		if r.Time.Before(since) {
+			return nil
+		}
+		if err := fn(r); err != nil {
+			return fmt.Errorf("record %d: %w", r.Seq, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("replaying ledger %s: %w", dir, err)
+	}
+	return nil
+}
+
+// read opens the segment of dir read-only and walks it.
+func read(dir string, fn func(Record) error) (Report, error) {
+	f, err := os.Open(filepath.Join(dir, segmentName))
+	if err != nil {
+		return Report{Dir: dir, File: segmentName}, err
+	}
+	defer f.Close()
+	rep, _, err := walk(f, dir, fn)
+	return rep, err
+}
+
+// walk reads the records from r and checks the chain, calling fn (if not nil) for each intact
+// record. It returns the report and the offset just after the last complete line, which is
+// where a torn tail starts.
+func walk(r io.Reader, dir string, fn func(Record) error) (Report, int64, error) {
+	c := &chain{
+		sc:       &scanner{r: bufio.NewReaderSize(r, 64<<10)},
+		rep:      Report{Dir: dir, File: segmentName},
+		prevHash: zeroHash,
+	}
+	for {
+		line, ok, err := c.sc.next()
+		if err != nil {
+			return c.rep, c.sc.good, fmt.Errorf("reading %s: %w", segmentName, err)
+		}
+		if !ok {
+			c.rep.TornTail = c.sc.tail
+			return c.rep, c.sc.good, nil
+		}
+		rec, err := c.check(line)
+		if err != nil {
+			return c.rep, c.sc.good, err
+		}
+		c.accept(rec)
+		if fn != nil {
+			if err := fn(rec); err != nil {
+				return c.rep, c.sc.good, err
+			}
+		}
+	}
+}
+
+// chain is the state of a walk: the next expected seq and the hash it must link to.
+type chain struct {
+	sc       *scanner
+	rep      Report
+	prevHash string
+}
+
+// accept advances the chain past an intact record.
+func (c *chain) accept(r Record) {
+	if c.rep.Records == 0 {
+		c.rep.FirstSeq, c.rep.FirstTime = r.Seq, r.Time
+	}
+	c.rep.Records++
+	c.rep.LastSeq, c.rep.LastTime, c.rep.LastHash = r.Seq, r.Time, r.Hash
+	c.prevHash = r.Hash
+}
+
+// check decodes the line at c.sc.line and checks it against the chain, in this order: it
+// decodes, its Hash matches its content, it is canonical, its seq follows, its decision is
+// valid, its PrevHash links to the record before it.
+func (c *chain) check(line []byte) (Record, error) {
+	n, want := c.sc.line, c.rep.LastSeq+1
+	r, canonical, err := decodeLine(line)
+	if err != nil {
+		return r, c.problem(n, want, "line %d of %s: not a ledger record (%v) — the line was damaged", n, segmentName, err)
+	}
+	where := fmt.Sprintf("record %d (line %d of %s)", r.Seq, n, segmentName)
+	if sum, err := r.computeHash(); err != nil || sum != r.Hash {
+		return r, c.problem(n, r.Seq, "%s: hash mismatch — the record was changed", where)
+	}
+	if !canonical {
+		return r, c.problem(n, r.Seq, "%s: not in canonical encoding — the line was rewritten", where)
+	}
+	if r.Seq != want {
+		return r, c.seqProblem(r.Seq, want)
+	}
+	if err := r.validate(); err != nil {
+		return r, c.problem(n, r.Seq, "%s: %v", where, err)
+	}
+	if r.PrevHash != c.prevHash {
+		if want == 1 {
+			return r, c.problem(n, r.Seq, "%s: prevHash is not all zeros — records before it were removed", where)
+		}
+		return r, c.problem(n, r.Seq, "%s: chain broken — prevHash does not match the hash of record %d (a record before it was changed and re-hashed, or replaced)", where, want-1)
+	}
+	return r, nil
+}
+
+// seqProblem describes a record at line c.sc.line with seq found where seq want was expected.
+// When found is want+1 and the next line holds want, the two were swapped.
+func (c *chain) seqProblem(found, want uint64) error {
+	n := c.sc.line
+	switch {
+	case found == want+1:
+		if next, ok := c.sc.peek(); ok {
+			if r, _, err := decodeLine(next); err == nil && r.Seq == want {
+				return c.problem(n, want, "records %d and %d out of order (lines %d and %d of %s) — the records were reordered", want, found, n, n+1, segmentName)
+			}
+		}
+		return c.problem(n, want, "record %d missing: expected seq %d, found %d at line %d of %s — a record was removed", want, want, found, n, segmentName)
+	case found > want:
+		return c.problem(n, want, "records %d–%d missing: expected seq %d, found %d at line %d of %s — records were removed", want, found-1, want, found, n, segmentName)
+	default:
+		return c.problem(n, want, "record %d out of order: expected seq %d, found %d at line %d of %s — a record was duplicated, inserted or reordered", found, want, found, n, segmentName)
+	}
+}
+
+func (c *chain) problem(line int, seq uint64, format string, args ...any) error {
+	return &CorruptionError{File: segmentName, Line: line, Seq: seq, Problem: fmt.Sprintf(format, args...)}
+}
+
+// scanner splits a segment into "\n"-terminated lines, with one line of look-ahead.
+type scanner struct {
+	r     *bufio.Reader
+	line  int   // 1-based number of the line last returned by next
+	good  int64 // offset just after the last complete line returned by next
+	tail  int64 // size of the unterminated final line, once next has returned !ok
+	pk    []byte
+	pkErr error
+	hasPk bool
+}
+
+// read returns the peeked read, if any, or reads the next line.
+func (s *scanner) read() ([]byte, error) {
+	if s.hasPk {
+		s.hasPk = false
+		return s.pk, s.pkErr
+	}
+	return s.r.ReadBytes('\n')
+}
+
+// next returns the next complete line without its "\n"; ok is false at the end, with s.tail
+// set to the size of any unterminated final bytes.
+func (s *scanner) next() ([]byte, bool, error) {
+	line, err := s.read()
+	if errors.Is(err, io.EOF) {
+		s.tail = int64(len(line))
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	s.line++
+	s.good += int64(len(line))
+	return bytes.TrimSuffix(line, []byte{'\n'}), true, nil
+}
+
+// peek returns the line after the one next last returned, if it is complete, without
+// consuming it.
+func (s *scanner) peek() ([]byte, bool) {
+	if !s.hasPk {
+		s.pk, s.pkErr = s.r.ReadBytes('\n')
+		s.hasPk = true
+	}
+	if s.pkErr != nil {
+		return nil, false
+	}
+	return bytes.TrimSuffix(s.pk, []byte{'\n'}), true
+}

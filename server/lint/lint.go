@@ -1,0 +1,283 @@
+// Package lint is the lint gate between the certificate template and the real signature, after
+// Let's Encrypt Boulder's linter: Check signs the exact template with a throwaway key of the
+// same type and size as the CA key, under a "lint issuer" that is the CA certificate with the
+// throwaway public key, runs zlint on that lint certificate and returns its to-be-signed bytes.
+// The caller then signs the same template with the real CA key and checks that the real
+// certificate's RawTBSCertificate is byte-identical to Result.TBS, so what was linted is what
+// was signed.
+//
+// Any lint result at Error or Fatal fails the check (fail closed); Warn and Notice results are
+// returned for logging. The lints in force are chosen once, in New.
+package lint
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/rand"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	zx509 "github.com/zmap/zcrypto/x509"
+	"github.com/zmap/zlint/v3"
+	zl "github.com/zmap/zlint/v3/lint"
+)
+
+// ErrLintFailed is wrapped by every Check error caused by a lint result at Error or Fatal. Its
+// message names the failing lints and their details, which describe the certificate's
+// contents only and are safe to show to the requester.
+var ErrLintFailed = errors.New("certificate failed lint")
+
+// Options chooses the lints a Gate runs. The zero value is the default set.
+type Options struct {
+	// Sources are the zlint lint sources that apply, spelled as zlint's lint.LintSource values
+	// ("RFC5280", "Community", "CABF_BR", ...). Empty means DefaultSources. The CA/Browser
+	// Forum, Apple, Chrome and ETSI sources are for the public web PKI and misfire on private
+	// leaves (missing AIA, policies and C/L/ST, 200-day validity, non-public TLDs); they are
+	// off by default but may be configured.
+	Sources []string
+	// Exclude names lints not to run. Nil means the names in DefaultExclusions; a non-nil
+	// list replaces them, so append to the defaults to keep them. Every name must be a lint
+	// zlint knows.
+	Exclude []string
+}
+
+// Exclusion is a lint left out of the default set, and why.
+type Exclusion struct {
+	Lint   string
+	Reason string
+}
+
+// defaultSources: every RFC source, the community lints and Mozilla's root store policy, which
+// is the only source that flags weak subject keys (RSA below 2048 bits, unknown curves).
+// RFC6960 holds OCSP response lints only and adds no certificate lint.
+var defaultSources = []string{
+	string(zl.RFC3279), string(zl.RFC5280), string(zl.RFC5480), string(zl.RFC5891),
+	string(zl.RFC6960), string(zl.RFC6962), string(zl.RFC8813),
+	string(zl.Community), string(zl.MozillaRootStorePolicy),
+}
+
+// defaultExclusions are lints of the default sources that misfire on legitimate private-CA
+// leaves, or that cost far more than they can tell about a lint certificate.
+var defaultExclusions = []Exclusion{
+	{"w_ext_subject_key_identifier_missing_sub_cert",
+		"RFC 5280 makes SKI on end-entity certificates a SHOULD; Go sets it only on CAs, nothing builds paths from a leaf's SKI, and the warning would fire on every issuance"},
+	{"n_san_iana_pub_suffix_empty",
+		"flags single-label private host names (a kubelet serving certificate's \"node-1\") as bare public suffixes; the public suffix list says nothing about cluster-internal names"},
+}
+
+// alwaysExcluded are lints that read the lint certificate's signature value, which the
+// throwaway key made, so their result says nothing about the real certificate. They never run,
+// whatever the options say.
+var alwaysExcluded = []Exclusion{
+	{"e_cert_issued_by_compromised_emudhra_ca",
+		"checks the signature against eight compromised public eMudhra P-384 keys: the throwaway signature can never match, and the eight verifications cost ~6.6 ms, 40x everything else"},
+}
+
+// DefaultSources returns the lint sources used when Options.Sources is empty.
+func DefaultSources() []string { return append([]string(nil), defaultSources...) }
+
+// DefaultExclusions returns the lints left out when Options.Exclude is nil, with reasons.
+func DefaultExclusions() []Exclusion { return append([]Exclusion(nil), defaultExclusions...) }
+
+// AlwaysExcluded returns the lints that never run, whatever the options, with reasons.
+func AlwaysExcluded() []Exclusion { return append([]Exclusion(nil), alwaysExcluded...) }
+
+// Gate lints certificate templates before they are signed. It is safe for concurrent use.
+type Gate struct {
+	registry zl.Registry
+	names    []string
+	keys     throwawayKeys
+}
+
+// New validates opts and builds the filtered lint registry once. It fails on an unknown source
+// or lint name, and when the options leave no certificate lint to run.
+func New(opts Options) (*Gate, error) {
+	sources, err := parseSources(opts.Sources)
+	if err != nil {
+		return nil, err
+	}
+	exclude := opts.Exclude
+	if exclude == nil {
+		for _, e := range defaultExclusions {
+			exclude = append(exclude, e.Lint)
+		}
+	}
+	global := zl.GlobalRegistry()
+	for _, name := range exclude {
+		if global.CertificateLints().ByName(name) == nil {
+			return nil, fmt.Errorf("lint options: unknown certificate lint %q in exclusions", name)
+		}
+	}
+	for _, e := range alwaysExcluded {
+		exclude = append(exclude, e.Lint)
+	}
+	reg, err := global.Filter(zl.FilterOptions{IncludeSources: sources, ExcludeNames: exclude})
+	if err != nil {
+		return nil, fmt.Errorf("lint options: %w", err)
+	}
+	names := reg.CertificateLints().Names()
+	if len(names) == 0 {
+		return nil, errors.New("lint options: no certificate lint left to run")
+	}
+	return &Gate{registry: reg, names: names}, nil
+}
+
+// parseSources checks each name against zlint's own list of sources and returns them, or the
+// defaults when names is empty.
+func parseSources(names []string) (zl.SourceList, error) {
+	if len(names) == 0 {
+		names = defaultSources
+	}
+	var list zl.SourceList
+	seen := make(map[zl.LintSource]bool, len(names))
+	for _, n := range names {
+		var s zl.LintSource
+		// LintSource.UnmarshalJSON is zlint's authority on which sources exist.
+		if err := s.UnmarshalJSON([]byte(fmt.Sprintf("%q", n))); err != nil {
+			return nil, fmt.Errorf("lint options: unknown lint source %q (known: %s)", n, knownSources())
+		}
+		if !seen[s] {
+			seen[s] = true
+			list = append(list, s)
+		}
+	}
+	return list, nil
+}
+
+// knownSources lists the sources zlint has lints for, sorted, for error messages.
+func knownSources() string {
+	var names []string
+	for _, s := range zl.GlobalRegistry().Sources() {
+		names = append(names, string(s))
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// Lints returns the names of the certificate lints in force, sorted.
+func (g *Gate) Lints() []string { return append([]string(nil), g.names...) }
+
+// Prepare generates the throwaway key for caCert's key type now, so the first Check for this
+// CA does not pay for it (an RSA-4096 key takes seconds). Check calls it anyway.
+func (g *Gate) Prepare(caCert *x509.Certificate) error {
+	if caCert == nil {
+		return errors.New("lint: CA certificate is required")
+	}
+	_, err := g.keys.get(caCert.PublicKey)
+	return err
+}
+
+// Result is what a passing Check returns.
+type Result struct {
+	// TBS is the lint certificate's RawTBSCertificate. Signing the same template with the real
+	// CA key must give a certificate with byte-identical RawTBSCertificate.
+	TBS []byte
+	// Certificate is the DER of the lint certificate. Its signature is by the throwaway key, so
+	// it is a record of what was linted, never a certificate to hand out.
+	Certificate []byte
+	// Warnings are the Warn results, as "lint_name: details", sorted.
+	Warnings []string
+	// Notices are the Notice results, in the same form.
+	Notices []string
+}
+
+// Finding is one lint result at or above Notice.
+type Finding struct {
+	Lint    string
+	Status  string // zlint's spelling: "info" (notice), "warn", "error" or "fatal"
+	Details string
+}
+
+func (f Finding) String() string {
+	if f.Details == "" {
+		return f.Lint
+	}
+	return f.Lint + ": " + f.Details
+}
+
+// FailedError is the error Check returns when lints fail. It wraps ErrLintFailed.
+type FailedError struct {
+	// Failures are the Error and Fatal results, sorted by lint name.
+	Failures []Finding
+}
+
+func (e *FailedError) Error() string {
+	parts := make([]string, len(e.Failures))
+	for i, f := range e.Failures {
+		parts[i] = f.String()
+	}
+	return fmt.Sprintf("%v: %s", ErrLintFailed, strings.Join(parts, "; "))
+}
+
+// Unwrap makes errors.Is(err, ErrLintFailed) true.
+func (e *FailedError) Unwrap() error { return ErrLintFailed }
+
+// Check lints the certificate that tmpl would give when signed by caCert's key for the subject
+// key pub:
+//   - it signs tmpl with the throwaway key for caCert's key type, under a copy of caCert that
+//     carries the throwaway public key (same subject bytes and SubjectKeyId, so the issuer name
+//     and authority key identifier match the real signature);
+//   - it checks that the lint certificate's issuer is caCert's subject, byte for byte;
+//   - it runs the gate's lints on the lint certificate.
+//
+// tmpl must carry its serial number: Go would otherwise draw a random one, and the real
+// certificate would differ from the linted one. An Error or Fatal result returns a
+// *FailedError wrapping ErrLintFailed; any other failure is an internal error.
+func (g *Gate) Check(tmpl *x509.Certificate, caCert *x509.Certificate, pub crypto.PublicKey) (Result, error) {
+	switch {
+	case tmpl == nil:
+		return Result{}, errors.New("lint: certificate template is required")
+	case caCert == nil:
+		return Result{}, errors.New("lint: CA certificate is required")
+	case pub == nil:
+		return Result{}, errors.New("lint: subject public key is required")
+	case tmpl.SerialNumber == nil:
+		return Result{}, errors.New("lint: the template has no serial number, so the signed certificate would not match the linted one")
+	}
+	key, err := g.keys.get(caCert.PublicKey)
+	if err != nil {
+		return Result{}, fmt.Errorf("lint: %w", err)
+	}
+	issuer := *caCert
+	issuer.PublicKey = key.Public()
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, &issuer, pub, key)
+	if err != nil {
+		return Result{}, fmt.Errorf("lint: signing lint certificate: %w", err)
+	}
+	cert, err := zx509.ParseCertificate(der)
+	if err != nil {
+		return Result{}, fmt.Errorf("lint: parsing lint certificate: %w", err)
+	}
+	if len(caCert.RawSubject) > 0 && !bytes.Equal(cert.RawIssuer, caCert.RawSubject) {
+		return Result{}, errors.New("lint: the lint certificate's issuer does not match the CA certificate's subject")
+	}
+	return g.lint(cert, der)
+}
+
+// lint runs the registry on cert and sorts the results into a Result or a *FailedError.
+func (g *Gate) lint(cert *zx509.Certificate, der []byte) (Result, error) {
+	rs := zlint.LintCertificateEx(cert, g.registry)
+	res := Result{TBS: cert.RawTBSCertificate, Certificate: der}
+	var failures []Finding
+	for name, r := range rs.Results {
+		f := Finding{Lint: name, Status: r.Status.String(), Details: r.Details}
+		switch r.Status {
+		case zl.Notice:
+			res.Notices = append(res.Notices, f.String())
+		case zl.Warn:
+			res.Warnings = append(res.Warnings, f.String())
+		case zl.Error, zl.Fatal:
+			failures = append(failures, f)
+		}
+	}
+	if len(failures) > 0 {
+		sort.Slice(failures, func(i, j int) bool { return failures[i].Lint < failures[j].Lint })
+		return Result{}, &FailedError{Failures: failures}
+	}
+	sort.Strings(res.Notices)
+	sort.Strings(res.Warnings)
+	return res, nil
+}

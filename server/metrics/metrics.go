@@ -1,0 +1,235 @@
+// Package metrics holds the Prometheus metrics of signet-server, on a registry of their own
+// (with the Go runtime and process collectors), and serves them over HTTP.
+//
+// Label values are bounded: signer is always a served signer name or "unknown" (a name a
+// client sent that the server does not serve), outcome is one of the Outcome constants,
+// reason an ErrorReason name, limit "client" or "signer", lint a lint name from the
+// configured lint set.
+package metrics
+
+import (
+	"maps"
+	"net/http"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Request outcomes, the values of the outcome label of signet_server_requests_total.
+const (
+	OutcomeIssued           = "issued"
+	OutcomeRefused          = "refused"
+	OutcomeError            = "error"
+	OutcomeRateLimited      = "rate_limited"
+	OutcomeIdempotentReplay = "idempotent_replay"
+)
+
+// Outcomes lists every outcome; each served signer's requests_total series start at zero.
+var Outcomes = []string{OutcomeIssued, OutcomeRefused, OutcomeError, OutcomeRateLimited, OutcomeIdempotentReplay}
+
+// UnknownSigner is the signer label of requests naming a signer the server does not serve, so
+// that names sent by clients never become label values.
+const UnknownSigner = "unknown"
+
+const (
+	namespace = "signet"
+	subsystem = "server"
+)
+
+// latencyBuckets cover 0.1 ms (a software key) to 1 s and above (a slow HSM or disk).
+var latencyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}
+
+// Metrics records the signing service's metrics. Its methods are safe for concurrent use,
+// and a nil *Metrics records nothing, so tests may leave it out.
+type Metrics struct {
+	registry *prometheus.Registry
+
+	mu      sync.RWMutex
+	signers map[string]bool
+
+	requests      *prometheus.CounterVec
+	refusals      *prometheus.CounterVec
+	signDuration  *prometheus.HistogramVec
+	lintFailures  *prometheus.CounterVec
+	rateLimited   *prometheus.CounterVec
+	caExpiry      *prometheus.GaugeVec
+	ledgerAppend  prometheus.Histogram
+	ledgerRecords prometheus.Counter
+}
+
+// New creates the metrics on a new registry holding them, the Go runtime and process
+// collectors, and signet_server_build_info{version, go_version} = 1. signers are the served
+// signer names (see SetSigners).
+func New(version string, signers []string) *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "requests_total",
+			Help: "Signing requests answered, by signer and outcome (issued, refused, error, rate_limited, idempotent_replay).",
+		}, []string{"signer", "outcome"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "refusals_total",
+			Help: "Signing requests refused, by signer and reason (the google.rpc.ErrorInfo reason).",
+		}, []string{"signer", "reason"}),
+		signDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "sign_duration_seconds",
+			Help:    "Time to issue a certificate (parse, policy, lint, sign, ledger), by signer; issued certificates only.",
+			Buckets: latencyBuckets,
+		}, []string{"signer"}),
+		lintFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "lint_failures_total",
+			Help: "Certificates withheld because a lint failed, by signer and lint.",
+		}, []string{"signer", "lint"}),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "rate_limited_total",
+			Help: "Signing requests refused by a rate limit, by signer and limit (client or signer).",
+		}, []string{"signer", "limit"}),
+		caExpiry: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "ca_certificate_expiry_timestamp_seconds",
+			Help: "NotAfter of each signer's CA certificate, in seconds since the Unix epoch.",
+		}, []string{"signer"}),
+		ledgerAppend: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "ledger_append_duration_seconds",
+			Help:    "Time to append (and sync) one ledger record.",
+			Buckets: latencyBuckets,
+		}),
+		ledgerRecords: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "ledger_records_total",
+			Help: "Ledger records appended since the server started.",
+		}),
+	}
+	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Subsystem: subsystem, Name: "build_info",
+		Help: "Always 1; the labels name the running build.",
+	}, []string{"version", "go_version"})
+	buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
+	m.registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		buildInfo, m.requests, m.refusals, m.signDuration, m.lintFailures, m.rateLimited,
+		m.caExpiry, m.ledgerAppend, m.ledgerRecords,
+	)
+	m.SetSigners(signers)
+	return m
+}
+
+// SetSigners sets the served signer names: their requests_total series (every outcome) and
+// sign_duration_seconds series exist from now on, at zero, and the series of signers no
+// longer served are deleted. Other names are recorded as signer="unknown".
+func (m *Metrics) SetSigners(signers []string) {
+	if m == nil {
+		return
+	}
+	next := make(map[string]bool, len(signers))
+	for _, s := range signers {
+		next[s] = true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, old := range slices.Sorted(maps.Keys(m.signers)) {
+		if next[old] {
+			continue
+		}
+		for _, vec := range []interface {
+			DeletePartialMatch(prometheus.Labels) int
+		}{m.requests, m.refusals, m.signDuration, m.lintFailures, m.rateLimited, m.caExpiry} {
+			vec.DeletePartialMatch(prometheus.Labels{"signer": old})
+		}
+	}
+	m.signers = next
+	for _, s := range append(slices.Collect(maps.Keys(next)), UnknownSigner) {
+		for _, o := range Outcomes {
+			m.requests.WithLabelValues(s, o)
+		}
+		m.signDuration.WithLabelValues(s)
+	}
+}
+
+// signer returns name if it is served, else UnknownSigner.
+func (m *Metrics) signer(name string) string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.signers[name] {
+		return name
+	}
+	return UnknownSigner
+}
+
+// ObserveRequest counts one answered request with its outcome (an Outcome constant). d is
+// the time the request spent in the service; it feeds sign_duration_seconds only for
+// OutcomeIssued, so fast refusals and replays do not skew the signing latency.
+func (m *Metrics) ObserveRequest(signer, outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	s := m.signer(signer)
+	m.requests.WithLabelValues(s, outcome).Inc()
+	if outcome == OutcomeIssued {
+		m.signDuration.WithLabelValues(s).Observe(d.Seconds())
+	}
+}
+
+// ObserveRefusal counts one refusal with its reason (an ErrorInfo reason such as
+// POLICY_VIOLATION). It is counted in addition to ObserveRequest's outcome.
+func (m *Metrics) ObserveRefusal(signer, reason string) {
+	if m == nil {
+		return
+	}
+	m.refusals.WithLabelValues(m.signer(signer), reason).Inc()
+}
+
+// ObserveLintFailure counts one failed lint on a certificate that was then withheld.
+func (m *Metrics) ObserveLintFailure(signer, lint string) {
+	if m == nil {
+		return
+	}
+	m.lintFailures.WithLabelValues(m.signer(signer), lint).Inc()
+}
+
+// ObserveRateLimited counts one request refused by limit ("client" or "signer", as
+// access.Limiter.Allow reports it).
+func (m *Metrics) ObserveRateLimited(signer, limit string) {
+	if m == nil {
+		return
+	}
+	m.rateLimited.WithLabelValues(m.signer(signer), limit).Inc()
+}
+
+// SetCAExpiry records the NotAfter of signer's CA certificate. Names that are not served
+// are ignored: an "unknown" expiry would mean nothing.
+func (m *Metrics) SetCAExpiry(signer string, notAfter time.Time) {
+	if m == nil || m.signer(signer) == UnknownSigner {
+		return
+	}
+	m.caExpiry.WithLabelValues(signer).Set(float64(notAfter.Unix()))
+}
+
+// ObserveLedgerAppend records one ledger record appended in d. Call it after a successful
+// append only; a failed append fails the request, which ObserveRequest counts.
+func (m *Metrics) ObserveLedgerAppend(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.ledgerAppend.Observe(d.Seconds())
+	m.ledgerRecords.Inc()
+}
+
+// Registry returns the registry, for collectors added later (gRPC server metrics, say).
+func (m *Metrics) Registry() *prometheus.Registry {
+	return m.registry
+}
+
+// Handler serves the registry in the Prometheus exposition format, at most four scrapes at
+// once, and counts its own scrapes (promhttp_metric_handler_requests_total).
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.InstrumentMetricHandler(m.registry, promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{
+		Registry:            m.registry,
+		MaxRequestsInFlight: 4,
+		Timeout:             10 * time.Second,
+	}))
+}

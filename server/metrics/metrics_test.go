@@ -1,0 +1,270 @@
+package metrics
+
+import (
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
+)
+
+const (
+	serving = "example.com/serving"
+	client  = "example.com/client"
+)
+
+func newTest(t *testing.T) *Metrics {
+	t.Helper()
+	return New("v1.2.3", []string{serving, client})
+}
+
+// The helpers below do what prometheus/testutil does (ToFloat64, CollectAndCount,
+// GatherAndLint): testutil imports github.com/kylelemons/godebug, which this module does not
+// require.
+
+// collect returns every series c collects.
+func collect(t *testing.T, c prometheus.Collector) []*dto.Metric {
+	t.Helper()
+	ch := make(chan prometheus.Metric)
+	go func() { c.Collect(ch); close(ch) }()
+	var out []*dto.Metric
+	for m := range ch {
+		var d dto.Metric
+		if err := m.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, &d)
+	}
+	return out
+}
+
+// count is the number of series c collects.
+func count(t *testing.T, c prometheus.Collector) int {
+	t.Helper()
+	return len(collect(t, c))
+}
+
+// value is the value of the one counter or gauge series c collects.
+func value(t *testing.T, c prometheus.Collector) float64 {
+	t.Helper()
+	ms := collect(t, c)
+	if len(ms) != 1 {
+		t.Fatalf("collected %d series, want 1", len(ms))
+	}
+	switch m := ms[0]; {
+	case m.Counter != nil:
+		return m.GetCounter().GetValue()
+	case m.Gauge != nil:
+		return m.GetGauge().GetValue()
+	}
+	t.Fatalf("series %v is neither a counter nor a gauge", ms[0])
+	return 0
+}
+
+// histogram returns the one series of a histogram.
+func histogram(t *testing.T, h prometheus.Observer) *dto.Histogram {
+	t.Helper()
+	ms := collect(t, h.(prometheus.Collector))
+	if len(ms) != 1 || ms[0].Histogram == nil {
+		t.Fatalf("collected %v, want one histogram", ms)
+	}
+	return ms[0].GetHistogram()
+}
+
+// gather returns the series of the metric family name in g, with their labels as name=value.
+func gather(t *testing.T, g prometheus.Gatherer, name string) map[string]float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			out[strings.Join(labels, ",")] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
+func TestObserveRequest(t *testing.T) {
+	m := newTest(t)
+	m.ObserveRequest(serving, OutcomeIssued, 2*time.Millisecond)
+	m.ObserveRequest(serving, OutcomeIssued, 300*time.Millisecond)
+	m.ObserveRequest(serving, OutcomeRefused, time.Second)
+	m.ObserveRequest("evil.example/never-served", OutcomeRefused, time.Millisecond)
+
+	for _, tt := range []struct {
+		signer, outcome string
+		want            float64
+	}{
+		{serving, OutcomeIssued, 2},
+		{serving, OutcomeRefused, 1},
+		{serving, OutcomeError, 0},
+		{client, OutcomeIdempotentReplay, 0},
+		{UnknownSigner, OutcomeRefused, 1},
+	} {
+		if got := value(t, m.requests.WithLabelValues(tt.signer, tt.outcome)); got != tt.want {
+			t.Errorf("requests_total{signer=%q,outcome=%q} = %v, want %v", tt.signer, tt.outcome, got, tt.want)
+		}
+	}
+	// Only issued requests feed the signing latency.
+	h := histogram(t, m.signDuration.WithLabelValues(serving))
+	if h.GetSampleCount() != 2 || math.Abs(h.GetSampleSum()-0.302) > 1e-9 {
+		t.Errorf("sign_duration_seconds{serving}: count %d sum %v, want 2 and 0.302", h.GetSampleCount(), h.GetSampleSum())
+	}
+	cumulative := map[float64]uint64{0.001: 0, 0.0025: 1, 0.25: 1, 0.5: 2, 2.5: 2}
+	for _, b := range h.GetBucket() {
+		if want, ok := cumulative[b.GetUpperBound()]; ok && b.GetCumulativeCount() != want {
+			t.Errorf("sign_duration_seconds{serving} bucket le=%v = %d, want %d", b.GetUpperBound(), b.GetCumulativeCount(), want)
+		}
+	}
+	if len(h.GetBucket()) != len(latencyBuckets) {
+		t.Errorf("sign_duration_seconds has %d buckets, want %d", len(h.GetBucket()), len(latencyBuckets))
+	}
+	if got := count(t, m.signDuration); got != 3 {
+		t.Errorf("sign_duration_seconds has %d series, want 3 (two signers and unknown)", got)
+	}
+}
+
+func TestCountersAndGauges(t *testing.T) {
+	m := newTest(t)
+	m.ObserveRefusal(serving, "POLICY_VIOLATION")
+	m.ObserveRefusal(serving, "POLICY_VIOLATION")
+	m.ObserveRefusal("x/y", "UNKNOWN_SIGNER")
+	m.ObserveLintFailure(client, "e_sub_cert_aia_missing")
+	m.ObserveRateLimited(serving, "client")
+	m.ObserveRateLimited(serving, "signer")
+	m.ObserveRateLimited(serving, "signer")
+	notAfter := time.Date(2035, 6, 1, 12, 0, 0, 0, time.UTC)
+	m.SetCAExpiry(serving, notAfter)
+	m.SetCAExpiry("x/y", notAfter)
+	m.ObserveLedgerAppend(3 * time.Millisecond)
+	m.ObserveLedgerAppend(4 * time.Millisecond)
+
+	for _, tt := range []struct {
+		name string
+		got  float64
+		want float64
+	}{
+		{"refusals_total{serving,POLICY_VIOLATION}", value(t, m.refusals.WithLabelValues(serving, "POLICY_VIOLATION")), 2},
+		{"refusals_total{unknown,UNKNOWN_SIGNER}", value(t, m.refusals.WithLabelValues(UnknownSigner, "UNKNOWN_SIGNER")), 1},
+		{"lint_failures_total", value(t, m.lintFailures.WithLabelValues(client, "e_sub_cert_aia_missing")), 1},
+		{"rate_limited_total{client}", value(t, m.rateLimited.WithLabelValues(serving, "client")), 1},
+		{"rate_limited_total{signer}", value(t, m.rateLimited.WithLabelValues(serving, "signer")), 2},
+		{"ca_certificate_expiry_timestamp_seconds", value(t, m.caExpiry.WithLabelValues(serving)), float64(notAfter.Unix())},
+		{"ledger_records_total", value(t, m.ledgerRecords), 2},
+	} {
+		if tt.got != tt.want {
+			t.Errorf("%s = %v, want %v", tt.name, tt.got, tt.want)
+		}
+	}
+	if n := count(t, m.caExpiry); n != 1 {
+		t.Errorf("ca_certificate_expiry_timestamp_seconds has %d series, want 1 (unserved signers ignored)", n)
+	}
+	if h := histogram(t, m.ledgerAppend); h.GetSampleCount() != 2 || math.Abs(h.GetSampleSum()-0.007) > 1e-9 {
+		t.Errorf("ledger_append_duration_seconds: count %d sum %v, want 2 and 0.007", h.GetSampleCount(), h.GetSampleSum())
+	}
+	info := gather(t, m.Registry(), "signet_server_build_info")
+	if want := "go_version=" + runtime.Version() + ",version=v1.2.3"; len(info) != 1 || info[want] != 1 {
+		t.Errorf("signet_server_build_info = %v, want {%s: 1}", info, want)
+	}
+}
+
+func TestSetSignersDeletesRemovedSigners(t *testing.T) {
+	m := newTest(t)
+	m.SetCAExpiry(client, time.Now())
+	m.ObserveRefusal(client, "POLICY_VIOLATION")
+	m.SetSigners([]string{serving})
+	if n := count(t, m.caExpiry); n != 0 {
+		t.Errorf("a removed signer keeps %d CA expiry series", n)
+	}
+	if n := count(t, m.refusals); n != 0 {
+		t.Errorf("a removed signer keeps %d refusal series", n)
+	}
+	if n, want := count(t, m.requests), 2*len(Outcomes); n != want {
+		t.Errorf("requests_total has %d series, want %d (serving and unknown, every outcome)", n, want)
+	}
+	m.ObserveRequest(client, OutcomeIssued, time.Millisecond)
+	if got := value(t, m.requests.WithLabelValues(UnknownSigner, OutcomeIssued)); got != 1 {
+		t.Errorf("a removed signer's request counted under unknown = %v, want 1", got)
+	}
+}
+
+func TestLint(t *testing.T) {
+	m := newTest(t)
+	m.ObserveRequest(serving, OutcomeIssued, time.Millisecond)
+	m.ObserveRefusal(serving, "POLICY_VIOLATION")
+	m.ObserveLintFailure(serving, "e_ext_san_missing")
+	m.ObserveRateLimited(serving, "signer")
+	m.SetCAExpiry(serving, time.Now())
+	m.ObserveLedgerAppend(time.Millisecond)
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+func TestNilMetricsRecordsNothing(t *testing.T) {
+	var m *Metrics
+	m.SetSigners([]string{serving})
+	m.ObserveRequest(serving, OutcomeIssued, time.Millisecond)
+	m.ObserveRefusal(serving, "POLICY_VIOLATION")
+	m.ObserveLintFailure(serving, "x")
+	m.ObserveRateLimited(serving, "client")
+	m.SetCAExpiry(serving, time.Now())
+	m.ObserveLedgerAppend(time.Millisecond)
+}
+
+func TestHandler(t *testing.T) {
+	m := newTest(t)
+	m.ObserveRequest(serving, OutcomeIssued, time.Millisecond)
+	_ = m.Handler() // a second handler on the same registry must not panic
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	for _, want := range []string{
+		`signet_server_requests_total{outcome="issued",signer="example.com/serving"} 1`,
+		`signet_server_requests_total{outcome="rate_limited",signer="example.com/client"} 0`,
+		"signet_server_build_info{",
+		"signet_server_ledger_records_total 0",
+		"go_goroutines ",
+		"process_start_time_seconds ",
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("scrape lacks %q", want)
+		}
+	}
+}

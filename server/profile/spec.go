@@ -1,0 +1,198 @@
+// Package profile holds Signet's signer profiles: the rules one signer applies to a parsed
+// certificate request and the operator-facing description of those rules (the seven points the
+// Kubernetes certificates KEP asks every signer to document).
+//
+// Four profiles reproduce kube-controller-manager's built-in signers (kube-apiserver-client,
+// kube-apiserver-client-kubelet, kubelet-serving, legacy-unknown), with Signet's deliberate
+// additions: requester checks for the kubelet profiles, a privileged-group rule for profiles
+// that issue client certificates, a refusal of CA requests and of the cert sign / crl sign
+// usages, and a key-strength baseline. The fifth, custom, is configured by CustomSpec.
+//
+// # Patterns
+//
+// Custom profiles match names with globs, validated when the profile is loaded:
+//   - "*" matches any run of characters, possibly empty, that does not contain the
+//     separator of the kind of name: "." in DNS names, "/" in URIs, "@" in email addresses;
+//     common names and organizations have no separator;
+//   - "**" matches any run of characters, separators included;
+//   - every other character matches itself; there is no escape, so a pattern cannot match
+//     a literal "*".
+//
+// A pattern matches the whole name. DNS names and the domain part of email addresses match
+// case-insensitively; everything else is case-sensitive. For example "*.svc.cluster.local"
+// matches "api.svc.cluster.local" but not "api.ns.svc.cluster.local" (use
+// "*.*.svc.cluster.local" or "**.svc.cluster.local"), and "spiffe://cluster.local/ns/*/sa/*"
+// matches one namespace and one service account segment. IP addresses match CIDR ranges
+// ("10.0.0.0/8", "fd00::/8") or single addresses.
+package profile
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Profile names, the values of Spec.Name.
+const (
+	NameKubeAPIServerClient        = "kube-apiserver-client"
+	NameKubeAPIServerClientKubelet = "kube-apiserver-client-kubelet"
+	NameKubeletServing             = "kubelet-serving"
+	NameLegacyUnknown              = "legacy-unknown"
+	NameCustom                     = "custom"
+)
+
+// names lists the profile names in the order error messages show them.
+var names = []string{NameKubeAPIServerClient, NameKubeAPIServerClientKubelet, NameKubeletServing, NameLegacyUnknown, NameCustom}
+
+// defaultPrivilegedGroups is the privileged group list when Spec.PrivilegedGroups is empty.
+var defaultPrivilegedGroups = []string{"system:masters"}
+
+// KubernetesProfileFor returns the profile that reproduces the built-in kubernetes.io signer
+// signerName ("kubernetes.io/kubelet-serving" → "kubelet-serving"), and false for any other
+// signer name.
+func KubernetesProfileFor(signerName string) (string, bool) {
+	name, ok := strings.CutPrefix(signerName, "kubernetes.io/")
+	if !ok || name == NameCustom || !slices.Contains(names, name) {
+		return "", false
+	}
+	return name, true
+}
+
+// Spec is the configuration of one signer's profile. Its zero value is invalid (Name is
+// required); every other field is optional.
+type Spec struct {
+	// Name selects the profile: kube-apiserver-client, kube-apiserver-client-kubelet,
+	// kubelet-serving, legacy-unknown or custom.
+	Name string `json:"name"`
+	// AllowPrivileged opts in to signing client certificates whose subject organizations
+	// include a privileged group. Not allowed on the kubelet profiles (their organization is
+	// pinned to system:nodes).
+	AllowPrivileged bool `json:"allowPrivileged,omitempty"`
+	// PrivilegedGroups are the privileged groups; default ["system:masters"]. Not allowed on
+	// the kubelet profiles.
+	PrivilegedGroups []string `json:"privilegedGroups,omitempty"`
+	// Custom configures the custom profile; required when Name is custom, refused otherwise.
+	Custom *CustomSpec `json:"custom,omitempty"`
+}
+
+// CustomSpec configures a custom profile. Every list is an allow-list: an empty list allows
+// nothing of its kind (see each field), so a custom profile only issues what it names.
+type CustomSpec struct {
+	// Subject restricts the subject.
+	Subject SubjectSpec `json:"subject,omitempty"`
+	// SANs restricts the subject alternative names.
+	SANs SANSpec `json:"sans,omitempty"`
+	// Usages restricts spec.usages; Usages.Allowed is required.
+	Usages UsageSpec `json:"usages"`
+	// KeyTypes restricts the public key type beyond Signet's baseline. Known types: RSA-2048,
+	// RSA-3072, RSA-4096, RSA-8192 (exact modulus sizes), ECDSA-P256, ECDSA-P384, ECDSA-P521
+	// and Ed25519. Empty: every key the baseline accepts (RSA 2048–8192 bits with exponent
+	// 65537, ECDSA P-256/P-384/P-521, Ed25519).
+	KeyTypes []string `json:"keyTypes,omitempty"`
+}
+
+// SubjectSpec restricts the subject of a custom profile.
+type SubjectSpec struct {
+	// CommonNames are the patterns the common name must match. Empty: the common name must be
+	// empty. ["*"] allows any common name, the empty one included.
+	CommonNames []string `json:"commonNames,omitempty"`
+	// Organizations are the patterns every organization must match. Empty: no organization
+	// is allowed.
+	Organizations []string `json:"organizations,omitempty"`
+	// AllowOtherAttributes allows subject attributes other than common name and organization
+	// (OU, C, L, ST, ...), which are then copied unchecked. Off: they are refused.
+	AllowOtherAttributes bool `json:"allowOtherAttributes,omitempty"`
+}
+
+// SANSpec restricts the subject alternative names of a custom profile. A SAN type is allowed
+// when its list is non-empty, and then every SAN of the type must match one of its entries.
+type SANSpec struct {
+	// DNS are DNS name patterns, e.g. "*.svc.cluster.local". Requested DNS names must also be
+	// valid host names (letters, digits and hyphens; no wildcard labels).
+	DNS []string `json:"dns,omitempty"`
+	// IP are CIDR ranges or single addresses, e.g. "10.0.0.0/8", "fd00::/8", "192.0.2.7".
+	IP []string `json:"ip,omitempty"`
+	// URI are URI patterns, e.g. "spiffe://cluster.local/ns/*/sa/*". Requested URIs must have
+	// no user information, query, fragment or "." / ".." path segment.
+	URI []string `json:"uri,omitempty"`
+	// Email are email address patterns, e.g. "*@example.com".
+	Email []string `json:"email,omitempty"`
+	// Required asks for at least one SAN of an allowed type.
+	Required bool `json:"required,omitempty"`
+}
+
+// UsageSpec restricts spec.usages of a custom profile. Usages are compared as strings, as
+// kube-controller-manager does ("signing" and "digital signature" are different entries).
+type UsageSpec struct {
+	// Allowed are the usages a request may carry; at least one. "cert sign" and "crl sign"
+	// are not allowed: Signet issues leaf certificates only.
+	Allowed []string `json:"allowed"`
+	// Required are usages every request must carry; each must also be allowed.
+	Required []string `json:"required,omitempty"`
+}
+
+// Validate checks the spec. Each error names the field by its path inside the profile
+// ("custom.sans.dns[0]", "privilegedGroups[1]") so a caller can prefix the enclosing path;
+// all problems are reported, joined.
+func (s Spec) Validate() error {
+	var errs []error
+	switch {
+	case s.Name == "":
+		errs = append(errs, fmt.Errorf("name: required, one of %s", strings.Join(names, ", ")))
+	case !slices.Contains(names, s.Name):
+		errs = append(errs, fmt.Errorf("name: %q is not one of %s", s.Name, strings.Join(names, ", ")))
+	}
+	if pinned := s.Name == NameKubeAPIServerClientKubelet || s.Name == NameKubeletServing; pinned {
+		if s.AllowPrivileged {
+			errs = append(errs, fmt.Errorf("allowPrivileged: not allowed on %s (the organization is pinned to system:nodes)", s.Name))
+		}
+		if len(s.PrivilegedGroups) != 0 {
+			errs = append(errs, fmt.Errorf("privilegedGroups: not allowed on %s (the organization is pinned to system:nodes)", s.Name))
+		}
+	}
+	errs = append(errs, validateList("privilegedGroups", s.PrivilegedGroups, func(g string) error {
+		return checkPlain(g)
+	})...)
+	switch {
+	case s.Name == NameCustom && s.Custom == nil:
+		errs = append(errs, errors.New("custom: required when name is custom"))
+	case s.Name != NameCustom && s.Custom != nil:
+		errs = append(errs, fmt.Errorf("custom: only allowed when name is custom, not %q", s.Name))
+	case s.Custom != nil:
+		_, cerrs := compileCustom(*s.Custom)
+		errs = append(errs, cerrs...)
+	}
+	return errors.Join(errs...)
+}
+
+// validateList checks every entry of a list with check and refuses duplicates. Errors name
+// the entry as field[i].
+func validateList(field string, list []string, check func(string) error) []error {
+	var errs []error
+	for i, v := range list {
+		if err := check(v); err != nil {
+			errs = append(errs, fmt.Errorf("%s[%d]: %q: %w", field, i, v, err))
+		}
+		if j := slices.Index(list, v); j < i {
+			errs = append(errs, fmt.Errorf("%s[%d]: %q duplicates %s[%d]", field, i, v, field, j))
+		}
+	}
+	return errs
+}
+
+// checkPlain refuses empty strings and strings with control characters.
+func checkPlain(s string) error {
+	if s == "" {
+		return errors.New("must not be empty")
+	}
+	if strings.ContainsFunc(s, isControl) {
+		return errors.New("contains a control character")
+	}
+	return nil
+}
+
+// isControl reports whether r is an ASCII or Unicode control character.
+func isControl(r rune) bool {
+	return r < 0x20 || (r >= 0x7f && r < 0xa0)
+}
