@@ -45,12 +45,13 @@ func (s *Server) Reload(ctx context.Context) {
 		if digest == s.signers[i].digest {
 			continue
 		}
-		ls, err := loadSigner(ctx, sc)
+		ls, err := loadSigner(ctx, sc, s.cfg.Lint)
 		if err != nil {
 			s.log.Error("reloading signer; keeping the previous CA", "signer", sc.Name, "error", err.Error())
 			continue
 		}
 		retired = append(retired, s.signers[i])
+		s.metrics.SetCAExpiry(sc.Name, ls.signer.Issuer.CACertificate().NotAfter)
 		s.signers[i] = ls
 		s.log.Info("signer reloaded", "signer", sc.Name, "ca_subject", ls.signer.Issuer.CACertificate().Subject.String())
 	}

@@ -4,6 +4,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,7 +20,12 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/server/access"
 	"github.com/signet-pki/signet/server/config"
+	"github.com/signet-pki/signet/server/httpserver"
+	"github.com/signet-pki/signet/server/idempotency"
+	"github.com/signet-pki/signet/server/ledger"
+	"github.com/signet-pki/signet/server/metrics"
 	"github.com/signet-pki/signet/server/signerapi"
 )
 
@@ -29,36 +35,91 @@ const maxRecvMsgSize = 256 << 10
 // shutdownGrace is how long in-flight calls may run after the context ends.
 const shutdownGrace = 10 * time.Second
 
+// Version is reported in the build-info metric.
+var Version = "dev"
+
 // Server is a configured signet-server, ready to serve.
 type Server struct {
 	cfg     *config.Config
 	grpc    *grpc.Server
 	health  *health.Server
+	http    *httpserver.Server
 	service *signerapi.Service
 	tls     *tlsSource
+	ledger  *ledger.Ledger
+	metrics *metrics.Metrics
 	log     *slog.Logger
 
 	mu      sync.Mutex // guards signers
 	signers []*loadedSigner
 }
 
-// New loads every signer's CA (refusing to start if a key does not match its certificate),
-// the mTLS credentials, and builds the gRPC server. Close releases the keys.
+// New loads every signer's CA and profile (refusing to start if a key does not match its
+// certificate or a profile is invalid), opens the ledger (verifying its chain) and rebuilds
+// the idempotency store from it, loads the mTLS credentials and the client rules, and builds
+// the gRPC and HTTP servers. Close releases the keys and the ledger.
 func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, log: log}
-	for _, sc := range cfg.Signers {
-		ls, err := loadSigner(ctx, sc)
-		if err != nil {
-			s.Close()
-			return nil, err
-		}
-		s.signers = append(s.signers, ls)
-		log.Info("signer loaded", "signer", sc.Name, "ca_subject", ls.signer.Issuer.CACertificate().Subject.String(), "max_lifetime", maxLifetime(sc).String())
-	}
-	var err error
-	if s.tls, err = newTLSSource(cfg.TLS); err != nil {
+	if err := s.build(ctx); err != nil {
 		s.Close()
 		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) build(ctx context.Context) error {
+	cfg, log := s.cfg, s.log
+	names := make([]string, len(cfg.Signers))
+	for i, sc := range cfg.Signers {
+		names[i] = sc.Name
+	}
+	s.metrics = metrics.New(Version, names)
+	for _, sc := range cfg.Signers {
+		ls, err := loadSigner(ctx, sc, cfg.Lint)
+		if err != nil {
+			return err
+		}
+		s.signers = append(s.signers, ls)
+		s.metrics.SetCAExpiry(sc.Name, ls.signer.Issuer.CACertificate().NotAfter)
+		log.Info("signer loaded", "signer", sc.Name, "profile", sc.Profile.Name, "ca_subject", ls.signer.Issuer.CACertificate().Subject.String(), "max_lifetime", maxLifetime(sc).String(), "lints", ls.lints)
+	}
+	authz, err := access.NewAuthorizer(cfg.Clients, names)
+	if err != nil {
+		return fmt.Errorf("clients: %w", err)
+	}
+	signerRates := map[string]access.Rate{}
+	for _, sc := range cfg.Signers {
+		if sc.RateLimit != nil {
+			signerRates[sc.Name] = *sc.RateLimit
+		}
+	}
+	limiter, err := access.NewLimiter(access.ClientRates(cfg.Clients), signerRates, nil)
+	if err != nil {
+		return fmt.Errorf("rate limits: %w", err)
+	}
+	if s.ledger, err = ledger.Open(cfg.Ledger.Dir, ledger.Options{Logger: log}); err != nil {
+		return fmt.Errorf("opening ledger: %w", err)
+	}
+	store := idempotency.New(idempotency.Options{Retention: cfg.Idempotency.Retention.Duration})
+	replayed := 0
+	err = ledger.Replay(cfg.Ledger.Dir, time.Now().Add(-cfg.Idempotency.Retention.Duration), func(r ledger.Record) error {
+		replayed += store.Load(r)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("rebuilding idempotency state from the ledger: %w", err)
+	}
+	seq, _ := s.ledger.Last()
+	log.Info("ledger opened", "dir", cfg.Ledger.Dir, "last_seq", seq, "idempotent_answers", replayed)
+	if s.tls, err = newTLSSource(cfg.TLS); err != nil {
+		return err
+	}
+	s.tls.verifyConnection = func(cs tls.ConnectionState) error {
+		err := authz.VerifyConnection(cs)
+		if err != nil {
+			log.Warn("refused a TLS client", "error", err.Error())
+		}
+		return err
 	}
 	s.grpc = grpc.NewServer(
 		grpc.Creds(credentials.NewTLS(s.tls.config())),
@@ -66,7 +127,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Minute, Timeout: 20 * time.Second}),
 	)
-	s.service = signerapi.New(s.currentSigners(), log)
+	s.service = signerapi.New(s.currentSigners(), signerapi.Access{Authorizer: authz, Limiter: limiter},
+		signerapi.Options{Log: log, Ledger: s.ledger, Store: store, Metrics: s.metrics})
 	signetv1.RegisterSignerServiceServer(s.grpc, s.service)
 	s.health = health.NewServer()
 	s.health.SetServingStatus(signetv1.SignerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
@@ -75,7 +137,16 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 		reflection.Register(s.grpc)
 		log.Warn("gRPC reflection is on")
 	}
-	return s, nil
+	s.http = httpserver.New(cfg.HTTP.Address, s.metrics.Handler(), s.ready, log)
+	return nil
+}
+
+// ready is the /readyz check: the ledger accepts records.
+func (s *Server) ready() error {
+	if err := s.ledger.Err(); err != nil {
+		return fmt.Errorf("ledger: %w", err)
+	}
+	return nil
 }
 
 func (s *Server) currentSigners() []*signerapi.Signer {
@@ -108,19 +179,31 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		}
 	}()
 	go s.reloadLoop(ctx)
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- s.http.ListenAndServe(ctx) }()
 	err := s.grpc.Serve(lis)
 	cancel()
 	<-done
+	httpErr := <-httpDone
 	if err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return fmt.Errorf("serving gRPC: %w", err)
+	}
+	if httpErr != nil {
+		return fmt.Errorf("serving HTTP: %w", httpErr)
 	}
 	return nil
 }
 
-// Close releases the CA keys.
+// Close releases the CA keys and the ledger.
 func (s *Server) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.ledger != nil {
+		if err := s.ledger.Close(); err != nil {
+			s.log.Warn("closing ledger", "error", err.Error())
+		}
+		s.ledger = nil
+	}
 	for _, ls := range s.signers {
 		if err := ls.key.Close(); err != nil {
 			s.log.Warn("closing key", "signer", ls.signer.Issuer.SignerName(), "error", err.Error())

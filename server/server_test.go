@@ -73,6 +73,7 @@ func devConfig(t *testing.T) (*config.Config, string) {
 	if err != nil {
 		t.Fatalf("config.Load: %v", err)
 	}
+	cfg.HTTP.Address = "127.0.0.1:0" // tests run in parallel
 	return cfg, dir
 }
 

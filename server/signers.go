@@ -12,6 +12,8 @@ import (
 	"github.com/signet-pki/signet/keystore"
 	"github.com/signet-pki/signet/server/config"
 	"github.com/signet-pki/signet/server/issuance"
+	"github.com/signet-pki/signet/server/lint"
+	"github.com/signet-pki/signet/server/profile"
 	"github.com/signet-pki/signet/server/signerapi"
 )
 
@@ -21,6 +23,7 @@ type loadedSigner struct {
 	signer *signerapi.Signer
 	key    keystore.Key
 	digest [sha256.Size]byte
+	lints  int // number of lints in force, 0 when the gate is off
 }
 
 // signerFiles are the files whose contents define a signer generation. A key URI that is
@@ -35,7 +38,21 @@ func signerFiles(sc config.Signer) []string {
 
 // loadSigner opens the signer's key and CA files and builds its issuer. Errors name the
 // signer and the file that is wrong.
-func loadSigner(ctx context.Context, sc config.Signer) (*loadedSigner, error) {
+func loadSigner(ctx context.Context, sc config.Signer, defaultLint config.Lint) (*loadedSigner, error) {
+	prof, err := profile.New(sc.Profile, maxLifetime(sc))
+	if err != nil {
+		return nil, fmt.Errorf("signer %s: profile: %w", sc.Name, err)
+	}
+	lintCfg := defaultLint
+	if sc.Lint != nil {
+		lintCfg = *sc.Lint
+	}
+	var gate *lint.Gate
+	if !lintCfg.Disabled {
+		if gate, err = lint.New(lintCfg.Options); err != nil {
+			return nil, fmt.Errorf("signer %s: lint: %w", sc.Name, err)
+		}
+	}
 	digest, err := digestFiles(signerFiles(sc)...)
 	if err != nil {
 		return nil, fmt.Errorf("signer %s: %w", sc.Name, err)
@@ -61,13 +78,18 @@ func loadSigner(ctx context.Context, sc config.Signer) (*loadedSigner, error) {
 	issuer, err := issuance.NewIssuer(issuance.IssuerOptions{
 		SignerName: sc.Name,
 		CA:         ca,
-		Policy:     issuance.LeafPolicy{MaxLifetime: maxLifetime(sc)},
+		Policy:     prof,
+		Lint:       gate,
 	})
 	if err != nil {
 		_ = key.Close()
 		return nil, fmt.Errorf("signer %s (key %s, certificate %s): %w", sc.Name, sc.Key, sc.Certificate, err)
 	}
-	return &loadedSigner{signer: &signerapi.Signer{Issuer: issuer}, key: key, digest: digest}, nil
+	ls := &loadedSigner{signer: &signerapi.Signer{Issuer: issuer, Profile: prof}, key: key, digest: digest}
+	if gate != nil {
+		ls.lints = len(gate.Lints())
+	}
+	return ls, nil
 }
 
 // maxLifetime is the signer's maximum lifetime, or the default when the configuration was

@@ -12,6 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/signet-pki/signet/internal/configfile"
+	"github.com/signet-pki/signet/server/access"
+	"github.com/signet-pki/signet/server/lint"
+	"github.com/signet-pki/signet/server/profile"
 )
 
 // APIVersion and Kind identify a signet-server configuration file.
@@ -23,8 +26,10 @@ const (
 // Defaults applied by Default.
 const (
 	DefaultGRPCAddress    = "127.0.0.1:8443"
+	DefaultHTTPAddress    = "127.0.0.1:9464"
 	DefaultMaxLifetime    = 24 * time.Hour
 	DefaultReloadInterval = 10 * time.Second
+	DefaultRetention      = 24 * time.Hour
 )
 
 // Config is the signet-server configuration.
@@ -33,10 +38,21 @@ type Config struct {
 	Kind       string `json:"kind"`
 	// GRPC is the gRPC listener.
 	GRPC GRPC `json:"grpc"`
+	// HTTP is the listener of /metrics, /livez and /readyz.
+	HTTP HTTP `json:"http"`
 	// TLS holds the server's certificate and the CA that client certificates must chain to.
 	TLS TLS `json:"tls"`
-	// Signers are the signer names served, each with its CA.
+	// Clients are the mTLS client identities allowed to connect, each with the signers it may
+	// use and an optional rate limit. A client not listed never completes a handshake.
+	Clients []access.Client `json:"clients"`
+	// Signers are the signer names served, each with its CA and profile.
 	Signers []Signer `json:"signers"`
+	// Ledger is the durable decision log; no certificate leaves the server unrecorded.
+	Ledger Ledger `json:"ledger"`
+	// Idempotency configures how long an object UID keeps returning the same certificate.
+	Idempotency Idempotency `json:"idempotency"`
+	// Lint is the pre-issuance lint gate of every signer that does not set its own.
+	Lint Lint `json:"lint"`
 	// ReloadInterval is how often the TLS and CA files are checked for changes. Default 10s.
 	ReloadInterval metav1.Duration `json:"reloadInterval,omitempty"`
 }
@@ -47,6 +63,36 @@ type GRPC struct {
 	Address string `json:"address,omitempty"`
 	// Reflection turns on the gRPC reflection service. Off by default.
 	Reflection bool `json:"reflection,omitempty"`
+}
+
+// HTTP configures the metrics and health listener.
+type HTTP struct {
+	// Address is host:port to listen on. Default 127.0.0.1:9464.
+	Address string `json:"address,omitempty"`
+}
+
+// Ledger configures the decision log.
+type Ledger struct {
+	// Dir is the folder of the ledger files (required). It must be writable and on a local
+	// filesystem that honours fsync.
+	Dir string `json:"dir"`
+}
+
+// Idempotency configures replayed answers.
+type Idempotency struct {
+	// Retention is how long a certificate is returned again for the same object UID and
+	// request. Default 24h (a CSR is garbage-collected an hour after approval).
+	Retention metav1.Duration `json:"retention,omitempty"`
+}
+
+// Lint configures a pre-issuance lint gate.
+type Lint struct {
+	// Disabled turns the gate off. It is on by default: every certificate is linted before
+	// the CA key signs it.
+	Disabled bool `json:"disabled,omitempty"`
+	// Options choose the zlint sources and exclusions; the zero value is Signet's default set
+	// for a private CA.
+	lint.Options `json:",inline"`
 }
 
 // TLS configures mutual TLS. All three files are required: the server never serves without
@@ -69,6 +115,12 @@ type Signer struct {
 	Intermediates string `json:"intermediates,omitempty"`
 	// MaxLifetime caps issued lifetimes. Default 24h.
 	MaxLifetime *metav1.Duration `json:"maxLifetime,omitempty"`
+	// Profile is the signer's policy: one of the kubernetes.io profiles or custom.
+	Profile profile.Spec `json:"profile"`
+	// RateLimit bounds the signer's issuance rate across all clients; none by default.
+	RateLimit *access.Rate `json:"rateLimit,omitempty"`
+	// Lint overrides the top-level lint gate for this signer.
+	Lint *Lint `json:"lint,omitempty"`
 }
 
 // Load reads, defaults and validates the configuration file at path. Unknown and duplicate
@@ -97,6 +149,12 @@ func (c *Config) Default() {
 	}
 	if c.GRPC.Address == "" {
 		c.GRPC.Address = DefaultGRPCAddress
+	}
+	if c.HTTP.Address == "" {
+		c.HTTP.Address = DefaultHTTPAddress
+	}
+	if c.Idempotency.Retention.Duration == 0 {
+		c.Idempotency.Retention.Duration = DefaultRetention
 	}
 	if c.ReloadInterval.Duration == 0 {
 		c.ReloadInterval.Duration = DefaultReloadInterval
@@ -127,8 +185,24 @@ func (c *Config) Validate() error {
 	if c.ReloadInterval.Duration != 0 && c.ReloadInterval.Duration < time.Second {
 		errs = append(errs, fmt.Errorf("reloadInterval %s is below 1s", c.ReloadInterval.Duration))
 	}
+	if c.HTTP.Address != "" {
+		if _, _, err := net.SplitHostPort(c.HTTP.Address); err != nil {
+			errs = append(errs, fmt.Errorf("http.address: %w", err))
+		}
+	}
+	if c.Ledger.Dir == "" {
+		errs = append(errs, errors.New("ledger.dir is required (no certificate is issued without a durable record)"))
+	}
+	if c.Idempotency.Retention.Duration < 0 {
+		errs = append(errs, fmt.Errorf("idempotency.retention %s is negative", c.Idempotency.Retention.Duration))
+	}
 	if len(c.Signers) == 0 {
 		errs = append(errs, errors.New("signers: at least one signer is required"))
+	}
+	if len(c.Clients) == 0 {
+		errs = append(errs, errors.New("clients: at least one client identity is required (clients are authorized by the identity in their certificate)"))
+	} else if _, err := access.NewAuthorizer(c.Clients, c.signerNames()); err != nil {
+		errs = append(errs, err)
 	}
 	seen := map[string]bool{}
 	for i, s := range c.Signers {
@@ -148,8 +222,24 @@ func (c *Config) Validate() error {
 		if s.MaxLifetime != nil && s.MaxLifetime.Duration < 10*time.Minute {
 			errs = append(errs, fmt.Errorf("%s.maxLifetime %s is below the 10m floor", at, s.MaxLifetime.Duration))
 		}
+		if err := s.Profile.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("%s.profile: %w", at, err))
+		}
+		if s.RateLimit != nil {
+			if err := s.RateLimit.Validate(); err != nil {
+				errs = append(errs, fmt.Errorf("%s.rateLimit: %w", at, err))
+			}
+		}
 	}
 	return errors.Join(errs...)
+}
+
+func (c *Config) signerNames() []string {
+	names := make([]string, len(c.Signers))
+	for i, s := range c.Signers {
+		names[i] = s.Name
+	}
+	return names
 }
 
 // resolvePaths makes relative file paths relative to dir.
@@ -162,6 +252,7 @@ func (c *Config) resolvePaths(dir string) {
 	abs(&c.TLS.CertFile)
 	abs(&c.TLS.KeyFile)
 	abs(&c.TLS.ClientCAFile)
+	abs(&c.Ledger.Dir)
 	for i := range c.Signers {
 		s := &c.Signers[i]
 		abs(&s.Certificate)

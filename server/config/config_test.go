@@ -13,7 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/signet-pki/signet/server/access"
 	"github.com/signet-pki/signet/server/config"
+	"github.com/signet-pki/signet/server/profile"
 )
 
 // writeConfig writes body as config.yaml in a fresh folder and returns its path.
@@ -32,10 +34,16 @@ tls:
   certFile: /etc/signet/server.crt
   keyFile: /etc/signet/server.key
   clientCAFile: /etc/signet/clients.crt
+clients:
+  - identity: signet-watcher
+    signers: ["*"]
+ledger:
+  dir: /var/lib/signet/ledger
 signers:
   - name: example.com/serving
     key: /etc/signet/ca.key
     certificate: /etc/signet/ca.crt
+    profile: {name: legacy-unknown}
 `
 
 // TestDefaultsGolden pins every default a minimal configuration gets. Run with
@@ -128,16 +136,18 @@ func TestLoadErrors(t *testing.T) {
 
 func TestValidateListsEveryProblem(t *testing.T) {
 	t.Parallel()
+	legacy := profile.Spec{Name: profile.NameLegacyUnknown}
 	cfg := config.Config{
 		APIVersion: "signet.dev/v0",
 		Kind:       "ServerConfiguration",
 		GRPC:       config.GRPC{Address: "no-port"},
 		TLS:        config.TLS{CertFile: "server.crt"},
+		Clients:    []access.Client{{Identity: "w", Signers: []string{access.AllSigners}}},
 		Signers: []config.Signer{
-			{Name: "not a signer", Key: "k", Certificate: "c"},
-			{Name: "example.com/a", Key: "k", Certificate: "c"},
-			{Name: "example.com/a"},
-			{Name: "example.com/b", Key: "k", Certificate: "c", MaxLifetime: &metav1.Duration{Duration: time.Minute}},
+			{Name: "not a signer", Key: "k", Certificate: "c", Profile: legacy},
+			{Name: "example.com/a", Key: "k", Certificate: "c", Profile: legacy},
+			{Name: "example.com/a", Profile: legacy},
+			{Name: "example.com/b", Key: "k", Certificate: "c", MaxLifetime: &metav1.Duration{Duration: time.Minute}, Profile: profile.Spec{Name: "nope"}},
 		},
 	}
 	err := cfg.Validate()
@@ -154,6 +164,8 @@ func TestValidateListsEveryProblem(t *testing.T) {
 		"signers[2].key is required",
 		"signers[2].certificate is required",
 		"signers[3].maxLifetime 1m0s is below the 10m floor",
+		"signers[3].profile: name",
+		"ledger.dir is required",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate error does not mention %q:\n%v", want, err)
@@ -162,8 +174,8 @@ func TestValidateListsEveryProblem(t *testing.T) {
 	if strings.Contains(err.Error(), "tls.certFile") || strings.Contains(err.Error(), "signers[1]") {
 		t.Errorf("Validate reports fields that are fine:\n%v", err)
 	}
-	if got := strings.Count(err.Error(), "\n") + 1; got != 9 {
-		t.Errorf("Validate reported %d problems, want 9:\n%v", got, err)
+	if got := strings.Count(err.Error(), "\n") + 1; got != 11 {
+		t.Errorf("Validate reported %d problems, want 11:\n%v", got, err)
 	}
 	if err := (&config.Config{}).Validate(); err == nil || !strings.Contains(err.Error(), "at least one signer") {
 		t.Errorf("Validate(zero config) = %v, want it to ask for a signer", err)
@@ -201,7 +213,9 @@ func TestSignerNames(t *testing.T) {
 			t.Parallel()
 			cfg := config.Config{
 				TLS:     config.TLS{CertFile: "a", KeyFile: "b", ClientCAFile: "c"},
-				Signers: []config.Signer{{Name: tt.name, Key: "k", Certificate: "c"}},
+				Clients: []access.Client{{Identity: "w", Signers: []string{access.AllSigners}}},
+				Ledger:  config.Ledger{Dir: "/l"},
+				Signers: []config.Signer{{Name: tt.name, Key: "k", Certificate: "c", Profile: profile.Spec{Name: profile.NameLegacyUnknown}}},
 			}
 			cfg.Default()
 			err := cfg.Validate()
@@ -227,20 +241,26 @@ tls:
   certFile: tls/server.crt
   keyFile: ./tls/server.key
   clientCAFile: /abs/clients.crt
+clients: [{identity: w, signers: ["*"]}]
+ledger: {dir: var/ledger}
 signers:
   - name: example.com/a
     key: ca-a.key
     certificate: ca-a.crt
     intermediates: chain/a.pem
+    profile: {name: legacy-unknown}
   - name: example.com/b
     key: file:///abs/ca-b.key
     certificate: ../ca-b.crt
+    profile: {name: legacy-unknown}
   - name: example.com/c
     key: pkcs11:token=signet;object=ca-c
     certificate: /abs/ca-c.crt
+    profile: {name: legacy-unknown}
   - name: example.com/d
     key: tpm:handle=0x81000001
     certificate: ca-d.crt
+    profile: {name: legacy-unknown}
 `
 	path := filepath.Join(dir, "server.yaml")
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
@@ -255,6 +275,7 @@ signers:
 		{"tls.certFile", cfg.TLS.CertFile, in("tls/server.crt")},
 		{"tls.keyFile", cfg.TLS.KeyFile, in("tls/server.key")},
 		{"tls.clientCAFile", cfg.TLS.ClientCAFile, "/abs/clients.crt"},
+		{"ledger.dir", cfg.Ledger.Dir, in("var/ledger")},
 		{"signers[0].key", cfg.Signers[0].Key, in("ca-a.key")},
 		{"signers[0].certificate", cfg.Signers[0].Certificate, in("ca-a.crt")},
 		{"signers[0].intermediates", cfg.Signers[0].Intermediates, in("chain/a.pem")},

@@ -127,11 +127,26 @@ tls:
   certFile: %s
   keyFile: %s
   clientCAFile: %s
+clients:
+  - identity: %s
+    signers: ["*"]
+ledger:
+  dir: ledger
 signers:
   - name: %s
     key: %s
     certificate: %s
-`, config.APIVersion, config.Kind, opts.Address, ServerCert, serverKey, TLSCACert, opts.SignerName, SignerCAKey, SignerCACert)
+    profile:
+      # A permissive profile for trying Signet: any subject and SAN, leaf usages only,
+      # system:masters still refused. Real signers pick a kubernetes.io profile or a
+      # custom profile that names exactly what it issues.
+      name: custom
+      custom:
+        subject: {commonNames: ["**"], organizations: ["**"], allowOtherAttributes: true}
+        sans: {dns: ["**"], ip: ["0.0.0.0/0", "::/0"], uri: ["spiffe://**", "https://**"], email: ["**@**"]}
+        usages:
+          allowed: [signing, digital signature, content commitment, key encipherment, key agreement, data encipherment, encipher only, decipher only, any, server auth, client auth, code signing, email protection, s/mime, ipsec end system, ipsec tunnel, ipsec user, timestamping, ocsp signing, microsoft sgc, netscape sgc]
+`, config.APIVersion, config.Kind, opts.Address, ServerCert, serverKey, TLSCACert, ClientName, opts.SignerName, SignerCAKey, SignerCACert)
 	// Written last: its presence marks a complete state folder.
 	return writeFile(filepath.Join(opts.Dir, ConfigFile), []byte(cfg), 0o600)
 }

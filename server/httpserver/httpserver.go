@@ -46,10 +46,13 @@ type Server struct {
 // New returns a Server for addr (used by ListenAndServe) serving metrics at /metrics and
 // the readiness of ready at /readyz. A nil ready means always ready; ready is called on every
 // probe, so it must be fast and safe for concurrent use, and its error is shown to the
-// caller, so it must not contain secrets.
+// caller, so it must not contain secrets. A nil log discards.
 func New(addr string, metrics http.Handler, ready func() error, log *slog.Logger) *Server {
 	if ready == nil {
 		ready = func() error { return nil }
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{ready: ready, log: log}
 	s.http = &http.Server{

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/signet-pki/signet/server/lint"
 )
 
 // CA is a loaded certificate authority: its certificate, the intermediates between it and the
@@ -51,6 +53,7 @@ type Issuer struct {
 	name   string
 	ca     *CA
 	policy Policy
+	lint   *lint.Gate
 	clock  clock.PassiveClock
 	rand   io.Reader
 }
@@ -61,8 +64,10 @@ type IssuerOptions struct {
 	SignerName string
 	CA         *CA
 	Policy     Policy
-	Clock      clock.PassiveClock
-	Rand       io.Reader
+	// Lint is the pre-issuance lint gate; nil issues without linting.
+	Lint  *lint.Gate
+	Clock clock.PassiveClock
+	Rand  io.Reader
 }
 
 // NewIssuer validates the CA and the policy and returns an Issuer.
@@ -81,7 +86,12 @@ func NewIssuer(opts IssuerOptions) (*Issuer, error) {
 			return nil, fmt.Errorf("creating issuer for %s: %w", opts.SignerName, err)
 		}
 	}
-	i := &Issuer{name: opts.SignerName, ca: opts.CA, policy: opts.Policy, clock: opts.Clock, rand: opts.Rand}
+	i := &Issuer{name: opts.SignerName, ca: opts.CA, policy: opts.Policy, lint: opts.Lint, clock: opts.Clock, rand: opts.Rand}
+	if i.lint != nil {
+		if err := i.lint.Prepare(opts.CA.Certificate); err != nil {
+			return nil, fmt.Errorf("creating issuer for %s: %w", opts.SignerName, err)
+		}
+	}
 	if i.clock == nil {
 		i.clock = clock.RealClock{}
 	}
@@ -112,31 +122,24 @@ type Certificate struct {
 
 // Issue runs the pipeline for one request:
 //   - parse: ParseCSR (PEM, PKCS#10, proof of possession, key type and size);
-//   - policy: usages, no CA request, lifetime (see Policy);
+//   - policy: the signer's profile (see Policy);
 //   - template: subject and SANs re-encoded from the request, key usage and extended key usage
 //     from the requested usages only, no other requested extension, CA:FALSE, a random
 //     128-bit serial, NotBefore backdated by Backdate, NotAfter as kube-controller-manager
 //     computes it and never past the CA's NotAfter;
-//   - sign: with the CA key, then check the result chains to the CA.
+//   - lint (when the issuer has a lint gate): the template signed by a throwaway key of the
+//     CA's type is linted; any Error or Fatal lint refuses issuance;
+//   - sign: with the CA key; the signed TBS must be byte-identical to the linted one;
+//   - verify: the leaf chains to the CA, carries the request's key, CA:FALSE and exactly the
+//     extensions the template asked for.
 //
-// Refusals wrap one of the sentinel errors in errors.go.
+// Refusals wrap one of the sentinel errors in errors.go, or lint.ErrLintFailed.
 func (i *Issuer) Issue(req Request) (*Certificate, error) {
-	if req.SignerName != i.name {
-		return nil, fmt.Errorf("%w: signer name %q is served by another issuer", ErrPolicyViolation, req.SignerName)
-	}
-	csr, err := ParseCSR(req.PEM)
+	p, err := i.prepare(req)
 	if err != nil {
 		return nil, err
 	}
-	d, _, err := i.policy.Evaluate(csr, req)
-	if err != nil {
-		return nil, err
-	}
-	tmpl, err := i.template(csr, d)
-	if err != nil {
-		return nil, err
-	}
-	der, err := x509.CreateCertificate(i.rand, tmpl, i.ca.Certificate, csr.PublicKey, i.ca.Key)
+	der, err := x509.CreateCertificate(i.rand, p.tmpl, i.ca.Certificate, p.csr.PublicKey, i.ca.Key)
 	if err != nil {
 		return nil, fmt.Errorf("signing certificate: %w", err)
 	}
@@ -144,7 +147,7 @@ func (i *Issuer) Issue(req Request) (*Certificate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parsing issued certificate: %w", err)
 	}
-	if err := leaf.CheckSignatureFrom(i.ca.Certificate); err != nil {
+	if err := i.verify(leaf, p); err != nil {
 		return nil, fmt.Errorf("checking issued certificate: %w", err)
 	}
 	var chain bytes.Buffer
@@ -153,6 +156,113 @@ func (i *Issuer) Issue(req Request) (*Certificate, error) {
 		_ = pem.Encode(&chain, &pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
 	}
 	return &Certificate{Leaf: leaf, ChainPEM: chain.Bytes()}, nil
+}
+
+// prepared is a request that passed every step before signing.
+type prepared struct {
+	csr      *x509.CertificateRequest
+	decision Decision
+	rules    []RuleResult
+	tmpl     *x509.Certificate
+	lintTBS  []byte
+}
+
+// prepare runs parse, policy, template and lint. On a policy refusal the returned prepared
+// still carries the rules evaluated, for Explain.
+func (i *Issuer) prepare(req Request) (*prepared, error) {
+	if req.SignerName != i.name {
+		return nil, fmt.Errorf("%w: signer name %q is served by another issuer", ErrPolicyViolation, req.SignerName)
+	}
+	csr, err := ParseCSR(req.PEM)
+	if err != nil {
+		return nil, err
+	}
+	p := &prepared{csr: csr}
+	p.decision, p.rules, err = i.policy.Evaluate(csr, req)
+	if err != nil {
+		return p, err
+	}
+	if p.tmpl, err = i.template(csr, p.decision); err != nil {
+		return p, err
+	}
+	if i.lint != nil {
+		res, err := i.lint.Check(p.tmpl, i.ca.Certificate, csr.PublicKey)
+		if err != nil {
+			return p, err
+		}
+		p.lintTBS = res.TBS
+	}
+	return p, nil
+}
+
+// verify checks a freshly signed leaf against what was prepared for it.
+func (i *Issuer) verify(leaf *x509.Certificate, p *prepared) error {
+	if p.lintTBS != nil && !bytes.Equal(leaf.RawTBSCertificate, p.lintTBS) {
+		return errors.New("the signed certificate differs from the linted one")
+	}
+	if err := leaf.CheckSignatureFrom(i.ca.Certificate); err != nil {
+		return err
+	}
+	if pub, ok := p.csr.PublicKey.(interface{ Equal(crypto.PublicKey) bool }); !ok || !pub.Equal(leaf.PublicKey) {
+		return errors.New("the certificate's key is not the request's key")
+	}
+	if !leaf.BasicConstraintsValid || leaf.IsCA {
+		return errors.New("the certificate is not CA:FALSE")
+	}
+	want := map[string]bool{oidBasicConstraints.String(): true}
+	if p.tmpl.KeyUsage != 0 {
+		want[oidKeyUsage.String()] = true
+	}
+	if len(p.tmpl.ExtKeyUsage) > 0 {
+		want[oidExtKeyUsage.String()] = true
+	}
+	if len(p.tmpl.DNSNames)+len(p.tmpl.IPAddresses)+len(p.tmpl.URIs)+len(p.tmpl.EmailAddresses) > 0 {
+		want[oidSubjectAltName.String()] = true
+	}
+	if len(i.ca.Certificate.SubjectKeyId) > 0 {
+		want[oidAuthorityKeyID.String()] = true
+	}
+	if len(leaf.Extensions) != len(want) {
+		return fmt.Errorf("the certificate has %d extensions, want %d", len(leaf.Extensions), len(want))
+	}
+	for _, ext := range leaf.Extensions {
+		if !want[ext.Id.String()] {
+			return fmt.Errorf("the certificate carries unexpected extension %s", ext.Id)
+		}
+	}
+	return nil
+}
+
+// Explanation is the outcome of a dry run.
+type Explanation struct {
+	// Rules are the rules evaluated, in order, ending with the lint gate when it ran.
+	Rules []RuleResult
+	// Lifetime is the lifetime the certificate would have (before backdating).
+	Lifetime time.Duration
+	// Err is the refusal a sign call would return, nil when the request would be signed.
+	Err error
+}
+
+// Explain runs parse, policy, template and lint without signing, and reports every rule.
+func (i *Issuer) Explain(req Request) Explanation {
+	p, err := i.prepare(req)
+	var e Explanation
+	if p != nil {
+		e.Rules = p.rules
+		e.Lifetime = p.decision.Lifetime
+	}
+	switch {
+	case p == nil:
+		e.Rules = append(e.Rules, RuleResult{Rule: "request: one PEM PKCS#10 request, signed by its own key, with a supported key", Detail: err.Error()})
+	case p.tmpl != nil && i.lint != nil:
+		r := RuleResult{Rule: "lint: no zlint error on the certificate", Passed: err == nil, Detail: "passed"}
+		if err != nil {
+			r.Detail = err.Error()
+		}
+		e.Rules = append(e.Rules, r)
+	}
+	e.Err = err
+	return e
 }
 
 // template builds the leaf certificate for a request the policy has allowed.

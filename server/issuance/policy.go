@@ -20,7 +20,14 @@ const (
 	MinLifetime = 10 * time.Minute
 )
 
-var oidBasicConstraints = asn1.ObjectIdentifier{2, 5, 29, 19}
+// Extension OIDs a Signet leaf may carry.
+var (
+	oidBasicConstraints = asn1.ObjectIdentifier{2, 5, 29, 19}
+	oidKeyUsage         = asn1.ObjectIdentifier{2, 5, 29, 15}
+	oidExtKeyUsage      = asn1.ObjectIdentifier{2, 5, 29, 37}
+	oidSubjectAltName   = asn1.ObjectIdentifier{2, 5, 29, 17}
+	oidAuthorityKeyID   = asn1.ObjectIdentifier{2, 5, 29, 35}
+)
 
 var keyUsages = map[certificatesv1.KeyUsage]x509.KeyUsage{
 	certificatesv1.UsageSigning:           x509.KeyUsageDigitalSignature,

@@ -79,7 +79,7 @@ func (l *Ledger) collect(batch []*request) []*request {
 // answers every request. It returns buf for reuse.
 func (l *Ledger) commit(batch []*request, buf []byte) []byte {
 	if err := l.Err(); err != nil {
-		l.answerAll(batch, fmt.Errorf("appending to ledger %s: %w: closed for appends after an earlier failure; reopen it (%v)", l.dir, ErrUnavailable, err))
+		l.answerAll(batch, fmt.Errorf("appending to ledger %s: closed for appends after an earlier failure, reopen it: %w", l.dir, err))
 		return buf
 	}
 	seq, prev := l.seq, l.prevHash
@@ -104,7 +104,7 @@ func (l *Ledger) commit(batch []*request, buf []byte) []byte {
 		l.mu.Lock()
 		l.failed = err
 		l.mu.Unlock()
-		l.answerAll(sealed, err)
+		l.answerAll(sealed, fmt.Errorf("appending to ledger %s: %w", l.dir, err))
 		return buf
 	}
 	l.mu.Lock()
@@ -117,15 +117,15 @@ func (l *Ledger) commit(batch []*request, buf []byte) []byte {
 	return buf
 }
 
-// writeAndSync writes buf and fsyncs it; any failure wraps ErrUnavailable.
+// writeAndSync writes buf and fsyncs it; any failure wraps ErrUnavailable and the cause.
 func (l *Ledger) writeAndSync(buf []byte) error {
 	l.batches.Add(1)
 	if _, err := l.w.Write(buf); err != nil {
-		return fmt.Errorf("appending to ledger %s: %w: writing %s: %w", l.dir, ErrUnavailable, l.path, err)
+		return fmt.Errorf("%w: writing %s: %w", ErrUnavailable, l.path, writeError(l.dir, err))
 	}
 	l.syncs.Add(1)
 	if err := l.w.Sync(); err != nil {
-		return fmt.Errorf("appending to ledger %s: %w: syncing %s: %w", l.dir, ErrUnavailable, l.path, err)
+		return fmt.Errorf("%w: syncing %s: %w", ErrUnavailable, l.path, writeError(l.dir, err))
 	}
 	return nil
 }

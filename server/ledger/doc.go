@@ -20,7 +20,13 @@
 // canonical encoding is what encoding/json's Marshal produces for Record (fields in the struct's
 // declaration order, no insignificant whitespace, HTML characters escaped, strings made valid
 // UTF-8 first, times in RFC 3339 with nanoseconds in UTC, empty optional fields omitted). JSON
-// never emits a raw newline, so a line is exactly one record.
+// never emits a raw newline, so a line is exactly one record. A refusal looks like this (one
+// line on disk):
+//
+//	{"seq":7,"time":"2026-11-21T10:00:07Z","decision":"refused","signer":"example.com/serving",
+//	 "client":"spiffe://signet/watcher","requester":"mallory","objectUID":"9a2e",
+//	 "reason":"POLICY_VIOLATION","message":"group system:masters is forbidden",
+//	 "prevHash":"f556b283…","hash":"c3efc397…"}
 //
 // A record's Hash is the lower-case hex SHA-256 of its canonical encoding with Hash empty (the
 // field is then omitted, so the hashed bytes are the stored line minus its "hash" member).

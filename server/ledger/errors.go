@@ -50,13 +50,18 @@ func notWritable(err error) bool {
 	return errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)
 }
 
-// dirError wraps err from an operation on the ledger directory; when the file system refused
-// the write, the error says the directory is not writable, names it and matches ErrNotWritable.
+// dirError wraps err from an operation on the ledger directory; see writeError.
 func dirError(op, dir string, err error) error {
+	return fmt.Errorf("%s: %w", op, writeError(dir, err))
+}
+
+// writeError returns err, or, when the file system refused a write, an error that says the
+// ledger directory is not writable, names it, wraps err and matches ErrNotWritable.
+func writeError(dir string, err error) error {
 	if notWritable(err) {
-		return fmt.Errorf("%s: %w", op, &notWritableError{dir: dir, err: err})
+		return &notWritableError{dir: dir, err: err}
 	}
-	return fmt.Errorf("%s: %w", op, err)
+	return err
 }
 
 // notWritableError is ErrNotWritable for one directory.

@@ -23,7 +23,7 @@ type faultyFile struct {
 	ledger.File
 	syncs      atomic.Int64
 	failSync   atomic.Bool
-	shortWrite atomic.Bool  // write half the batch, then fail
+	shortWrite atomic.Bool // write half the batch, then fail
 	syncDelay  time.Duration
 	syncGate   chan struct{} // if not nil, Sync waits for it
 }

@@ -181,10 +181,10 @@ func TestAppendRejectsInvalidRecords(t *testing.T) {
 	noReason := refused(1)
 	noReason.Reason = ""
 	for name, r := range map[string]ledger.Record{
-		"unknown decision": {Decision: "maybe", Signer: "s"},
-		"issued no cert":   noCert,
+		"unknown decision":  {Decision: "maybe", Signer: "s"},
+		"issued no cert":    noCert,
 		"refused no reason": noReason,
-		"no signer":        {Decision: ledger.Refused, Reason: "X"},
+		"no signer":         {Decision: ledger.Refused, Reason: "X"},
 	} {
 		if _, err := l.Append(context.Background(), r); !errors.Is(err, ledger.ErrInvalidRecord) {
 			t.Errorf("%s: err = %v, want ErrInvalidRecord", name, err)

@@ -24,20 +24,23 @@ func rehash(t *testing.T, line string, edit func(*ledger.Record)) string {
 	return string(b) + "\n"
 }
 
-func TestVerifyDetectsTampering(t *testing.T) {
-	t.Parallel()
+// tamperCase edits a 30-record ledger's lines; Verify must report want at line, with good
+// intact records before it.
+type tamperCase struct {
+	name   string
+	tamper func(t *testing.T, lines []string) []string
+	want   string
+	line   int
+	good   int
+}
+
+func tamperCases() []tamperCase {
 	const (
 		changed = "record 17 (line 17 of ledger-000001.jsonl): hash mismatch — the record was changed"
 		removed = "record 12 missing: expected seq 12, found 13 at line 12 of ledger-000001.jsonl — a record was removed"
 		swapped = "records 20 and 21 out of order (lines 20 and 21 of ledger-000001.jsonl) — the records were reordered"
 	)
-	tests := []struct {
-		name   string
-		tamper func(t *testing.T, lines []string) []string
-		want   string
-		line   int
-		good   int // intact records before the problem
-	}{
+	return []tamperCase{
 		{"one byte of a field", func(_ *testing.T, l []string) []string {
 			l[16] = strings.Replace(l[16], "example.com/signer", "example.com/signes", 1)
 			return l
@@ -80,7 +83,11 @@ func TestVerifyDetectsTampering(t *testing.T) {
 			return l
 		}, "line 9 of ledger-000001.jsonl: not a ledger record", 9, 8},
 	}
-	for _, tc := range tests {
+}
+
+func TestVerifyDetectsTampering(t *testing.T) {
+	t.Parallel()
+	for _, tc := range tamperCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)

@@ -2,6 +2,8 @@ package lint_test
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -106,8 +108,8 @@ func TestCheckFailsLint(t *testing.T) {
 			if !errors.As(err, &fe) {
 				t.Fatalf("error %v is not a *FailedError", err)
 			}
-			if !slices.ContainsFunc(fe.Failures, func(f lint.Finding) bool { return f.Lint == tt.want }) {
-				t.Errorf("failures %+v do not include %s", fe.Failures, tt.want)
+			if !slices.ContainsFunc(fe.Failures, func(f lint.Finding) bool { return f.Lint == tt.want && f.Status == "error" }) {
+				t.Errorf("failures %+v do not include %s at error", fe.Failures, tt.want)
 			}
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %q does not name %s", err, tt.want)
@@ -284,14 +286,19 @@ func TestLints(t *testing.T) {
 			t.Errorf("Exclude: [] runs always-excluded %s", e.Lint)
 		}
 	}
-	one := newGate(t, lint.Options{Exclude: []string{"e_rfc_dnsname_empty_label"}}).Lints()
+	exclude := make([]string, 1, 4)
+	exclude[0] = "e_rfc_dnsname_empty_label"
+	one := newGate(t, lint.Options{Exclude: exclude}).Lints()
+	if spare := exclude[:cap(exclude)]; spare[1] != "" {
+		t.Errorf("New wrote %q into the caller's Exclude slice", spare[1])
+	}
 	if slices.Contains(one, "e_rfc_dnsname_empty_label") || len(one) != len(none)-1 {
 		t.Errorf("excluding one lint: %d lints, want %d", len(one), len(none)-1)
 	}
 }
 
-// TestDefaultExclusionsMisfire shows each default exclusion firing on a normal leaf when it is
-// not excluded, so none of them is there without cause.
+// TestDefaultExclusionsMisfire shows each misfiring default exclusion firing on a normal leaf
+// when it is not excluded, so none of them is there without cause.
 func TestDefaultExclusionsMisfire(t *testing.T) {
 	g := newGate(t, lint.Options{Exclude: []string{}})
 	ca := newCA(t, testpki.P256)
@@ -302,9 +309,37 @@ func TestDefaultExclusionsMisfire(t *testing.T) {
 	}
 	got := strings.Join(append(res.Warnings, res.Notices...), "\n")
 	for _, e := range lint.DefaultExclusions() {
+		if e.Lint == smallKeyLint {
+			continue // excluded for its cost, not for misfiring: see TestSmallPrivateKeyOptIn
+		}
 		if !strings.Contains(got, e.Lint) {
 			t.Errorf("%s does not fire on a kubelet serving certificate without the exclusion; results:\n%s", e.Lint, got)
 		}
+	}
+}
+
+const smallKeyLint = "e_ecdsa_small_private_key"
+
+// TestSmallPrivateKeyOptIn: the small-private-key lint, excluded by default for its cost, can be
+// turned back on through Options.Exclude and then refuses a P-256 key whose private scalar is
+// 12345.
+func TestSmallPrivateKeyOptIn(t *testing.T) {
+	g := newGate(t, lint.Options{Exclude: defaultExcludeExcept(smallKeyLint)})
+	if !slices.Contains(g.Lints(), smallKeyLint) {
+		t.Fatalf("%s is not in force", smallKeyLint)
+	}
+	ca := newCA(t, testpki.P256)
+	x, y := elliptic.P256().ScalarBaseMult(big.NewInt(12345).Bytes())
+	weak := &ecdsa.PublicKey{Curve: elliptic.P256(), X: x, Y: y}
+	_, err := g.Check(kubeletClient(t, 24*time.Hour), ca.cert, weak)
+	if !errors.Is(err, lint.ErrLintFailed) || !strings.Contains(err.Error(), smallKeyLint) {
+		t.Fatalf("Check with a weak key = %v, want a %s failure", err, smallKeyLint)
+	}
+	if _, err := g.Check(kubeletClient(t, 24*time.Hour), ca.cert, testpki.Key(t, testpki.P256).Public()); err != nil {
+		t.Fatalf("Check with a random key: %v", err)
+	}
+	if _, err := newGate(t, lint.Options{}).Check(kubeletClient(t, 24*time.Hour), ca.cert, weak); err != nil {
+		t.Fatalf("the default gate refuses the weak key (%v), so the exclusion is not in force", err)
 	}
 }
 

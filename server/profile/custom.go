@@ -126,7 +126,7 @@ func (c *compiledCustom) rules() []rule {
 func (c *compiledCustom) commonNameRule() rule {
 	name := "subject: common name empty"
 	if len(c.commonNames) != 0 {
-		name = "subject: common name matches one of " + quoted(texts(c.commonNames))
+		name = "subject: common name matches one of " + list(texts(c.commonNames))
 	}
 	return rule{name: name, check: func(in *input) (string, error) {
 		cn := in.csr.Subject.CommonName
@@ -140,7 +140,7 @@ func (c *compiledCustom) commonNameRule() rule {
 func (c *compiledCustom) organizationRule() rule {
 	name := "subject: no organization"
 	if len(c.organizations) != 0 {
-		name = "subject: every organization matches one of " + quoted(texts(c.organizations))
+		name = "subject: every organization matches one of " + list(texts(c.organizations))
 	}
 	return rule{name: name, check: func(in *input) (string, error) {
 		orgs := in.csr.Subject.Organization
@@ -194,7 +194,7 @@ func otherAttributesRule() rule {
 func (c *compiledCustom) dnsRule() rule {
 	name := "sans: no DNS names"
 	if len(c.dns) != 0 {
-		name = "sans: DNS names are host names matching one of " + quoted(texts(c.dns))
+		name = "sans: DNS names are host names matching one of " + list(texts(c.dns))
 	}
 	return rule{name: name, check: func(in *input) (string, error) {
 		names := in.csr.DNSNames
@@ -219,7 +219,7 @@ func (c *compiledCustom) ipRule() rule {
 		for i, p := range c.ip {
 			ranges[i] = p.String()
 		}
-		name = "sans: IP addresses within " + strings.Join(ranges, ", ")
+		name = "sans: IP addresses within " + list(ranges)
 	}
 	return rule{name: name, check: func(in *input) (string, error) {
 		found := fmt.Sprintf("IP addresses are %v", in.csr.IPAddresses)
@@ -239,7 +239,7 @@ func (c *compiledCustom) ipRule() rule {
 func (c *compiledCustom) uriRule() rule {
 	name := "sans: no URIs"
 	if len(c.uri) != 0 {
-		name = "sans: URIs without user information, query, fragment or dot segments, matching one of " + quoted(texts(c.uri))
+		name = "sans: URIs without user information, query, fragment or dot segments, matching one of " + list(texts(c.uri))
 	}
 	return rule{name: name, check: func(in *input) (string, error) {
 		uris := make([]string, len(in.csr.URIs))
@@ -264,7 +264,7 @@ func (c *compiledCustom) uriRule() rule {
 func (c *compiledCustom) emailRule() rule {
 	name := "sans: no email addresses"
 	if len(c.email) != 0 {
-		name = "sans: email addresses matching one of " + quoted(texts(c.email))
+		name = "sans: email addresses matching one of " + list(texts(c.email))
 	}
 	return rule{name: name, check: func(in *input) (string, error) {
 		found := "email addresses are " + quoted(in.csr.EmailAddresses)

@@ -192,6 +192,11 @@ func outcome(ok bool, detail string) (string, error) {
 	return detail, issuance.ErrPolicyViolation
 }
 
+// list formats a list for a rule name: [a, b].
+func list(xs []string) string {
+	return "[" + strings.Join(xs, ", ") + "]"
+}
+
 // quoted formats a list of strings as ["a" "b"].
 func quoted(list []string) string {
 	if len(list) == 0 {

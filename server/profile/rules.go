@@ -205,21 +205,21 @@ func (p Profile) privilegedRule(always bool) rule {
 	groups := p.privileged
 	var name string
 	if p.spec.AllowPrivileged {
-		name = "privileged: organizations in " + quoted(groups) + " allowed (allowPrivileged)"
+		name = "privileged: organizations in " + list(groups) + " allowed (allowPrivileged)"
 	} else {
-		name = "privileged: no organization in " + quoted(groups)
+		name = "privileged: no organization in " + list(groups)
 	}
-	if !always {
+	if !always && !p.spec.AllowPrivileged {
 		name += " when the certificate can authenticate clients"
 	}
 	return rule{name: name, check: func(in *input) (string, error) {
 		orgs := in.csr.Subject.Organization
 		found := "organizations are " + quoted(orgs)
-		if !always && !clientCapable(in) {
-			return "not applicable: extended key usages " + quoted(in.usages) + " do not allow client authentication; " + found, nil
-		}
 		if p.spec.AllowPrivileged {
 			return found, nil
+		}
+		if !always && !clientCapable(in) {
+			return "not applicable: usages " + quoted(in.usages) + " do not allow client authentication; " + found, nil
 		}
 		for _, o := range orgs {
 			if slices.Contains(groups, o) {

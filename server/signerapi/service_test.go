@@ -16,7 +16,10 @@ import (
 
 	"github.com/signet-pki/signet/internal/testpki"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/server/idempotency"
 	"github.com/signet-pki/signet/server/issuance"
+	"github.com/signet-pki/signet/server/ledger"
+	"github.com/signet-pki/signet/server/profile"
 	"github.com/signet-pki/signet/server/signerapi"
 )
 
@@ -24,15 +27,25 @@ const signerName = "example.com/serving"
 
 func newService(t *testing.T, ca *testpki.Authority, log *slog.Logger) *signerapi.Service {
 	t.Helper()
+	prof, err := profile.New(profile.Spec{Name: profile.NameLegacyUnknown}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
 	is, err := issuance.NewIssuer(issuance.IssuerOptions{
 		SignerName: signerName,
 		CA:         &issuance.CA{Certificate: ca.Cert, Key: ca.Key},
-		Policy:     issuance.LeafPolicy{MaxLifetime: time.Hour},
+		Policy:     prof,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return signerapi.New([]*signerapi.Signer{{Issuer: is}}, log)
+	led, err := ledger.Open(t.TempDir(), ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = led.Close() })
+	return signerapi.New([]*signerapi.Signer{{Issuer: is, Profile: prof}}, signerapi.Access{},
+		signerapi.Options{Log: log, Ledger: led, Store: idempotency.New(idempotency.Options{})})
 }
 
 func errorInfo(t *testing.T, err error) (codes.Code, string, *errdetails.ErrorInfo) {
@@ -93,6 +106,7 @@ func TestRefusalsCarryReasonAndMessage(t *testing.T) {
 			t.Parallel()
 			_, err := svc.SignCertificateSigningRequest(context.Background(), &signetv1.SignCertificateSigningRequestRequest{
 				SignerName: tt.signer, Request: tt.csr, Usages: []string{tt.usage},
+				Object: &signetv1.KubernetesObject{Uid: "uid-" + tt.reason},
 			})
 			code, msg, info := errorInfo(t, err)
 			if code != tt.code || info.GetReason() != tt.reason || info.GetDomain() != signerapi.ErrorDomain {

@@ -52,6 +52,7 @@ func newSignet(t *testing.T, signerName string, maxLifetime time.Duration) *sign
 		t.Fatal(err)
 	}
 	s.cfg.Signers[0].MaxLifetime = &metav1.Duration{Duration: maxLifetime}
+	s.cfg.HTTP.Address = "127.0.0.1:0"
 	s.caCert = readCert(t, filepath.Join(s.state, devpki.SignerCACert))
 	return s
 }

@@ -1,0 +1,95 @@
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+)
+
+// call is an issuance in progress for one UID.
+type call struct {
+	hash  []byte
+	done  chan struct{}
+	entry Entry // set before done is closed, when err is nil
+	err   error
+}
+
+// Do returns the answer for (objectUID, requestHash), running fn to produce it at most once at
+// a time per UID:
+//
+//   - a stored answer with the same hash: (entry, Hit, nil), fn does not run;
+//   - a stored answer with another hash: (stored entry, Conflict, error wrapping ErrConflict);
+//   - an issuance for the UID already in flight: Do waits for it (or for ctx). With the same
+//     hash it returns that issuance's answer as a Hit, or its error; with another hash it then
+//     decides again (a Conflict if the first one succeeded);
+//   - otherwise fn runs; on success its entry (ObjectUID, RequestHash and a zero IssuedAt
+//     filled in) is remembered and returned with Miss; its error is returned as is, and
+//     nothing is remembered.
+//
+// fn should write the ledger record before returning the entry (no ledger record, no
+// certificate). Returned entries are copies.
+func (s *Store) Do(ctx context.Context, objectUID string, requestHash []byte, fn func() (Entry, error)) (Entry, Result, error) {
+	for {
+		s.mu.Lock()
+		if e, res := s.lookupLocked(objectUID, requestHash); res != Miss {
+			s.mu.Unlock()
+			return e, res, resultError(objectUID, res)
+		}
+		c, busy := s.inflight[objectUID]
+		if !busy {
+			c = &call{hash: bytes.Clone(requestHash), done: make(chan struct{})}
+			s.inflight[objectUID] = c
+			s.mu.Unlock()
+			return s.lead(objectUID, c, fn)
+		}
+		s.mu.Unlock()
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return Entry{}, Miss, fmt.Errorf("waiting for the issuance in flight for object %s: %w", objectUID, ctx.Err())
+		}
+		if bytes.Equal(c.hash, requestHash) {
+			if c.err != nil {
+				return Entry{}, Miss, c.err
+			}
+			return c.entry.clone(), Hit, nil
+		}
+	}
+}
+
+// lead runs fn for the call c it registered, remembers a success and releases the waiters,
+// also when fn panics.
+func (s *Store) lead(objectUID string, c *call, fn func() (Entry, error)) (e Entry, res Result, err error) {
+	finished := false
+	defer func() {
+		if !finished {
+			c.err = fmt.Errorf("issuing for object %s: the issuance panicked", objectUID)
+		}
+		s.mu.Lock()
+		if c.err == nil {
+			s.rememberLocked(c.entry)
+		}
+		delete(s.inflight, objectUID)
+		s.mu.Unlock()
+		close(c.done)
+	}()
+	e, err = fn()
+	finished = true
+	if err != nil {
+		c.err = err
+		return Entry{}, Miss, err
+	}
+	e.ObjectUID, e.RequestHash = objectUID, bytes.Clone(c.hash)
+	if e.IssuedAt.IsZero() {
+		e.IssuedAt = s.opts.Clock.Now()
+	}
+	c.entry = e.clone()
+	return e, Miss, nil
+}
+
+func resultError(objectUID string, res Result) error {
+	if res == Conflict {
+		return fmt.Errorf("object %s: %w", objectUID, ErrConflict)
+	}
+	return nil
+}

@@ -1,0 +1,235 @@
+package idempotency
+
+import (
+	"bytes"
+	"container/list"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/signet-pki/signet/server/ledger"
+)
+
+// Defaults of Options.
+const (
+	DefaultRetention  = 24 * time.Hour
+	DefaultMaxEntries = 100_000
+)
+
+// ErrConflict: the object UID was already answered for a different request. The caller must
+// refuse the request (an object's spec is immutable, so this is a forged or corrupted request).
+var ErrConflict = errors.New("object UID already used with a different request")
+
+// Result is the outcome of Lookup and Do.
+type Result int
+
+// The results of Lookup and Do.
+const (
+	// Miss: nothing is stored for the UID (Do: fn ran, and its result is returned).
+	Miss Result = iota
+	// Hit: the stored answer for the same UID and request hash is returned.
+	Hit
+	// Conflict: the UID is stored with a different request hash; see ErrConflict.
+	Conflict
+)
+
+// String returns "miss", "hit" or "conflict".
+func (r Result) String() string {
+	switch r {
+	case Miss:
+		return "miss"
+	case Hit:
+		return "hit"
+	case Conflict:
+		return "conflict"
+	}
+	return "unknown"
+}
+
+// Entry is the remembered answer to one request.
+type Entry struct {
+	// ObjectUID and RequestHash identify the request (see Key).
+	ObjectUID   string
+	RequestHash []byte
+	// Serial is the certificate's serial number in hex.
+	Serial string
+	// Chain is the issued chain in PEM, leaf first, exactly as first returned.
+	Chain []byte
+	// NotBefore and NotAfter are the certificate's validity.
+	NotBefore, NotAfter time.Time
+	// IssuedAt is when the certificate was issued; retention counts from it.
+	IssuedAt time.Time
+	// LedgerSeq is the seq of the ledger record of the issuance.
+	LedgerSeq uint64
+}
+
+func (e Entry) clone() Entry {
+	e.RequestHash = bytes.Clone(e.RequestHash)
+	e.Chain = bytes.Clone(e.Chain)
+	return e
+}
+
+// Options configure a Store. The zero value is usable.
+type Options struct {
+	// Retention is how long an answer is kept after IssuedAt. Default: DefaultRetention.
+	Retention time.Duration
+	// MaxEntries bounds the store; when full, the oldest entry is evicted (counted in
+	// Stats.Evicted: a retry after that would issue again). Default: DefaultMaxEntries.
+	MaxEntries int
+	// Clock tells the time. Default: the real clock.
+	Clock clock.PassiveClock
+}
+
+// Stats count a Store's contents and drops.
+type Stats struct {
+	// Entries is the number of entries held.
+	Entries int
+	// Expired counts entries dropped after Retention.
+	Expired uint64
+	// Evicted counts entries dropped before Retention because the store was full.
+	Evicted uint64
+}
+
+// Store remembers issued answers by object UID, in memory, for a retention window and up to a
+// bounded size. It is safe for concurrent use.
+type Store struct {
+	opts     Options
+	mu       sync.Mutex
+	entries  map[string]*list.Element // of *Entry, by ObjectUID
+	order    *list.List               // *Entry by IssuedAt, oldest first
+	inflight map[string]*call
+	stats    Stats
+}
+
+// New returns an empty Store.
+func New(opts Options) *Store {
+	if opts.Retention <= 0 {
+		opts.Retention = DefaultRetention
+	}
+	if opts.MaxEntries <= 0 {
+		opts.MaxEntries = DefaultMaxEntries
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	return &Store{opts: opts, entries: map[string]*list.Element{}, order: list.New(), inflight: map[string]*call{}}
+}
+
+// Lookup returns the answer stored for objectUID: Hit with a copy of the entry when the request
+// hash matches, Conflict with the stored entry when it does not, Miss when nothing (or only an
+// expired entry) is stored.
+func (s *Store) Lookup(objectUID string, requestHash []byte) (Entry, Result) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lookupLocked(objectUID, requestHash)
+}
+
+func (s *Store) lookupLocked(objectUID string, requestHash []byte) (Entry, Result) {
+	el, ok := s.entries[objectUID]
+	if !ok {
+		return Entry{}, Miss
+	}
+	e := el.Value.(*Entry)
+	if s.expired(e) {
+		s.drop(el)
+		s.stats.Expired++
+		return Entry{}, Miss
+	}
+	if !bytes.Equal(e.RequestHash, requestHash) {
+		return e.clone(), Conflict
+	}
+	return e.clone(), Hit
+}
+
+// Remember stores e (a copy), keyed by e.ObjectUID. A zero IssuedAt means now. An entry that
+// is already past retention is ignored, and so is one for a UID already stored: the first
+// issuance wins.
+func (s *Store) Remember(e Entry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rememberLocked(e)
+}
+
+// rememberLocked stores e and reports whether it did.
+func (s *Store) rememberLocked(e Entry) bool {
+	if e.IssuedAt.IsZero() {
+		e.IssuedAt = s.opts.Clock.Now()
+	}
+	e = e.clone()
+	if s.expired(&e) {
+		return false
+	}
+	if _, ok := s.lookupLocked(e.ObjectUID, e.RequestHash); ok != Miss {
+		return false
+	}
+	s.sweep()
+	for s.order.Len() >= s.opts.MaxEntries {
+		s.drop(s.order.Front())
+		s.stats.Evicted++
+	}
+	at := s.order.Back()
+	for at != nil && at.Value.(*Entry).IssuedAt.After(e.IssuedAt) {
+		at = at.Prev()
+	}
+	if at == nil {
+		s.entries[e.ObjectUID] = s.order.PushFront(&e)
+	} else {
+		s.entries[e.ObjectUID] = s.order.InsertAfter(&e, at)
+	}
+	return true
+}
+
+// Load remembers the Issued records among records that are still within retention (by their
+// Time) and carry an object UID and a request hash, so answers survive a restart. Feed it from ledger.Replay
+// (since now minus Retention). It returns how many it stored.
+func (s *Store) Load(records ...ledger.Record) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range records {
+		if r.Decision != ledger.Issued || r.ObjectUID == "" || r.Time.IsZero() {
+			continue
+		}
+		h, err := hex.DecodeString(r.RequestHash)
+		if err != nil || len(h) == 0 {
+			continue
+		}
+		if s.rememberLocked(Entry{
+			ObjectUID: r.ObjectUID, RequestHash: h, Serial: r.Serial, Chain: []byte(r.Certificate),
+			NotBefore: r.NotBefore, NotAfter: r.NotAfter, IssuedAt: r.Time, LedgerSeq: r.Seq,
+		}) {
+			n++
+		}
+	}
+	return n
+}
+
+// Stats returns the current counters.
+func (s *Store) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sweep()
+	st := s.stats
+	st.Entries = s.order.Len()
+	return st
+}
+
+func (s *Store) expired(e *Entry) bool {
+	return s.opts.Clock.Since(e.IssuedAt) >= s.opts.Retention
+}
+
+// sweep drops expired entries from the old end.
+func (s *Store) sweep() {
+	for el := s.order.Front(); el != nil && s.expired(el.Value.(*Entry)); el = s.order.Front() {
+		s.drop(el)
+		s.stats.Expired++
+	}
+}
+
+func (s *Store) drop(el *list.Element) {
+	delete(s.entries, el.Value.(*Entry).ObjectUID)
+	s.order.Remove(el)
+}

@@ -1,0 +1,86 @@
+package signerapi
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+)
+
+// GetTrustAnchors returns the CA certificate of the named signer to a client allowed to use it.
+func (s *Service) GetTrustAnchors(ctx context.Context, req *signetv1.GetTrustAnchorsRequest) (*signetv1.GetTrustAnchorsResponse, error) {
+	sg, err := s.allowedSigner(ctx, req.GetSignerName())
+	if err != nil {
+		return nil, err
+	}
+	return &signetv1.GetTrustAnchorsResponse{TrustAnchorsPem: string(sg.Issuer.TrustAnchors())}, nil
+}
+
+// ListSigners describes the signers the calling client may use, sorted by name.
+func (s *Service) ListSigners(ctx context.Context, _ *signetv1.ListSignersRequest) (*signetv1.ListSignersResponse, error) {
+	identity := ClientIdentity(ctx)
+	var names []string
+	for name := range *s.signers.Load() {
+		if s.allowed(identity, name) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	resp := &signetv1.ListSignersResponse{}
+	for _, name := range names {
+		sg, _ := s.signer(name)
+		d := sg.Profile.Describe()
+		resp.Signers = append(resp.Signers, &signetv1.SignerDescription{
+			SignerName:          name,
+			Profile:             d.Profile,
+			TrustDistribution:   d.TrustDistribution,
+			PermittedSubjects:   d.PermittedSubjects,
+			PermittedExtensions: d.PermittedExtensions,
+			PermittedKeyUsages:  d.PermittedKeyUsages,
+			Expiration:          d.Expiration,
+			CaBit:               d.CABit,
+			ExtraPemBlocks:      d.ExtraPEMBlocks,
+			MaxLifetime:         durationpb.New(d.MaxLifetime),
+			KeyTypes:            d.KeyTypes,
+		})
+	}
+	return resp, nil
+}
+
+// ExplainCertificateSigningRequest runs the request through the signer's pipeline up to and
+// including the lint gate, without signing, recording or consuming rate-limit tokens, and
+// reports every rule.
+func (s *Service) ExplainCertificateSigningRequest(ctx context.Context, req *signetv1.ExplainCertificateSigningRequestRequest) (*signetv1.ExplainCertificateSigningRequestResponse, error) {
+	r := req.GetRequest()
+	sg, err := s.allowedSigner(ctx, r.GetSignerName())
+	if err != nil {
+		return nil, err
+	}
+	e := sg.Issuer.Explain(requestFromProto(r))
+	resp := &signetv1.ExplainCertificateSigningRequestResponse{Allowed: e.Err == nil}
+	for _, rule := range e.Rules {
+		resp.Rules = append(resp.Rules, &signetv1.RuleResult{Rule: rule.Rule, Passed: rule.Passed, Detail: rule.Detail})
+	}
+	if e.Err != nil {
+		_, reason, safe := classify(e.Err)
+		resp.Reason, resp.Message = ReasonName(reason), publicMessage(e.Err, safe)
+	} else {
+		resp.Lifetime = durationpb.New(e.Lifetime)
+	}
+	return resp, nil
+}
+
+// allowedSigner returns the named signer if the calling client may use it.
+func (s *Service) allowedSigner(ctx context.Context, name string) (*Signer, error) {
+	sg, ok := s.signer(name)
+	if !ok {
+		return nil, toStatus(fmt.Errorf("%w: this server does not serve signer %q", errUnknownSigner, name))
+	}
+	if identity := ClientIdentity(ctx); !s.allowed(identity, name) {
+		return nil, toStatus(fmt.Errorf("%w: client %q may not use signer %q", errSignerNotAllowed, identity, name))
+	}
+	return sg, nil
+}
