@@ -35,6 +35,11 @@ test-unit: ## Run the tests that need no control plane.
 demo: build kube-bins ## Start a local control plane, signet-server --dev and signet-watcher, and sign a CSR end to end.
 	$(GO) run ./hack/demo --bin $(BIN) --kube-version $(KUBE_VERSION)
 
+.PHONY: bench
+bench: ## Issuance in-process vs the bare parse+sign anchor, same run; writes docs/benchmarks.md.
+	$(GO) run ./hack/bench -out docs/benchmarks-server.md
+	@echo "table written to docs/benchmarks-server.md"
+
 .PHONY: generate
 generate: ## Regenerate the gRPC code from proto/.
 	$(TOOLS) buf generate

@@ -35,6 +35,8 @@ type command struct {
 func commands() []command {
 	return []command{
 		ledgerCommand(),
+		signersCommand(),
+		explainCommand(),
 	}
 }
 

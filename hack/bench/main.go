@@ -1,0 +1,253 @@
+// Command bench measures signet-server's issuance path in-process against the bare crypto
+// anchor, in the same run, with Go's benchmark harness (testing.Benchmark), and prints the
+// ratios as a Markdown table. `make bench` runs it.
+//
+//   - anchor: parse and check a PKCS#10 request, x509.CreateCertificate with the same CA key,
+//     PEM-encode: the least any signer must do;
+//   - signet: Service.SignCertificateSigningRequest with a unique object UID per call — parse,
+//     profile, template, lint gate (on or off), sign, post-sign verification, a durable ledger
+//     record (fsync, group commit) and the idempotency store.
+//
+// Each is measured with 1 caller and with 64 concurrent callers.
+package main
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"flag"
+	"fmt"
+	"math/big"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/server/idempotency"
+	"github.com/signet-pki/signet/server/issuance"
+	"github.com/signet-pki/signet/server/ledger"
+	"github.com/signet-pki/signet/server/lint"
+	"github.com/signet-pki/signet/server/profile"
+	"github.com/signet-pki/signet/server/signerapi"
+)
+
+const signerName = "bench.signet.dev/clients"
+
+func main() {
+	out := flag.String("out", "", "also write the table to this Markdown file")
+	benchtime := flag.Duration("benchtime", time.Second, "time per measurement")
+	flag.Parse()
+	testing.Init()
+	_ = flag.Set("test.benchtime", benchtime.String())
+
+	var rows []row
+	for _, kt := range []string{"P-256", "RSA-2048"} {
+		ca, err := newCA(kt)
+		if err != nil {
+			fail(err)
+		}
+		csr, err := newCSR()
+		if err != nil {
+			fail(err)
+		}
+		for _, callers := range []int{1, 64} {
+			bare := measure(callers, func() error { return bareIssue(ca, csr) })
+			for _, lintOn := range []bool{false, true} {
+				sign, cleanup, err := signetIssue(ca, csr, lintOn)
+				if err != nil {
+					fail(err)
+				}
+				r := row{ca: kt, callers: callers, lint: lintOn, bare: bare, signet: measure(callers, sign)}
+				cleanup()
+				rows = append(rows, r)
+				fmt.Fprintln(os.Stderr, r.markdown())
+			}
+		}
+	}
+	table := render(rows)
+	fmt.Print(table)
+	if *out != "" {
+		if err := os.WriteFile(*out, []byte(table), 0o644); err != nil {
+			fail(err)
+		}
+	}
+}
+
+type row struct {
+	ca           string
+	callers      int
+	lint         bool
+	bare, signet float64 // operations per second
+}
+
+func (r row) markdown() string {
+	lintLabel, target := "off", 0.60
+	if r.lint {
+		lintLabel, target = "on (default gate)", 0.25
+	}
+	ratio := r.signet / r.bare
+	verdict := "meets"
+	if ratio < target {
+		verdict = "BELOW"
+	}
+	return fmt.Sprintf("| %s | %d | %s | %.0f | %.0f | %.2f | ≥ %.2f %s |", r.ca, r.callers, lintLabel, r.bare, r.signet, ratio, target, verdict)
+}
+
+func render(rows []row) string {
+	s := "| CA key | callers | lint | bare parse+sign+PEM (ops/s) | signet full path (ops/s) | ratio | target |\n"
+	s += "|---|---|---|---|---|---|---|\n"
+	for _, r := range rows {
+		s += r.markdown() + "\n"
+	}
+	return s
+}
+
+// measure runs fn under testing.Benchmark with the given number of concurrent callers and
+// returns operations per second.
+func measure(callers int, fn func() error) float64 {
+	res := testing.Benchmark(func(b *testing.B) {
+		b.SetParallelism((callers + 1) / 2) // GOMAXPROCS=2 on the reference machine
+		if callers == 1 {
+			for b.Loop() {
+				if err := fn(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			return
+		}
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := fn(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+	if res.N == 0 {
+		fail(fmt.Errorf("benchmark failed (callers=%d)", callers))
+	}
+	return float64(res.N) / res.T.Seconds()
+}
+
+// bareIssue is the anchor: parse and check the request, sign a leaf with the CA key, PEM.
+func bareIssue(ca *issuance.CA, csrPEM []byte) error {
+	block, _ := pem.Decode(csrPEM)
+	csr, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		return err
+	}
+	if err := csr.CheckSignature(); err != nil {
+		return err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+		SerialNumber: serial, Subject: csr.Subject, NotBefore: now.Add(-5 * time.Minute), NotAfter: now.Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		BasicConstraintsValid: true,
+	}, ca.Certificate, csr.PublicKey, ca.Key)
+	if err != nil {
+		return err
+	}
+	_ = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	return nil
+}
+
+// signetIssue builds a Service (kube-apiserver-client profile, ledger in a temp folder) and
+// returns a function issuing one certificate per call under a fresh object UID.
+func signetIssue(ca *issuance.CA, csrPEM []byte, lintOn bool) (func() error, func(), error) {
+	prof, err := profile.New(profile.Spec{Name: profile.NameKubeAPIServerClient}, 24*time.Hour)
+	if err != nil {
+		return nil, nil, err
+	}
+	var gate *lint.Gate
+	if lintOn {
+		if gate, err = lint.New(lint.Options{}); err != nil {
+			return nil, nil, err
+		}
+	}
+	is, err := issuance.NewIssuer(issuance.IssuerOptions{SignerName: signerName, CA: ca, Policy: prof, Lint: gate})
+	if err != nil {
+		return nil, nil, err
+	}
+	dir, err := os.MkdirTemp("", "signet-bench-ledger-")
+	if err != nil {
+		return nil, nil, err
+	}
+	led, err := ledger.Open(dir, ledger.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	svc := signerapi.New([]*signerapi.Signer{{Issuer: is, Profile: prof}}, signerapi.Access{},
+		signerapi.Options{Ledger: led, Store: idempotency.New(idempotency.Options{})})
+	var n atomic.Int64
+	sign := func() error {
+		_, err := svc.SignCertificateSigningRequest(context.Background(), &signetv1.SignCertificateSigningRequestRequest{
+			SignerName: signerName,
+			Request:    csrPEM,
+			Usages:     []string{"digital signature", "client auth"},
+			Requester:  &signetv1.Requester{Username: "bench"},
+			Object:     &signetv1.KubernetesObject{Uid: "bench-" + strconv.FormatInt(n.Add(1), 10)},
+		})
+		return err
+	}
+	cleanup := func() { _ = led.Close(); _ = os.RemoveAll(dir) }
+	return sign, cleanup, nil
+}
+
+func newCA(kt string) (*issuance.CA, error) {
+	var key crypto.Signer
+	var err error
+	switch kt {
+	case "P-256":
+		key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	case "RSA-2048":
+		key, err = rsa.GenerateKey(rand.Reader, 2048)
+	}
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "bench CA " + kt},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(10 * 365 * 24 * time.Hour),
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	return &issuance.CA{Certificate: cert, Key: key}, nil
+}
+
+func newCSR() ([]byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "bench-client", Organization: []string{"bench"}}}, key)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), nil
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}
