@@ -44,6 +44,7 @@ type Server struct {
 	grpc    *grpc.Server
 	health  *health.Server
 	http    *httpserver.Server
+	httpLis net.Listener
 	service *signerapi.Service
 	tls     *tlsSource
 	ledger  *ledger.Ledger
@@ -138,8 +139,14 @@ func (s *Server) build(ctx context.Context) error {
 		log.Warn("gRPC reflection is on")
 	}
 	s.http = httpserver.New(cfg.HTTP.Address, s.metrics.Handler(), s.ready, log)
+	if s.httpLis, err = net.Listen("tcp", cfg.HTTP.Address); err != nil {
+		return fmt.Errorf("listening on %s (http.address): %w", cfg.HTTP.Address, err)
+	}
 	return nil
 }
+
+// HTTPAddr is the address /metrics, /livez and /readyz are served on.
+func (s *Server) HTTPAddr() string { return s.httpLis.Addr().String() }
 
 // ready is the /readyz check: the ledger accepts records.
 func (s *Server) ready() error {
@@ -180,7 +187,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	}()
 	go s.reloadLoop(ctx)
 	httpDone := make(chan error, 1)
-	go func() { httpDone <- s.http.ListenAndServe(ctx) }()
+	go func() { httpDone <- s.http.Serve(ctx, s.httpLis) }()
 	err := s.grpc.Serve(lis)
 	cancel()
 	<-done
@@ -198,6 +205,9 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 func (s *Server) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.httpLis != nil {
+		_ = s.httpLis.Close() // already closed when Serve ran
+	}
 	if s.ledger != nil {
 		if err := s.ledger.Close(); err != nil {
 			s.log.Warn("closing ledger", "error", err.Error())

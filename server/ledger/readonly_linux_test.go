@@ -15,7 +15,7 @@ import (
 
 // The read-only tests must really fail to write, also as root, which ignores permission bits.
 // Three ways, each checked with a probe write before the ledger is tried (a method that does
-// not take effect skips instead of passing vacuously):
+// not take effect fails the test rather than passing vacuously):
 //
 //   - a read-only bind mount of the directory in a private mount namespace (EROFS): the test
 //     binary re-executes itself with CLONE_NEWNS, so the mount never leaks. Needs CAP_SYS_ADMIN.
@@ -65,23 +65,36 @@ func seed(t *testing.T, dir string) {
 	}
 }
 
-func TestOpenReadOnlyMount(t *testing.T) {
+// TestOpenUnwritableDirectory makes the ledger directory really unwritable and checks that
+// Open refuses it, naming the directory: as root (the CI case) with the immutable attribute and
+// with a read-only bind mount, otherwise with chmod 0500.
+func TestOpenUnwritableDirectory(t *testing.T) {
 	if os.Getuid() != 0 {
-		t.Skip("needs root for a mount namespace")
+		dir := filepath.Join(t.TempDir(), "ledger")
+		seed(t, dir)
+		if err := os.Chmod(dir, 0o500); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Chmod(dir, 0o700) })
+		if failed, err := probeFails(dir); !failed {
+			t.Fatalf("chmod 0500 did not stop writes (%v)", err)
+		}
+		wantNotWritable(t, dir)
+		return
 	}
+	t.Run("immutable attribute", testOpenImmutableDirectory)
+	t.Run("read-only bind mount", testOpenReadOnlyMount)
+}
+
+func testOpenReadOnlyMount(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ledger")
 	seed(t, dir)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestReadOnlyMountHelper$", "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), roHelperEnv+"="+dir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
 	out, err := cmd.CombinedOutput()
-	switch {
-	case strings.Contains(string(out), "--- SKIP"):
-		t.Skipf("helper skipped:\n%s", out)
-	case err != nil:
-		t.Fatalf("helper: %v\n%s", err, out)
-	case !strings.Contains(string(out), "--- PASS: TestReadOnlyMountHelper"):
-		t.Fatalf("helper did not run:\n%s", out)
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestReadOnlyMountHelper") {
+		t.Fatalf("helper in a private mount namespace: %v\n%s", err, out)
 	}
 	t.Logf("helper:\n%s", out)
 	// Outside the namespace the directory is writable again: the mount did not leak.
@@ -92,17 +105,18 @@ func TestOpenReadOnlyMount(t *testing.T) {
 	l.Close()
 }
 
-// TestReadOnlyMountHelper runs only inside TestOpenReadOnlyMount's private mount namespace.
+// TestReadOnlyMountHelper does its work only inside testOpenReadOnlyMount's private mount
+// namespace (the environment names the directory); run directly it has nothing to do.
 func TestReadOnlyMountHelper(t *testing.T) {
 	dir := os.Getenv(roHelperEnv)
 	if dir == "" {
-		t.Skip("helper of TestOpenReadOnlyMount")
+		return
 	}
 	if err := syscall.Mount(dir, dir, "", syscall.MS_BIND, ""); err != nil {
-		t.Skipf("bind mount: %v", err)
+		t.Fatalf("bind mount: %v", err)
 	}
 	if err := syscall.Mount("", dir, "", syscall.MS_REMOUNT|syscall.MS_BIND|syscall.MS_RDONLY, ""); err != nil {
-		t.Skipf("read-only remount: %v", err)
+		t.Fatalf("read-only remount: %v", err)
 	}
 	if failed, err := probeFails(dir); !failed || !errors.Is(err, syscall.EROFS) {
 		t.Fatalf("probe write on the read-only mount: failed=%v err=%v, want EROFS", failed, err)
@@ -110,15 +124,22 @@ func TestReadOnlyMountHelper(t *testing.T) {
 	wantNotWritable(t, dir)
 }
 
-func TestOpenImmutableDirectory(t *testing.T) {
+// chattrPath finds chattr (Debian e2fsprogs); the immutable-attribute tests need it.
+func chattrPath(t *testing.T) string {
+	t.Helper()
 	chattr, err := exec.LookPath("chattr")
 	if err != nil {
-		t.Skip("chattr not installed")
+		t.Fatalf("chattr (Debian e2fsprogs) is required for this test: %v", err)
 	}
+	return chattr
+}
+
+func testOpenImmutableDirectory(t *testing.T) {
+	chattr := chattrPath(t)
 	dir := filepath.Join(t.TempDir(), "ledger")
 	seed(t, dir)
 	if out, err := exec.Command(chattr, "+i", dir).CombinedOutput(); err != nil {
-		t.Skipf("chattr +i: %v: %s", err, out)
+		t.Fatalf("chattr +i: %v: %s", err, out)
 	}
 	t.Cleanup(func() {
 		if out, err := exec.Command(chattr, "-i", dir).CombinedOutput(); err != nil {
@@ -129,22 +150,6 @@ func TestOpenImmutableDirectory(t *testing.T) {
 		t.Fatalf("probe write in the immutable directory succeeded")
 	} else {
 		t.Logf("probe: %v", err)
-	}
-	wantNotWritable(t, dir)
-}
-
-func TestOpenUnwritableByPermissions(t *testing.T) {
-	if os.Getuid() == 0 {
-		t.Skip("root ignores permission bits; see TestOpenReadOnlyMount and TestOpenImmutableDirectory")
-	}
-	dir := filepath.Join(t.TempDir(), "ledger")
-	seed(t, dir)
-	if err := os.Chmod(dir, 0o500); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Chmod(dir, 0o700) })
-	if failed, _ := probeFails(dir); !failed {
-		t.Skip("chmod 0500 did not stop writes")
 	}
 	wantNotWritable(t, dir)
 }
@@ -164,10 +169,7 @@ func TestOpenUnderRegularFile(t *testing.T) {
 // TestAppendFailsWhenSegmentBecomesImmutable is a real file-system fault, not an injected one:
 // the segment turns immutable under an open Ledger, so the kernel refuses the write (EPERM).
 func TestAppendFailsWhenSegmentBecomesImmutable(t *testing.T) {
-	chattr, err := exec.LookPath("chattr")
-	if err != nil {
-		t.Skip("chattr not installed")
-	}
+	chattr := chattrPath(t)
 	f := newFixture(t)
 	l := f.open(t)
 	if _, err := l.Append(context.Background(), issued(1)); err != nil {
@@ -175,7 +177,7 @@ func TestAppendFailsWhenSegmentBecomesImmutable(t *testing.T) {
 	}
 	seg := filepath.Join(f.dir, segment)
 	if out, err := exec.Command(chattr, "+i", seg).CombinedOutput(); err != nil {
-		t.Skipf("chattr +i: %v: %s", err, out)
+		t.Fatalf("chattr +i: %v: %s", err, out)
 	}
 	immutable := true
 	release := func() {
@@ -187,7 +189,7 @@ func TestAppendFailsWhenSegmentBecomesImmutable(t *testing.T) {
 		}
 	}
 	t.Cleanup(release)
-	_, err = l.Append(context.Background(), issued(2))
+	_, err := l.Append(context.Background(), issued(2))
 	if !errors.Is(err, ledger.ErrUnavailable) || !errors.Is(err, ledger.ErrNotWritable) || !strings.Contains(err.Error(), "ledger directory "+f.dir+" is not writable") {
 		t.Fatalf("Append to an immutable segment: err = %v, want ErrUnavailable and ErrNotWritable naming the directory", err)
 	}

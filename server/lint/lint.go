@@ -38,11 +38,11 @@ type Options struct {
 	// Forum, Apple, Chrome and ETSI sources are for the public web PKI and misfire on private
 	// leaves (missing AIA, policies and C/L/ST, 200-day validity, non-public TLDs); they are
 	// off by default but may be configured.
-	Sources []string
+	Sources []string `json:"sources,omitempty"`
 	// Exclude names lints not to run. Nil means the names in DefaultExclusions; a non-nil
 	// list replaces them, so append to the defaults to keep them. Every name must be a lint
 	// zlint knows.
-	Exclude []string
+	Exclude []string `json:"exclude,omitempty"`
 }
 
 // Exclusion is a lint left out of the default set, and why.

@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"log/slog"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -97,7 +98,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		signers = append(signers, &signerapi.Signer{Issuer: is, Profile: prof})
 	}
 	dir := t.TempDir()
-	led, err := ledger.Open(dir, ledger.Options{WrapFile: o.wrap})
+	led, err := ledger.Open(dir, ledger.Options{WrapFile: o.wrap, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

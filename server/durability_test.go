@@ -1,0 +1,111 @@
+package server_test
+
+import (
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/signet-pki/signet/internal/testpki"
+	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/server/ledger"
+)
+
+// httpGet returns the status code and body of GET http://addr/path.
+func httpGet(t *testing.T, addr, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(body)
+}
+
+// TestNoLedgerRecordNoCertificate: when the ledger stops accepting writes (its file turns
+// immutable under the running server), sign calls return Unavailable/LEDGER_UNAVAILABLE with no
+// certificate, /readyz turns 503 naming the ledger, the log says why, and the ledger still
+// verifies with only the records acknowledged before the fault.
+func TestNoLedgerRecordNoCertificate(t *testing.T) {
+	t.Parallel()
+	chattr, err := exec.LookPath("chattr")
+	if err != nil {
+		t.Fatalf("chattr (Debian e2fsprogs) is required for this test: %v", err)
+	}
+	s := startServer(t, nil)
+	client := signetv1.NewSignerServiceClient(s.dial(t, s.clientTLS(t, s.devClient(t))))
+	if code, body := httpGet(t, s.srv.HTTPAddr(), "/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz = %d %q before the fault, want 200", code, body)
+	}
+	signOne(t, client)
+
+	dir := filepath.Join(s.dir, "ledger")
+	segment := filepath.Join(dir, "ledger-000001.jsonl")
+	if out, err := exec.Command(chattr, "+i", segment).CombinedOutput(); err != nil {
+		t.Fatalf("chattr +i: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command(chattr, "-i", segment).Run() })
+
+	csr := testpki.CSR(t, testpki.Key(t, testpki.P256), nil)
+	resp, err := client.SignCertificateSigningRequest(callContext(t), signRequest(csr, "after-the-fault"))
+	wantStatus(t, err, codes.Unavailable, "LEDGER_UNAVAILABLE")
+	if resp.GetCertificateChainPem() != "" {
+		t.Fatal("a certificate left the server without a ledger record")
+	}
+	if !strings.Contains(err.Error(), "nothing was issued") {
+		t.Errorf("error %q does not say that nothing was issued", err)
+	}
+	if !s.logs.Contains("is not writable") {
+		t.Error("the server log does not say why the ledger failed")
+	}
+	if code, body := httpGet(t, s.srv.HTTPAddr(), "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "ledger") {
+		t.Errorf("/readyz = %d %q after the fault, want 503 naming the ledger", code, body)
+	}
+	_ = exec.Command(chattr, "-i", segment).Run()
+	report, err := ledger.Verify(dir)
+	if err != nil {
+		t.Fatalf("ledger.Verify after the fault: %v", err)
+	}
+	if report.Records != 1 {
+		t.Errorf("ledger holds %d records, want only the 1 acknowledged before the fault", report.Records)
+	}
+}
+
+// TestMetricsReflectDecisions: /metrics counts issued and refused requests by signer and
+// reason, and exposes the CA expiry.
+func TestMetricsReflectDecisions(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, nil)
+	client := signetv1.NewSignerServiceClient(s.dial(t, s.clientTLS(t, s.devClient(t))))
+	signOne(t, client)
+	weak := testpki.CSR(t, testpki.Key(t, testpki.RSA1024), nil)
+	_, err := client.SignCertificateSigningRequest(callContext(t), signRequest(weak, "weak"))
+	wantStatus(t, err, codes.InvalidArgument, "UNSUPPORTED_KEY")
+
+	code, body := httpGet(t, s.srv.HTTPAddr(), "/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics = %d", code)
+	}
+	for _, want := range []string{
+		`signet_server_requests_total{outcome="issued",signer="signet.dev/dev"} 1`,
+		`signet_server_refusals_total{reason="UNSUPPORTED_KEY",signer="signet.dev/dev"} 1`,
+		`signet_server_ca_certificate_expiry_timestamp_seconds{signer="signet.dev/dev"}`,
+		`signet_server_sign_duration_seconds_count{signer="signet.dev/dev"} 1`,
+		`signet_server_ledger_records_total`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if code, _ := httpGet(t, s.srv.HTTPAddr(), "/livez"); code != http.StatusOK {
+		t.Errorf("/livez = %d, want 200", code)
+	}
+}
