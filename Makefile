@@ -5,7 +5,7 @@ KUBE_VERSION ?= v1.37.1
 GO           ?= go
 TOOLS        := $(GO) tool -modfile=hack/tools/go.mod
 BIN          := bin
-CMDS         := signet-server signet-watcher
+CMDS         := signet-server signet-watcher signetctl
 GOTEST_FLAGS ?= -race -count=1 -timeout=20m
 
 .DEFAULT_GOAL := help

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -166,13 +168,19 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// writeJSON prints m as indented protojson.
+// writeJSON prints m as protojson, re-indented with encoding/json so the output is stable
+// (protojson deliberately varies its whitespace).
 func writeJSON(w io.Writer, m proto.Message) error {
-	data, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(m)
+	data, err := protojson.Marshal(m)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(w, "%s\n", data)
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, data, "", "  "); err != nil {
+		return err
+	}
+	buf.WriteByte('\n')
+	_, err = w.Write(buf.Bytes())
 	return err
 }
 

@@ -291,3 +291,16 @@ signers:
 		}
 	}
 }
+
+// TestDeployExampleLoads keeps the documented example configuration (README.md and
+// deploy/server/server.yaml) valid.
+func TestDeployExampleLoads(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Load(filepath.Join("..", "..", "deploy", "server", "server.yaml"))
+	if err != nil {
+		t.Fatalf("deploy/server/server.yaml: %v", err)
+	}
+	if len(cfg.Signers) != 2 || cfg.Signers[1].Profile.Custom == nil || len(cfg.Clients) != 1 {
+		t.Errorf("example parsed as %+v", cfg)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
@@ -19,8 +20,8 @@ import (
 )
 
 // SignCertificateSigningRequest decides on one request, in this order:
-//   - the signer must be served and the client allowed to use it (NotFound, PermissionDenied);
 //   - the client's and the signer's rate limits (ResourceExhausted; not recorded);
+//   - the signer must be served and the client allowed to use it (NotFound, PermissionDenied);
 //   - object.uid is required: it is the idempotency key;
 //   - the same UID and request get the certificate issued before (byte for byte); the same
 //     UID with a different request is refused;
@@ -43,18 +44,24 @@ func (s *Service) SignCertificateSigningRequest(ctx context.Context, req *signet
 		logKeyObject, req.GetObject().GetName(),
 		logKeyRequester, req.GetRequester().GetUsername(),
 	)
+	// Rate limits come first, so that no client can make the server do (or record) more than
+	// its share, refusals included.
+	if ok, which := s.access.Load().Limiter.Allow(d.identity, d.signer); !ok {
+		label := d.signer
+		if _, served := s.signer(d.signer); !served {
+			label = metrics.UnknownSigner
+		}
+		s.opts.Metrics.ObserveRateLimited(label, which)
+		s.opts.Metrics.ObserveRequest(label, metrics.OutcomeRateLimited, s.since(start))
+		d.log.Info("request rate limited", logKeyOutcome, metrics.OutcomeRateLimited, "limit", which)
+		return nil, toStatus(fmt.Errorf("%w: the %s rate limit is exhausted; retry later", errRateLimited, which))
+	}
 	sg, ok := s.signer(d.signer)
 	if !ok {
 		return nil, s.refuse(ctx, d, fmt.Errorf("%w: this server does not serve signer %q", errUnknownSigner, d.signer))
 	}
 	if !s.allowed(d.identity, d.signer) {
 		return nil, s.refuse(ctx, d, fmt.Errorf("%w: client %q may not use signer %q", errSignerNotAllowed, d.identity, d.signer))
-	}
-	if ok, which := s.access.Load().Limiter.Allow(d.identity, d.signer); !ok {
-		s.opts.Metrics.ObserveRateLimited(d.signer, which)
-		s.opts.Metrics.ObserveRequest(d.signer, metrics.OutcomeRateLimited, s.since(start))
-		d.log.Info("request rate limited", logKeyOutcome, metrics.OutcomeRateLimited, "limit", which)
-		return nil, toStatus(fmt.Errorf("%w: the %s rate limit is exhausted; retry later", errRateLimited, which))
 	}
 	uid := req.GetObject().GetUid()
 	if uid == "" {
@@ -67,6 +74,10 @@ func (s *Service) SignCertificateSigningRequest(ctx context.Context, req *signet
 		return s.issue(ctx, d, sg, issReq)
 	})
 	switch {
+	case err != nil && ctx.Err() != nil:
+		// The caller went away (or its deadline passed) while waiting: not a decision.
+		d.log.Info("caller gone before the answer", logKeyError, err.Error())
+		return nil, status.FromContextError(ctx.Err()).Err()
 	case err != nil && errors.Is(err, errLedgerUnavailable):
 		s.opts.Metrics.ObserveRequest(d.signer, metrics.OutcomeError, s.since(start))
 		d.log.Error("nothing issued: the decision could not be recorded", logKeyOutcome, metrics.OutcomeError, logKeyError, err.Error())
