@@ -376,3 +376,25 @@ func TestCheckConcurrent(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestKeyEnciphermentOnECDSAKey records a default lint that refuses what kubelets ask for: a
+// serving certificate with "key encipherment" for an ECDSA key fails RFC 8813's
+// e_ecdsa_allowed_ku, while the same usage on an RSA key passes. Signers that must match
+// kube-controller-manager exclude that lint themselves (server.kubernetesParityExclusions).
+func TestKeyEnciphermentOnECDSAKey(t *testing.T) {
+	g := newGate(t, lint.Options{})
+	ca := newCA(t, testpki.P256)
+	tmpl := kubeletServing(t, 24*time.Hour)
+	tmpl.KeyUsage |= x509.KeyUsageKeyEncipherment
+	_, err := g.Check(tmpl, ca.cert, testpki.Key(t, testpki.P256).Public())
+	if !errors.Is(err, lint.ErrLintFailed) || !strings.Contains(err.Error(), "e_ecdsa_allowed_ku") {
+		t.Fatalf("ECDSA key with key encipherment: %v, want an e_ecdsa_allowed_ku failure", err)
+	}
+	if _, err := g.Check(tmpl, ca.cert, testpki.Key(t, testpki.RSA2048).Public()); err != nil {
+		t.Fatalf("RSA key with key encipherment: %v", err)
+	}
+	exclude := append(defaultExcludeExcept(""), "e_ecdsa_allowed_ku")
+	if _, err := newGate(t, lint.Options{Exclude: exclude}).Check(tmpl, ca.cert, testpki.Key(t, testpki.P256).Public()); err != nil {
+		t.Fatalf("ECDSA key with key encipherment, e_ecdsa_allowed_ku excluded: %v", err)
+	}
+}
