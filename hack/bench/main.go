@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"math/big"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -44,7 +45,18 @@ const signerName = "bench.signet.dev/clients"
 func main() {
 	out := flag.String("out", "", "also write the table to this Markdown file")
 	benchtime := flag.Duration("benchtime", time.Second, "time per measurement")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fail(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fail(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	testing.Init()
 	_ = flag.Set("test.benchtime", benchtime.String())
 
