@@ -144,9 +144,6 @@ func TestRequestFromCSR(t *testing.T) {
 }
 
 func TestExplainFromCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts etcd and kube-apiserver")
-	}
 	addr, dir := devServer(t)
 	cluster := testcluster.StartT(t, testcluster.Options{})
 	alice, err := cluster.AddRequester("alice", []string{"dev"})
