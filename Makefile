@@ -36,9 +36,10 @@ demo: build kube-bins ## Start a local control plane, signet-server --dev and si
 	$(GO) run ./hack/demo --bin $(BIN) --kube-version $(KUBE_VERSION)
 
 .PHONY: bench
-bench: ## Issuance in-process vs the bare parse+sign anchor, same run; writes docs/benchmarks.md.
+bench: build kube-bins ## Server issuance vs the bare parse+sign anchor (same run), watcher memory on a real cluster.
 	$(GO) run ./hack/bench -out docs/benchmarks-server.md
-	@echo "table written to docs/benchmarks-server.md"
+	$(GO) run ./hack/bench -watcher-memory -bin $(BIN) -out docs/benchmarks-watcher-memory.md
+	@echo "tables written to docs/benchmarks-server.md and docs/benchmarks-watcher-memory.md"
 
 .PHONY: generate
 generate: ## Regenerate the gRPC code from proto/.

@@ -46,7 +46,23 @@ func main() {
 	out := flag.String("out", "", "also write the table to this Markdown file")
 	benchtime := flag.Duration("benchtime", time.Second, "time per measurement")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	memory := flag.Bool("watcher-memory", false, "measure signet-watcher's resident memory with 20,000 foreign and 2,000 own CSRs in a real cluster instead")
+	bin := flag.String("bin", "bin", "folder holding signet-watcher, for -watcher-memory")
 	flag.Parse()
+	if *memory {
+		row, err := watcherMemory(context.Background(), *bin, 20000, 2000)
+		if err != nil {
+			fail(err)
+		}
+		table := "| cluster | watcher peak RSS | RSS at end | target |\n|---|---|---|---|\n" + row
+		fmt.Print(table)
+		if *out != "" {
+			if err := os.WriteFile(*out, []byte(table), 0o644); err != nil {
+				fail(err)
+			}
+		}
+		return
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
