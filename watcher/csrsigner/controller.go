@@ -44,11 +44,58 @@ type Options struct {
 	BackoffInitial, BackoffMax time.Duration
 	// ResyncPeriod re-offers every cached CSR this often; 0 disables resync.
 	ResyncPeriod time.Duration
-	// Clock stamps conditions; nil means the real clock.
+	// Clock stamps conditions and measures ages and latencies; nil means the real clock.
 	Clock clock.PassiveClock
-	// Recorder is the seam for Events on CSRs; it may be nil and is not used yet.
+	// Recorder receives the Events on CSRs (Signed, refusals, retries, give-up); nil means no
+	// Events.
 	Recorder record.EventRecorder
+	// Metrics receives the outcome of every handled CSR and the issuance latency; nil means
+	// none.
+	Metrics Metrics
+	// GiveUpAfter is how long after approval a CSR that still fails transiently is marked
+	// Failed (SignerUnavailable) instead of retried; 0 means DefaultGiveUpAfter and a negative
+	// value disables giving up. BackoffMax must be below it.
+	GiveUpAfter time.Duration
 }
+
+// DefaultGiveUpAfter is the default Options.GiveUpAfter: well inside the hour after approval
+// within which kube-controller-manager's cleaner expects an approved CSR to be issued.
+const DefaultGiveUpAfter = 55 * time.Minute
+
+// Metrics receives what the controller observes. Implementations must be safe for
+// concurrent use.
+type Metrics interface {
+	// ObserveHandled counts one handled CSR of signerName by outcome: OutcomeSigned,
+	// OutcomeFailed, OutcomeRetried, OutcomeConflict or OutcomeGone.
+	ObserveHandled(signerName, outcome string)
+	// ObserveIssuanceLatency observes the time from approval (the Approved condition's
+	// lastUpdateTime, else the object's creation) to the certificate written in status.
+	ObserveIssuanceLatency(signerName string, d time.Duration)
+}
+
+// Outcomes passed to Metrics.ObserveHandled.
+const (
+	// OutcomeSigned: the certificate chain was written.
+	OutcomeSigned = "signed"
+	// OutcomeFailed: a Failed condition was written (terminal refusal, or the signing deadline
+	// passed).
+	OutcomeFailed = "failed"
+	// OutcomeRetried: a transient error (signing server or status write); re-queued with
+	// back-off.
+	OutcomeRetried = "retried"
+	// OutcomeConflict: the status write conflicted and the object, read again, no longer
+	// needed this write (signed, denied or failed meanwhile, or its spec changed): dropped.
+	OutcomeConflict = "conflict"
+	// OutcomeGone: the object was deleted, or replaced by another with the same name,
+	// before its status was written: dropped.
+	OutcomeGone = "gone"
+)
+
+// noMetrics is the Metrics used when Options.Metrics is nil.
+type noMetrics struct{}
+
+func (noMetrics) ObserveHandled(string, string)                {}
+func (noMetrics) ObserveIssuanceLatency(string, time.Duration) {}
 
 // Controller signs the approved CSRs of its signer names. Create it with New and call Run
 // once; a later run (a new leader term) needs a new Controller.
@@ -57,7 +104,11 @@ type Controller struct {
 	signer      Signer
 	clock       clock.PassiveClock
 	recorder    record.EventRecorder
+	metrics     Metrics
 	signerNames map[string]bool
+
+	backoffInitial, backoffMax time.Duration
+	giveUpAfter                time.Duration // ≤ 0: never give up
 
 	factories []informers.SharedInformerFactory
 	listers   []certificateslisters.CertificateSigningRequestLister
@@ -68,7 +119,9 @@ type Controller struct {
 
 // New builds a Controller with one informer per signer name, each filtered by the field
 // selector spec.signerName=<name> and stripped of managedFields, all feeding one work queue
-// keyed by CSR name with exponential per-item back-off.
+// keyed by CSR name with exponential per-item back-off. It returns an error without signer
+// names, with a back-off that is not positive or whose max is below its initial delay, or
+// whose max is not below the give-up deadline.
 func New(kube kubernetes.Interface, signer Signer, opts Options) (*Controller, error) {
 	if len(opts.SignerNames) == 0 {
 		return nil, errors.New("creating CSR signing controller: no signer names")
@@ -76,16 +129,31 @@ func New(kube kubernetes.Interface, signer Signer, opts Options) (*Controller, e
 	if opts.BackoffInitial <= 0 || opts.BackoffMax < opts.BackoffInitial {
 		return nil, fmt.Errorf("creating CSR signing controller: invalid back-off %s..%s", opts.BackoffInitial, opts.BackoffMax)
 	}
+	giveUpAfter := opts.GiveUpAfter
+	if giveUpAfter == 0 {
+		giveUpAfter = DefaultGiveUpAfter
+	}
+	if giveUpAfter > 0 && opts.BackoffMax >= giveUpAfter {
+		return nil, fmt.Errorf("creating CSR signing controller: back-off max %s is not below the give-up deadline %s", opts.BackoffMax, giveUpAfter)
+	}
 	clk := opts.Clock
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
+	var metrics Metrics = noMetrics{}
+	if opts.Metrics != nil {
+		metrics = opts.Metrics
+	}
 	c := &Controller{
-		kube:        kube,
-		signer:      signer,
-		clock:       clk,
-		recorder:    opts.Recorder,
-		signerNames: make(map[string]bool, len(opts.SignerNames)),
+		kube:           kube,
+		signer:         signer,
+		clock:          clk,
+		recorder:       opts.Recorder,
+		metrics:        metrics,
+		signerNames:    make(map[string]bool, len(opts.SignerNames)),
+		backoffInitial: opts.BackoffInitial,
+		backoffMax:     opts.BackoffMax,
+		giveUpAfter:    giveUpAfter,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.BackoffInitial, opts.BackoffMax),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "signet_csr_signer"},

@@ -3,6 +3,7 @@ package csrsigner
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -34,10 +36,11 @@ const (
 
 var testNow = time.Date(2026, 5, 4, 12, 0, 0, 0, time.UTC)
 
-// fakeSigner returns the chain, or the next of errs while any remain.
+// fakeSigner returns chain (testChain if empty), or the next of errs while any remain.
 type fakeSigner struct {
 	mu    sync.Mutex
 	errs  []error
+	chain []byte
 	calls []string
 }
 
@@ -49,6 +52,9 @@ func (s *fakeSigner) SignCSR(_ context.Context, csr *certificatesv1.CertificateS
 		err := s.errs[0]
 		s.errs = s.errs[1:]
 		return nil, err
+	}
+	if len(s.chain) > 0 {
+		return s.chain, nil
 	}
 	return []byte(testChain), nil
 }
@@ -102,15 +108,25 @@ func newCSR(name string, opts ...csrOption) *certificatesv1.CertificateSigningRe
 // started and synced (the fake clientset ignores field selectors, so every CSR is cached).
 func newTestController(t *testing.T, signer *fakeSigner, objs ...runtime.Object) (*Controller, *fake.Clientset, context.Context) {
 	t.Helper()
+	return newTestControllerWith(t, signer, nil, objs...)
+}
+
+// newTestControllerWith is newTestController with the options changed by mutate, if not nil.
+func newTestControllerWith(t *testing.T, signer *fakeSigner, mutate func(*Options), objs ...runtime.Object) (*Controller, *fake.Clientset, context.Context) {
+	t.Helper()
 	logger, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	kube := fake.NewClientset(objs...)
-	c, err := New(kube, signer, Options{
+	opts := Options{
 		SignerNames:    []string{servedSigner},
 		BackoffInitial: 10 * time.Millisecond,
 		BackoffMax:     100 * time.Millisecond,
 		Clock:          clocktesting.NewFakePassiveClock(testNow),
-	})
+	}
+	if mutate != nil {
+		mutate(&opts)
+	}
+	c, err := New(kube, signer, opts)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -128,6 +144,22 @@ func newTestController(t *testing.T, signer *fakeSigner, objs ...runtime.Object)
 		if !cache.WaitFor(ctx, "", h.HasSyncedChecker()) {
 			t.Fatal("caches did not sync")
 		}
+	}
+	// Wait for the informers' watches too: the fake tracker hands the objects stored between
+	// the list and the watch to the new watch without copying them (the informer's transform
+	// would then race with the tracker). Fake.Actions holds the lock the watch reactor runs
+	// under, so a recorded watch is a registered one.
+	err = wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		watches := 0
+		for _, a := range kube.Actions() {
+			if a.GetVerb() == "watch" {
+				watches++
+			}
+		}
+		return watches >= len(c.factories), nil
+	})
+	if err != nil {
+		t.Fatalf("informers did not watch: %v", err)
 	}
 	logger.V(4).Info("Test controller ready")
 	kube.ClearActions()
@@ -257,7 +289,7 @@ func TestSyncUpdateErrors(t *testing.T) {
 		err     error
 		wantErr bool
 	}{
-		{"conflict is re-queued", apierrors.NewConflict(gr, "csr", errors.New("modified")), true},
+		{"repeated conflict is re-queued", apierrors.NewConflict(gr, "csr", errors.New("modified")), true},
 		{"not found is dropped", apierrors.NewNotFound(gr, "csr"), false},
 		{"other errors are re-queued", apierrors.NewInternalError(errors.New("etcd")), true},
 	}
@@ -291,6 +323,9 @@ func TestNewErrors(t *testing.T) {
 		"no signer names": {BackoffInitial: time.Second, BackoffMax: time.Second},
 		"no back-off":     {SignerNames: []string{servedSigner}},
 		"max below init":  {SignerNames: []string{servedSigner}, BackoffInitial: time.Second, BackoffMax: time.Millisecond},
+		"max not below give-up": {SignerNames: []string{servedSigner}, BackoffInitial: time.Second, BackoffMax: time.Minute,
+			GiveUpAfter: time.Minute},
+		"max not below default give-up": {SignerNames: []string{servedSigner}, BackoffInitial: time.Second, BackoffMax: time.Hour},
 	} {
 		if _, err := New(kube, &fakeSigner{}, opts); err == nil {
 			t.Errorf("%s: New succeeded, want an error", name)
@@ -306,11 +341,15 @@ func TestRun(t *testing.T) {
 	defer cancel()
 	kube := fake.NewClientset(newCSR("other", approved, withSigner(otherSigner)))
 	signer := &fakeSigner{errs: []error{status.Error(codes.Unavailable, "connection refused")}}
+	metrics := &fakeMetrics{}
+	rec := record.NewFakeRecorder(10)
 	c, err := New(kube, signer, Options{
 		SignerNames:    []string{servedSigner, servedSigner},
 		BackoffInitial: 10 * time.Millisecond,
 		BackoffMax:     50 * time.Millisecond,
 		Clock:          clocktesting.NewFakePassiveClock(testNow),
+		Metrics:        metrics,
+		Recorder:       rec,
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -342,6 +381,27 @@ func TestRun(t *testing.T) {
 		}
 	}
 	signer.mu.Unlock()
+	// The Event follows the status write the poll above saw.
+	wantEvents := []string{
+		"Warning SignerUnavailable connection refused; retrying in 10ms (attempt 1)",
+		"Normal Signed certificate issued by example.com/serving",
+	}
+	var gotEvents []string
+	for len(gotEvents) < len(wantEvents) {
+		select {
+		case e := <-rec.Events:
+			gotEvents = append(gotEvents, e)
+			continue
+		case <-time.After(5 * time.Second):
+		}
+		break
+	}
+	if !slices.Equal(gotEvents, wantEvents) {
+		t.Errorf("events = %q, want %q", gotEvents, wantEvents)
+	}
+	if got, want := metrics.outcomes(), []string{servedSigner + " retried", servedSigner + " signed"}; !slices.Equal(got, want) {
+		t.Errorf("outcomes = %v, want %v", got, want)
+	}
 	cancel()
 	select {
 	case err := <-done:

@@ -3,11 +3,12 @@ package csrsigner
 import (
 	"context"
 	"fmt"
+	"math"
+	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/signet-pki/signet/watcher/signerclient"
@@ -15,11 +16,16 @@ import (
 
 // sync brings the CSR called name one step forward. It is an early-return ladder: a CSR that
 // is gone, not for a served signer, not approved, denied or failed, or already signed is
-// skipped (logged at V(4) with why). Otherwise the signer is asked: a chain is written to
-// status.certificate; a terminal refusal becomes a Failed condition; a transient error is
-// returned so that the CSR is re-queued with back-off. A write conflict is returned too (the
-// next sync re-reads the cache and decides again; the server's idempotency returns the same
-// certificate); a CSR deleted meanwhile is dropped.
+// skipped (logged at V(4) with why). Otherwise the signer is asked, and:
+//   - a chain is written to status.certificate (Event Signed);
+//   - a terminal refusal becomes a Failed condition with the server's TitleCase reason and
+//     message (Warning Event with the same reason and message);
+//   - a transient error is returned, so that the CSR is re-queued with back-off (Warning Event
+//     with the transient reason, the message, the delay and the attempt number), unless the
+//     approval is older than the give-up deadline: see giveUp.
+//
+// Status writes resolve conflicts themselves (see writeStatus). Every handled CSR is counted
+// by outcome.
 func (c *Controller) sync(ctx context.Context, name string) error {
 	logger := klog.FromContext(ctx).WithValues("csr", name)
 	csr, err := c.get(name)
@@ -44,11 +50,49 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	}
 	reason, message, terminal := signerclient.Classify(err)
 	if terminal {
-		return c.markFailed(ctx, csr, reason, message)
+		return c.markFailed(ctx, csr, reason, message, "")
 	}
+	if age := c.sinceApproval(csr); c.giveUpAfter > 0 && age >= c.giveUpAfter {
+		return c.giveUp(ctx, csr, age, reason, message)
+	}
+	attempt := c.queue.NumRequeues(name) + 1
+	delay := c.retryDelay(attempt)
 	logger.Info("Signer unavailable, will retry", "reason", reason, "message", message,
-		"attempt", c.queue.NumRequeues(name)+1, "err", err)
+		"attempt", attempt, "retryIn", delay, "err", err)
+	c.event(csr, corev1.EventTypeWarning, reason, "%s; retrying in %s (attempt %d)", message, delay, attempt)
+	c.metrics.ObserveHandled(csr.Spec.SignerName, OutcomeRetried)
 	return err
+}
+
+// giveUp ends the retries of a CSR whose approval is age old, past the give-up deadline, and
+// whose last attempt failed transiently: it is marked Failed with reason SignerUnavailable
+// and a Warning Event SigningDeadlineExceeded is emitted.
+//
+// Why Failed rather than leaving it for the cleaner: kube-controller-manager's CSR cleaner
+// (1.37) deletes an approved CSR 1 hour after approval only once it is issued; an approved,
+// unissued CSR without Failed stays for 24 hours, shown as Approved and waiting, and a
+// restarted watcher would try it again. Failed is a final state that kubectl and the
+// requester (for example the kubelet's certificate manager, which then files a new CSR)
+// understand, and the cleaner deletes it 1 hour after the condition. The requester's new CSR
+// gets a fresh deadline.
+func (c *Controller) giveUp(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, age time.Duration, reason, message string) error {
+	final := fmt.Sprintf("the signing server did not issue the certificate within %s of approval (approved %s ago); last error: %s: %s",
+		c.giveUpAfter, age.Round(time.Second), reason, message)
+	return c.markFailed(ctx, csr, signerclient.ReasonSignerUnavailable, final, ReasonSigningDeadlineExceeded)
+}
+
+// ReasonSigningDeadlineExceeded is the reason of the Warning Event emitted when a CSR is
+// marked Failed because it could not be signed before the give-up deadline.
+const ReasonSigningDeadlineExceeded = "SigningDeadlineExceeded"
+
+// retryDelay is the back-off before the given attempt's retry, as the queue's exponential
+// rate limiter computes it: BackoffInitial·2^(attempt−1), capped at BackoffMax.
+func (c *Controller) retryDelay(attempt int) time.Duration {
+	d := float64(c.backoffInitial) * math.Pow(2, float64(attempt-1))
+	if d >= float64(c.backoffMax) {
+		return c.backoffMax
+	}
+	return time.Duration(d)
 }
 
 // get returns the CSR called name from whichever signer's cache holds it, or nil if none
@@ -93,54 +137,4 @@ func hasCondition(csr *certificatesv1.CertificateSigningRequest, t certificatesv
 		}
 	}
 	return false
-}
-
-// writeCertificate stores chain in a copy of csr's status.certificate.
-func (c *Controller) writeCertificate(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, chain []byte) error {
-	updated := csr.DeepCopy()
-	updated.Status.Certificate = chain
-	if err := c.updateStatus(ctx, updated); err != nil {
-		return err
-	}
-	klog.FromContext(ctx).Info("Signed CSR")
-	return nil
-}
-
-// markFailed appends a Failed condition with reason and message to a copy of csr's status.
-func (c *Controller) markFailed(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, reason, message string) error {
-	now := metav1.NewTime(c.clock.Now())
-	updated := csr.DeepCopy()
-	updated.Status.Conditions = append(updated.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
-		Type:               certificatesv1.CertificateFailed,
-		Status:             corev1.ConditionTrue,
-		Reason:             reason,
-		Message:            message,
-		LastUpdateTime:     now,
-		LastTransitionTime: now,
-	})
-	if err := c.updateStatus(ctx, updated); err != nil {
-		return err
-	}
-	klog.FromContext(ctx).Info("Signer refused CSR, marked Failed", "reason", reason, "message", message)
-	return nil
-}
-
-// updateStatus writes csr's status. NotFound (deleted meanwhile) is dropped; any other error,
-// including a Conflict, is returned so that the CSR is re-queued and decided again.
-func (c *Controller) updateStatus(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) error {
-	logger := klog.FromContext(ctx)
-	_, err := c.kube.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, csr,
-		metav1.UpdateOptions{FieldManager: FieldManager})
-	switch {
-	case err == nil:
-		return nil
-	case apierrors.IsNotFound(err):
-		logger.V(4).Info("Skipping CSR", "why", "deleted before its status was written")
-		return nil
-	case apierrors.IsConflict(err):
-		logger.V(2).Info("Status write conflicted, will retry", "err", err)
-	default:
-		logger.Error(err, "Writing CSR status")
-	}
-	return fmt.Errorf("updating status of CSR %s: %w", csr.Name, err)
 }

@@ -1,6 +1,7 @@
-// Package signerclient is the watcher's gRPC client of the Signet signing server: it dials
-// with mTLS, turns a CertificateSigningRequest into a SignCertificateSigningRequestRequest, and
-// classifies the server's errors as terminal or transient.
+// Package signerclient is the watcher's gRPC client of the Signet signing servers: it dials
+// every endpoint with mTLS, spreads calls over the healthy ones (fail-over), turns a
+// CertificateSigningRequest into a SignCertificateSigningRequestRequest, and classifies the
+// server's errors as terminal or transient.
 package signerclient
 
 import (
@@ -11,11 +12,17 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	_ "google.golang.org/grpc/health" // client-side health checking (healthCheckConfig)
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
+	"google.golang.org/grpc/status"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -23,34 +30,55 @@ import (
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 )
 
-// Keepalive parameters of the connection. The server's keepalive enforcement policy must
-// allow pings this often (MinTime ≤ 30s), or it closes the connection with too_many_pings.
+// Keepalive parameters of the connection. They fit the server's enforcement policy (MinTime
+// 10s, PermitWithoutStream true): a ping at most every 30s, and only while a call is in flight,
+// so an idle watcher costs the server nothing and is never closed with too_many_pings.
 const (
 	keepaliveTime    = 30 * time.Second
 	keepaliveTimeout = 10 * time.Second
 )
 
-// serviceConfig spreads calls over every address the server name resolves to.
-const serviceConfig = `{"loadBalancingConfig": [{"round_robin": {}}]}`
+// HealthService is the service name whose health the client watches on every endpoint
+// (grpc.health.v1.Health/Watch); the server reports it NOT_SERVING when it stops gracefully.
+const HealthService = "signet.v1.SignerService"
+
+// serviceConfig spreads calls over every endpoint that is connected and reports
+// HealthService SERVING; a stopped, unhealthy or unreachable endpoint is skipped until it
+// recovers. A server without the health service counts as healthy.
+const serviceConfig = `{"loadBalancingConfig":[{"round_robin":{}}],` +
+	`"healthCheckConfig":{"serviceName":"` + HealthService + `"}}`
+
+// resolverScheme is the scheme of the per-client manual resolver holding the endpoints.
+const resolverScheme = "signet-endpoints"
 
 // Config is how to reach the signing server.
 type Config struct {
-	// Address is the server's host:port.
+	// Address is one server's host:port; shorthand for a one-element Addresses. Both may be
+	// set: the endpoints are Address then Addresses, duplicates removed; at least one.
 	Address string
+	// Addresses are the host:port of every signing server (fail-over endpoints). Calls go
+	// round-robin to the endpoints that are connected and healthy.
+	Addresses []string
 	// CAFile is the PEM bundle of CA certificates that verify the server.
 	CAFile string
 	// CertFile and KeyFile are the client certificate (chain) and key, PEM. They are re-read
 	// when their modification time changes, checked at most every few seconds.
 	CertFile, KeyFile string
-	// ServerName is the name verified in the server's certificate; empty means the host part
-	// of Address.
+	// ServerName is the name verified in every server's certificate; empty means the host
+	// part of each endpoint's address.
 	ServerName string
 	// RPCTimeout bounds every call; it must be positive.
 	RPCTimeout time.Duration
-	// Clock paces the certificate reload checks; nil means the real clock.
+	// Clock paces the certificate reload checks and times the calls for ObserveRPC; nil means
+	// the real clock.
 	Clock clock.PassiveClock
 	// Logger reports certificate reloads; the zero Logger discards.
 	Logger klog.Logger
+	// ObserveRPC, if not nil, is called after every call with the method's name (the part
+	// after the last "/", e.g. "SignCertificateSigningRequest"), the call's gRPC code (OK on
+	// success; client-side failures such as a deadline or no healthy endpoint have their code
+	// too) and its duration. It must be safe for concurrent use.
+	ObserveRPC func(method string, code codes.Code, d time.Duration)
 }
 
 // Client signs CertificateSigningRequests with the signing server. It is safe for concurrent
@@ -61,17 +89,31 @@ type Client struct {
 	timeout time.Duration
 }
 
-// New loads the TLS material in cfg and returns a Client for the server at cfg.Address. It
-// does not wait for the connection: the first call connects. TLS 1.3 is the minimum.
+// New loads the TLS material in cfg and returns a Client for the servers at cfg.Address and
+// cfg.Addresses. It does not wait for a connection: endpoints connect in the background; a
+// call waits (within its deadline) while they are still connecting and fails with
+// Unavailable, a transient error, once none is connected and healthy. Each endpoint is
+// reconnected with gRPC's back-off and rejoins when healthy. TLS 1.3 is the minimum.
 func New(cfg Config) (*Client, error) {
 	if cfg.RPCTimeout <= 0 {
 		return nil, fmt.Errorf("creating signer client: rpc timeout %s is not positive", cfg.RPCTimeout)
 	}
-	tlsConfig, err := clientTLSConfig(cfg)
+	endpoints, err := resolverAddresses(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating signer client: %w", err)
 	}
-	conn, err := grpc.NewClient(cfg.Address,
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	tlsConfig, err := clientTLSConfig(cfg, clk)
+	if err != nil {
+		return nil, fmt.Errorf("creating signer client: %w", err)
+	}
+	endpointResolver := manual.NewBuilderWithScheme(resolverScheme)
+	endpointResolver.InitialState(resolver.State{Addresses: endpoints})
+	opts := []grpc.DialOption{
+		grpc.WithResolvers(endpointResolver),
 		grpc.WithTransportCredentials(credentials.NewTLS(tlsConfig)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time:                keepaliveTime,
@@ -80,24 +122,66 @@ func New(cfg Config) (*Client, error) {
 		}),
 		grpc.WithDefaultServiceConfig(serviceConfig),
 		grpc.WithUserAgent("signet-watcher"),
-	)
+	}
+	if cfg.ObserveRPC != nil {
+		opts = append(opts, grpc.WithChainUnaryInterceptor(observeInterceptor(cfg.ObserveRPC, clk)))
+	}
+	conn, err := grpc.NewClient(resolverScheme+":///signing-server", opts...)
 	if err != nil {
-		return nil, fmt.Errorf("creating signer client for %s: %w", cfg.Address, err)
+		return nil, fmt.Errorf("creating signer client for %s: %w", endpointList(endpoints), err)
 	}
 	return &Client{conn: conn, rpc: signetv1.NewSignerServiceClient(conn), timeout: cfg.RPCTimeout}, nil
 }
 
-// clientTLSConfig builds the mTLS configuration: the server verified against CAFile under
-// ServerName (or the host of Address), the client certificate served from disk by a reloader.
-func clientTLSConfig(cfg Config) (*tls.Config, error) {
-	serverName := cfg.ServerName
-	if serverName == "" {
-		host, _, err := net.SplitHostPort(cfg.Address)
-		if err != nil {
-			return nil, fmt.Errorf("parsing server address %q: %w", cfg.Address, err)
+// resolverAddresses returns the endpoints of cfg, Address first, without duplicates, each
+// with the name its certificate is verified against: cfg.ServerName, or the endpoint's host.
+func resolverAddresses(cfg Config) ([]resolver.Address, error) {
+	var out []resolver.Address
+	seen := make(map[string]bool)
+	for _, addr := range append([]string{cfg.Address}, cfg.Addresses...) {
+		if addr == "" || seen[addr] {
+			continue
 		}
-		serverName = host
+		seen[addr] = true
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, fmt.Errorf("parsing server address %q: %w", addr, err)
+		}
+		serverName := cfg.ServerName
+		if serverName == "" {
+			serverName = host
+		}
+		out = append(out, resolver.Address{Addr: addr, ServerName: serverName})
 	}
+	if len(out) == 0 {
+		return nil, errors.New("no server address")
+	}
+	return out, nil
+}
+
+// endpointList joins the endpoints' addresses, for errors.
+func endpointList(endpoints []resolver.Address) string {
+	addrs := make([]string, len(endpoints))
+	for i, e := range endpoints {
+		addrs[i] = e.Addr
+	}
+	return strings.Join(addrs, ",")
+}
+
+// observeInterceptor reports every unary call to observe, timed with clk.
+func observeInterceptor(observe func(string, codes.Code, time.Duration), clk clock.PassiveClock) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		start := clk.Now()
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		observe(method[strings.LastIndex(method, "/")+1:], status.Code(err), clk.Since(start))
+		return err
+	}
+}
+
+// clientTLSConfig builds the mTLS configuration: servers verified against CAFile (under the
+// name each endpoint carries, see resolverAddresses), the client certificate served from disk
+// by a reloader.
+func clientTLSConfig(cfg Config, clk clock.PassiveClock) (*tls.Config, error) {
 	caPEM, err := os.ReadFile(cfg.CAFile)
 	if err != nil {
 		return nil, fmt.Errorf("reading server CA: %w", err)
@@ -106,10 +190,6 @@ func clientTLSConfig(cfg Config) (*tls.Config, error) {
 	if !roots.AppendCertsFromPEM(caPEM) {
 		return nil, fmt.Errorf("reading server CA %s: no PEM certificates found", cfg.CAFile)
 	}
-	clk := cfg.Clock
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
 	reloader, err := newCertReloader(cfg.CertFile, cfg.KeyFile, clk, cfg.Logger)
 	if err != nil {
 		return nil, err
@@ -117,7 +197,7 @@ func clientTLSConfig(cfg Config) (*tls.Config, error) {
 	return &tls.Config{
 		MinVersion:           tls.VersionTLS13,
 		RootCAs:              roots,
-		ServerName:           serverName,
+		ServerName:           cfg.ServerName,
 		GetClientCertificate: reloader.GetClientCertificate,
 	}, nil
 }

@@ -1,0 +1,123 @@
+package csrsigner
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+)
+
+// QueueDepth is the number of CSRs waiting in the work queue (not counting those waiting out
+// their back-off, nor those being synced).
+func (c *Controller) QueueDepth() int {
+	return c.queue.Len()
+}
+
+// HasSynced reports whether every informer's cache has synced and delivered its initial
+// events. It is false before Run has started them.
+func (c *Controller) HasSynced() bool {
+	for _, h := range c.handles {
+		if !h.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// OldestPending returns, for every served signer name, the time since approval of the
+// oldest CSR in the cache that is to be signed (approved, not denied or failed, no
+// certificate), or 0 if there is none.
+func (c *Controller) OldestPending() map[string]time.Duration {
+	oldest := make(map[string]time.Duration, len(c.signerNames))
+	for name := range c.signerNames {
+		oldest[name] = 0
+	}
+	for _, lister := range c.listers {
+		csrs, err := lister.List(labels.Everything())
+		if err != nil {
+			continue // a cache lister never fails
+		}
+		for _, csr := range csrs {
+			if skipReason(csr, c.signerNames) != "" {
+				continue
+			}
+			if age := c.sinceApproval(csr); age > oldest[csr.Spec.SignerName] {
+				oldest[csr.Spec.SignerName] = age
+			}
+		}
+	}
+	return oldest
+}
+
+// sinceApproval is the time since csr was approved (see approvalTime), or 0 if the object
+// carries no time at all.
+func (c *Controller) sinceApproval(csr *certificatesv1.CertificateSigningRequest) time.Duration {
+	t := approvalTime(csr)
+	if t.IsZero() {
+		return 0
+	}
+	return c.clock.Since(t)
+}
+
+// approvalTime is the lastUpdateTime of csr's Approved condition, else its
+// lastTransitionTime, else the object's creation time.
+func approvalTime(csr *certificatesv1.CertificateSigningRequest) time.Time {
+	for _, cond := range csr.Status.Conditions {
+		if cond.Type != certificatesv1.CertificateApproved {
+			continue
+		}
+		switch {
+		case !cond.LastUpdateTime.IsZero():
+			return cond.LastUpdateTime.Time
+		case !cond.LastTransitionTime.IsZero():
+			return cond.LastTransitionTime.Time
+		}
+	}
+	return csr.CreationTimestamp.Time
+}
+
+// event records an Event on csr if there is a recorder.
+func (c *Controller) event(csr *certificatesv1.CertificateSigningRequest, eventType, reason, messageFmt string, args ...any) {
+	if c.recorder == nil {
+		return
+	}
+	c.recorder.Eventf(csr, eventType, reason, messageFmt, args...)
+}
+
+// signedMessage describes the leaf of chain for the Signed Event: "certificate issued by
+// <signer>, serial <hex>, valid until <RFC 3339>". If the leaf does not parse, the message
+// names only the signer and the problem is logged.
+func signedMessage(ctx context.Context, signerName string, chain []byte) string {
+	leaf, err := parseLeaf(chain)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Describing the issued certificate")
+		return "certificate issued by " + signerName
+	}
+	return fmt.Sprintf("certificate issued by %s, serial %s, valid until %s",
+		signerName, leaf.SerialNumber.Text(16), leaf.NotAfter.UTC().Format(time.RFC3339))
+}
+
+// parseLeaf parses the first CERTIFICATE block of a PEM chain.
+func parseLeaf(chain []byte) (*x509.Certificate, error) {
+	for rest := chain; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			return nil, errors.New("parsing the issued chain: no CERTIFICATE block")
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		leaf, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("parsing the issued leaf certificate: %w", err)
+		}
+		return leaf, nil
+	}
+}

@@ -1,0 +1,229 @@
+package csrsigner
+
+import (
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/signet-pki/signet/internal/testpki"
+)
+
+// approvedAt approves a CSR at t (the Approved condition's lastUpdateTime).
+func approvedAt(t time.Time) csrOption {
+	return func(csr *certificatesv1.CertificateSigningRequest) {
+		csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+			Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "Test",
+			LastUpdateTime: metav1.NewTime(t),
+		})
+	}
+}
+
+func createdAt(t time.Time) csrOption {
+	return func(csr *certificatesv1.CertificateSigningRequest) { csr.CreationTimestamp = metav1.NewTime(t) }
+}
+
+// testLeafChain returns a PEM chain (leaf, CA) whose leaf has serial 0xabc123 and expires at
+// notAfter.
+func testLeafChain(t *testing.T, notAfter time.Time) []byte {
+	ca := testpki.CA(t)
+	leaf := ca.Sign(t, &x509.Certificate{
+		SerialNumber: big.NewInt(0xabc123), Subject: pkix.Name{CommonName: "leaf"},
+		NotBefore: notAfter.Add(-time.Hour), NotAfter: notAfter,
+	}, testpki.Key(t, testpki.P256).Public())
+	chain := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Raw})
+	return append(chain, ca.CertPEM()...)
+}
+
+func transientError(t *testing.T, code codes.Code, reason, msg string) error {
+	t.Helper()
+	st := status.New(code, msg)
+	if reason != "" {
+		var err error
+		if st, err = st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: "signet.dev"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st.Err()
+}
+
+// TestEventsAndMetrics checks the Event, the outcome and the status write of every way a
+// sync can end.
+func TestEventsAndMetrics(t *testing.T) {
+	notAfter := time.Date(2026, 5, 5, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name        string
+		csr         *certificatesv1.CertificateSigningRequest
+		chain       []byte
+		signErrs    []error
+		giveUpAfter time.Duration
+		requeues    int // failures already counted by the queue
+		wantErr     bool
+		wantEvent   string
+		wantOutcome string
+		wantLatency time.Duration
+		wantFailed  string // reason of the Failed condition written, if any
+	}{
+		{name: "signed", csr: newCSR("csr", approvedAt(testNow.Add(-90*time.Second))),
+			chain:       testLeafChain(t, notAfter),
+			wantEvent:   "Normal Signed certificate issued by example.com/serving, serial abc123, valid until 2026-05-05T12:00:00Z",
+			wantOutcome: OutcomeSigned, wantLatency: 90 * time.Second},
+		{name: "signed, approval time from creation", csr: newCSR("csr", approved, createdAt(testNow.Add(-2*time.Minute))),
+			chain:       testLeafChain(t, notAfter),
+			wantEvent:   "Normal Signed certificate issued by example.com/serving, serial abc123, valid until 2026-05-05T12:00:00Z",
+			wantOutcome: OutcomeSigned, wantLatency: 2 * time.Minute},
+		{name: "signed, chain not parsed", csr: newCSR("csr", approved),
+			wantEvent: "Normal Signed certificate issued by example.com/serving", wantOutcome: OutcomeSigned},
+		{name: "terminal refusal", csr: newCSR("csr", approved),
+			signErrs:  []error{terminalError(t, "UNSUPPORTED_KEY", "RSA-2048 is below the minimum of 3072 bits")},
+			wantEvent: "Warning UnsupportedKey RSA-2048 is below the minimum of 3072 bits", wantOutcome: OutcomeFailed,
+			wantFailed: "UnsupportedKey"},
+		{name: "server unavailable, first attempt", csr: newCSR("csr", approved),
+			signErrs: []error{status.Error(codes.Unavailable, "connection refused")}, wantErr: true,
+			wantEvent: "Warning SignerUnavailable connection refused; retrying in 10ms (attempt 1)", wantOutcome: OutcomeRetried},
+		{name: "rate limited, third attempt", csr: newCSR("csr", approved), requeues: 2,
+			signErrs: []error{transientError(t, codes.ResourceExhausted, "RATE_LIMITED", "too many requests for example.com/serving")}, wantErr: true,
+			wantEvent:   "Warning RateLimited too many requests for example.com/serving; retrying in 40ms (attempt 3)",
+			wantOutcome: OutcomeRetried},
+		{name: "delay capped at back-off max", csr: newCSR("csr", approved), requeues: 9,
+			signErrs: []error{transientError(t, codes.Unavailable, "LEDGER_UNAVAILABLE", "ledger is read-only")}, wantErr: true,
+			wantEvent: "Warning LedgerUnavailable ledger is read-only; retrying in 100ms (attempt 10)", wantOutcome: OutcomeRetried},
+		{name: "transient just before the deadline is retried", csr: newCSR("csr", approvedAt(testNow.Add(-54*time.Minute))),
+			signErrs: []error{status.Error(codes.Unavailable, "connection refused")}, wantErr: true,
+			wantEvent: "Warning SignerUnavailable connection refused; retrying in 10ms (attempt 1)", wantOutcome: OutcomeRetried},
+		{name: "transient past the deadline gives up", csr: newCSR("csr", approvedAt(testNow.Add(-56*time.Minute))),
+			signErrs: []error{status.Error(codes.Unavailable, "connection refused")},
+			wantEvent: "Warning SigningDeadlineExceeded the signing server did not issue the certificate within 55m0s of approval " +
+				"(approved 56m0s ago); last error: SignerUnavailable: connection refused",
+			wantOutcome: OutcomeFailed, wantFailed: "SignerUnavailable"},
+		{name: "custom deadline", csr: newCSR("csr", approvedAt(testNow.Add(-11*time.Minute))), giveUpAfter: 10 * time.Minute,
+			signErrs: []error{status.Error(codes.Unavailable, "connection refused")},
+			wantEvent: "Warning SigningDeadlineExceeded the signing server did not issue the certificate within 10m0s of approval " +
+				"(approved 11m0s ago); last error: SignerUnavailable: connection refused",
+			wantOutcome: OutcomeFailed, wantFailed: "SignerUnavailable"},
+		{name: "giving up disabled", csr: newCSR("csr", approvedAt(testNow.Add(-10*time.Hour))), giveUpAfter: -1,
+			signErrs: []error{status.Error(codes.Unavailable, "connection refused")}, wantErr: true,
+			wantEvent: "Warning SignerUnavailable connection refused; retrying in 10ms (attempt 1)", wantOutcome: OutcomeRetried},
+		{name: "terminal past the deadline keeps the server's reason", csr: newCSR("csr", approvedAt(testNow.Add(-2*time.Hour))),
+			signErrs:  []error{terminalError(t, "POLICY_VIOLATION", "the signer does not allow example.org")},
+			wantEvent: "Warning PolicyViolation the signer does not allow example.org", wantOutcome: OutcomeFailed,
+			wantFailed: "PolicyViolation"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			metrics := &fakeMetrics{}
+			rec := record.NewFakeRecorder(10)
+			signer := &fakeSigner{errs: tt.signErrs, chain: tt.chain}
+			c, kube, ctx := newTestControllerWith(t, signer, func(o *Options) {
+				o.Metrics, o.Recorder, o.GiveUpAfter = metrics, rec, tt.giveUpAfter
+			}, tt.csr)
+			for range tt.requeues {
+				c.queue.AddRateLimited("csr")
+			}
+
+			if err := c.sync(ctx, "csr"); (err != nil) != tt.wantErr {
+				t.Fatalf("sync() = %v, want error %v", err, tt.wantErr)
+			}
+			if got := events(rec); len(got) != 1 || got[0] != tt.wantEvent {
+				t.Errorf("events = %q, want [%q]", got, tt.wantEvent)
+			}
+			if got := metrics.outcomes(); len(got) != 1 || got[0] != servedSigner+" "+tt.wantOutcome {
+				t.Errorf("outcomes = %v, want [%s %s]", got, servedSigner, tt.wantOutcome)
+			}
+			if tt.wantOutcome == OutcomeSigned {
+				if len(metrics.latencies) != 1 || metrics.latencies[0] != tt.wantLatency {
+					t.Errorf("latencies = %v, want [%s]", metrics.latencies, tt.wantLatency)
+				}
+			} else if len(metrics.latencies) != 0 {
+				t.Errorf("latency observed without a certificate: %v", metrics.latencies)
+			}
+			updates := statusUpdates(t, kube)
+			switch {
+			case tt.wantErr && len(updates) > 0:
+				t.Errorf("status written on a retry: %+v", updates[0].Status)
+			case tt.wantFailed != "":
+				conds := updates[len(updates)-1].Status.Conditions
+				if last := conds[len(conds)-1]; last.Type != certificatesv1.CertificateFailed || last.Reason != tt.wantFailed ||
+					!strings.HasSuffix(tt.wantEvent, last.Message) {
+					t.Errorf("last condition = %+v, want Failed %s with the event's message", last, tt.wantFailed)
+				}
+			}
+		})
+	}
+}
+
+func TestRetryDelay(t *testing.T) {
+	c := &Controller{backoffInitial: 250 * time.Millisecond, backoffMax: 30 * time.Second}
+	for attempt, want := range map[int]time.Duration{
+		1: 250 * time.Millisecond, 2: 500 * time.Millisecond, 7: 16 * time.Second, 8: 30 * time.Second, 1000: 30 * time.Second,
+	} {
+		if got := c.retryDelay(attempt); got != want {
+			t.Errorf("retryDelay(%d) = %s, want %s", attempt, got, want)
+		}
+	}
+}
+
+// TestReadOuts checks QueueDepth, HasSynced and OldestPending, the values polled for gauges.
+func TestReadOuts(t *testing.T) {
+	const secondSigner = "example.com/second"
+	objs := []runtime.Object{
+		newCSR("approved-10m", approvedAt(testNow.Add(-10*time.Minute))),
+		newCSR("approved-3m", approvedAt(testNow.Add(-3*time.Minute))),
+		newCSR("created-15m", approved, createdAt(testNow.Add(-15*time.Minute))),
+		newCSR("signed-20m", approvedAt(testNow.Add(-20*time.Minute)), withCertificate),
+		newCSR("denied-30m", approvedAt(testNow.Add(-30*time.Minute)), withCondition(certificatesv1.CertificateDenied, corev1.ConditionTrue)),
+		newCSR("failed-30m", approvedAt(testNow.Add(-30*time.Minute)), withCondition(certificatesv1.CertificateFailed, corev1.ConditionTrue)),
+		newCSR("pending", createdAt(testNow.Add(-time.Hour))),
+		newCSR("other-40m", approvedAt(testNow.Add(-40*time.Minute)), withSigner(otherSigner)),
+	}
+
+	// Before the informers run, nothing has synced.
+	unstarted, err := New(fake.NewClientset(), &fakeSigner{}, Options{
+		SignerNames: []string{servedSigner}, BackoffInitial: time.Millisecond, BackoffMax: time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if unstarted.HasSynced() {
+		t.Error("HasSynced() before Run = true")
+	}
+
+	c, _, _ := newTestControllerWith(t, &fakeSigner{}, func(o *Options) {
+		o.SignerNames = []string{servedSigner, secondSigner}
+		o.Clock = clocktesting.NewFakePassiveClock(testNow)
+	}, objs...)
+	if !c.HasSynced() {
+		t.Error("HasSynced() after the caches synced = false")
+	}
+	want := map[string]time.Duration{servedSigner: 15 * time.Minute, secondSigner: 0}
+	got := c.OldestPending()
+	if len(got) != len(want) || got[servedSigner] != want[servedSigner] || got[secondSigner] != 0 {
+		t.Errorf("OldestPending() = %v, want %v", got, want)
+	}
+
+	// The informers queued every cached CSR; drain them, then count.
+	for c.queue.Len() > 0 {
+		key, _ := c.queue.Get()
+		c.queue.Done(key)
+	}
+	c.queue.Add("a")
+	c.queue.Add("b")
+	c.queue.Add("a")
+	if got := c.QueueDepth(); got != 2 {
+		t.Errorf("QueueDepth() = %d, want 2", got)
+	}
+}
