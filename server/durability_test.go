@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/signet-pki/signet/internal/testpki"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
@@ -68,6 +70,19 @@ func TestNoLedgerRecordNoCertificate(t *testing.T) {
 	}
 	if code, body := httpGet(t, s.srv.HTTPAddr(), "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "ledger") {
 		t.Errorf("/readyz = %d %q after the fault, want 503 naming the ledger", code, body)
+	}
+	// The gRPC health service follows within a second, so clients fail over.
+	health := healthpb.NewHealthClient(s.dial(t, s.clientTLS(t, s.devClient(t))))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := health.Check(callContext(t), &healthpb.HealthCheckRequest{Service: "signet.v1.SignerService"})
+		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("health = %v, %v; want NOT_SERVING while the ledger refuses records", resp.GetStatus(), err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	_ = exec.Command(chattr, "-i", segment).Run()
 	report, err := ledger.Verify(dir)

@@ -148,6 +148,32 @@ func (s *Server) build(ctx context.Context) error {
 // HTTPAddr is the address /metrics, /livez and /readyz are served on.
 func (s *Server) HTTPAddr() string { return s.httpLis.Addr().String() }
 
+// healthLoop keeps the gRPC health status in step with readiness, every second: a server whose
+// ledger refuses records reports NOT_SERVING, so clients fail over to another signing host.
+func (s *Server) healthLoop(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	serving := true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := s.ready()
+		if now := err == nil; now != serving {
+			serving = now
+			st := healthpb.HealthCheckResponse_SERVING
+			if !serving {
+				st = healthpb.HealthCheckResponse_NOT_SERVING
+				s.log.Error("not serving: the ledger refuses records", "error", err.Error())
+			}
+			s.health.SetServingStatus("", st)
+			s.health.SetServingStatus(signetv1.SignerService_ServiceDesc.ServiceName, st)
+		}
+	}
+}
+
 // ready is the /readyz check: the ledger accepts records.
 func (s *Server) ready() error {
 	if err := s.ledger.Err(); err != nil {
@@ -186,6 +212,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		}
 	}()
 	go s.reloadLoop(ctx)
+	go s.healthLoop(ctx)
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- s.http.Serve(ctx, s.httpLis) }()
 	err := s.grpc.Serve(lis)
