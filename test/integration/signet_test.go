@@ -77,15 +77,27 @@ func (s *signet) startServer() {
 
 // startWatcher runs a watcher for the signer, as a user with only the signer's RBAC.
 func (s *signet) startWatcher() {
+	s.startWatcherAt(s.addr, 2*time.Second)
+}
+
+// startWatcherAt runs a watcher for the signer that calls the signing server at addr.
+func (s *signet) startWatcherAt(addr string, rpcTimeout time.Duration) {
 	t := s.t
 	u, err := cluster.AddSigner("watcher-"+strings.ReplaceAll(s.signerName, "/", "-"), []string{s.signerName})
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := s.watcherConfig(addr)
+	cfg.RPCTimeout.Duration = rpcTimeout
+	runWatcher(t, cfg, u.Client())
+}
+
+// watcherConfig is a defaulted watcher configuration for the signer and the server at addr.
+func (s *signet) watcherConfig(addr string) *watcher.Config {
 	cfg := &watcher.Config{
 		SignerNames: []string{s.signerName},
 		Server: watcher.ServerConfig{
-			Address:  s.addr,
+			Address:  addr,
 			CAFile:   filepath.Join(s.state, devpki.TLSCACert),
 			CertFile: filepath.Join(s.state, devpki.ClientCert),
 			KeyFile:  filepath.Join(s.state, devpki.ClientKey),
@@ -94,13 +106,19 @@ func (s *signet) startWatcher() {
 	cfg.Default()
 	cfg.RPCTimeout.Duration = 2 * time.Second
 	cfg.Backoff.Max.Duration = 2 * time.Second
+	return cfg
+}
+
+// runWatcher runs watcher.Run with cfg until the test ends.
+func runWatcher(t *testing.T, cfg *watcher.Config, kube kubernetes.Interface) {
+	t.Helper()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	logger, _ := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- watcher.Run(ctx, cfg, u.Client(), logger) }()
+	go func() { done <- watcher.Run(ctx, cfg, kube, logger) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
