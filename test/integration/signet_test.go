@@ -58,7 +58,11 @@ func newSignet(t *testing.T, signerName string, maxLifetime time.Duration) *sign
 }
 
 // startServer runs the signing server until the test ends.
-func (s *signet) startServer() {
+func (s *signet) startServer() { s.startStoppableServer() }
+
+// startStoppableServer runs the signing server until the test ends or stop is called; stop
+// waits until it has shut down and released its ledger, so it can be started again.
+func (s *signet) startStoppableServer() (stop func()) {
 	t := s.t
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := server.New(ctx, s.cfg, slog.New(slog.NewTextHandler(testWriter{t}, nil)))
@@ -72,7 +76,10 @@ func (s *signet) startServer() {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = srv.Serve(ctx, lis) }()
-	t.Cleanup(func() { cancel(); wg.Wait(); srv.Close() })
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); wg.Wait(); srv.Close() }) }
+	t.Cleanup(stop)
+	return stop
 }
 
 // startWatcher runs a watcher for the signer, as a user with only the signer's RBAC.
