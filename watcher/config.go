@@ -11,6 +11,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/leaderelection"
 
 	"github.com/signet-pki/signet/internal/configfile"
 )
@@ -27,11 +29,33 @@ const (
 	DefaultRPCTimeout     = 10 * time.Second
 	DefaultBackoffInitial = 250 * time.Millisecond
 	DefaultBackoffMax     = 30 * time.Second
+
+	DefaultLeaseName     = "signet-watcher"
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultRenewDeadline = 10 * time.Second
+	DefaultRetryPeriod   = 2 * time.Second
 )
+
+// Defaults of the file format applied by LoadConfig (and DefaultDeployment), not by Default:
+// a Config built in Go runs without leader election and without a metrics listener unless
+// it asks for them.
+const (
+	// DefaultMetricsAddress serves /metrics, /livez and /readyz on every interface of the
+	// pod, port 9465, where Prometheus and the kubelet's probes reach it.
+	DefaultMetricsAddress = ":9465"
+	// DefaultLeaderElectionEnabled turns leader election on, for a Deployment of several
+	// replicas.
+	DefaultLeaderElectionEnabled = true
+)
+
+// MetricsDisabled as metricsAddress turns the metrics and health listener off.
+const MetricsDisabled = "0"
 
 // Config is the watcher's configuration file (apiVersion signet.dev/v1alpha1,
 // kind WatcherConfiguration). Its zero value, after Default, holds every default; only
-// signerNames and the server connection must be supplied.
+// signerNames and the server connection must be supplied. Two defaults differ between the
+// file and a Config built in Go: a file (LoadConfig) turns leader election on and listens for
+// metrics on :9465; a Config built in Go does neither unless its fields say so.
 type Config struct {
 	// APIVersion must be signet.dev/v1alpha1.
 	APIVersion string `json:"apiVersion"`
@@ -48,12 +72,55 @@ type Config struct {
 	RPCTimeout metav1.Duration `json:"rpcTimeout,omitempty"`
 	// Backoff is the per-object retry back-off after a transient failure.
 	Backoff BackoffConfig `json:"backoff"`
+	// MetricsAddress is the host:port of the operational HTTP listener: /metrics, /livez
+	// and /readyz. In a file it defaults to ":9465" (every interface, for Prometheus and the
+	// kubelet's probes in a pod); empty in a Config built in Go, or "0", turns it off.
+	MetricsAddress string `json:"metricsAddress,omitempty"`
+	// LeaderElection makes replicas elect one leader that alone runs the controllers.
+	LeaderElection LeaderElectionConfig `json:"leaderElection"`
+}
+
+// LeaderElectionConfig is leader election with a coordination.k8s.io Lease in the watcher's
+// own namespace.
+type LeaderElectionConfig struct {
+	// Enabled turns leader election on. Absent in a file means true; nil in a Config built
+	// in Go means false.
+	Enabled *bool `json:"enabled,omitempty"`
+	// Namespace holds the Lease; default $POD_NAMESPACE, else the pod's service-account
+	// namespace. Never kube-system by default: with leader election on and no namespace
+	// found, the watcher refuses to start.
+	Namespace string `json:"namespace,omitempty"`
+	// LeaseName is the Lease's name (default signet-watcher).
+	LeaseName string `json:"leaseName,omitempty"`
+	// Identity is this replica's holderIdentity; default $POD_NAME, else the host name and
+	// a random suffix.
+	Identity string `json:"identity,omitempty"`
+	// LeaseDuration is how long a standby waits, after the last renewal it saw, before
+	// taking the Lease over (default 15s): a dead leader is replaced within about this long.
+	LeaseDuration metav1.Duration `json:"leaseDuration,omitempty"`
+	// RenewDeadline is how long the leader keeps retrying a failed renewal before it gives
+	// up, stops its controllers and exits (default 10s).
+	RenewDeadline metav1.Duration `json:"renewDeadline,omitempty"`
+	// RetryPeriod is the interval between attempts to acquire or renew (default 2s).
+	RetryPeriod metav1.Duration `json:"retryPeriod,omitempty"`
+}
+
+// IsEnabled reports whether leader election is on: Enabled set and true.
+func (l *LeaderElectionConfig) IsEnabled() bool { return l.Enabled != nil && *l.Enabled }
+
+// MetricsEnabled reports whether the operational HTTP listener is on.
+func (c *Config) MetricsEnabled() bool {
+	return c.MetricsAddress != "" && c.MetricsAddress != MetricsDisabled
 }
 
 // ServerConfig is the gRPC connection to the signing server, authenticated with mTLS.
 type ServerConfig struct {
 	// Address is the server's host:port.
 	Address string `json:"address"`
+	// Addresses are further host:port endpoints of the same signing service, for fail-over:
+	// calls go to the connected, healthy endpoints among address and addresses. Either may
+	// be empty, not both.
+	Addresses []string `json:"addresses,omitempty"`
 	// CAFile is the PEM bundle of CA certificates that verify the server.
 	CAFile string `json:"caFile"`
 	// CertFile is the watcher's PEM client certificate (chain). Reloaded when it changes.
@@ -61,7 +128,7 @@ type ServerConfig struct {
 	// KeyFile is the PEM private key of CertFile. Reloaded when it changes.
 	KeyFile string `json:"keyFile"`
 	// ServerName overrides the name verified in the server's certificate; by default the host
-	// part of Address.
+	// part of each address.
 	ServerName string `json:"serverName,omitempty"`
 }
 
@@ -75,15 +142,29 @@ type BackoffConfig struct {
 
 // LoadConfig reads the configuration file at path, strictly: field names are case-sensitive,
 // and every unknown or duplicated field is an error naming its path (server.adress).
-// apiVersion and kind must be present and match. It applies Default but does not call
-// Validate, so that flags may still fill required fields.
+// apiVersion and kind must be present and match. It applies DefaultDeployment and Default but
+// does not call Validate, so that flags may still fill required fields.
 func LoadConfig(path string) (*Config, error) {
 	cfg := &Config{}
 	if err := configfile.Decode(path, APIVersion, Kind, cfg); err != nil {
 		return nil, fmt.Errorf("loading watcher config: %w", err)
 	}
+	cfg.DefaultDeployment()
 	cfg.Default()
 	return cfg, nil
+}
+
+// DefaultDeployment applies the defaults of the file format that Default leaves off: leader
+// election enabled and metricsAddress ":9465", each only where unset. LoadConfig calls it;
+// call it on a Config built from flags alone to get a deployment's behaviour.
+func (c *Config) DefaultDeployment() {
+	if c.LeaderElection.Enabled == nil {
+		enabled := DefaultLeaderElectionEnabled
+		c.LeaderElection.Enabled = &enabled
+	}
+	if c.MetricsAddress == "" {
+		c.MetricsAddress = DefaultMetricsAddress
+	}
 }
 
 // Default fills every field left at its zero value with its default, including apiVersion and
@@ -106,6 +187,18 @@ func (c *Config) Default() {
 	}
 	if c.Backoff.Max.Duration == 0 {
 		c.Backoff.Max.Duration = DefaultBackoffMax
+	}
+	le := &c.LeaderElection
+	if le.LeaseName == "" {
+		le.LeaseName = DefaultLeaseName
+	}
+	for _, d := range []struct {
+		field *metav1.Duration
+		def   time.Duration
+	}{{&le.LeaseDuration, DefaultLeaseDuration}, {&le.RenewDeadline, DefaultRenewDeadline}, {&le.RetryPeriod, DefaultRetryPeriod}} {
+		if d.field.Duration == 0 {
+			d.field.Duration = d.def
+		}
 	}
 }
 
@@ -136,8 +229,15 @@ func (c *Config) Validate() error {
 			add(field, "%q %s", name, problem)
 		}
 	}
-	if err := validateAddress(c.Server.Address); err != nil {
-		add("server.address", "%v", err)
+	if c.Server.Address != "" || len(c.Server.Addresses) == 0 {
+		if err := validateAddress(c.Server.Address); err != nil {
+			add("server.address", "%v", err)
+		}
+	}
+	for i, a := range c.Server.Addresses {
+		if err := validateAddress(a); err != nil {
+			add(fmt.Sprintf("server.addresses[%d]", i), "%v", err)
+		}
 	}
 	for _, f := range []struct{ field, value string }{
 		{"server.caFile", c.Server.CAFile},
@@ -160,13 +260,59 @@ func (c *Config) Validate() error {
 	if c.Backoff.Max.Duration < c.Backoff.Initial.Duration {
 		add("backoff.max", "is %s, must be at least backoff.initial (%s)", c.Backoff.Max.Duration, c.Backoff.Initial.Duration)
 	}
+	if c.MetricsEnabled() {
+		if err := validateListenAddress(c.MetricsAddress); err != nil {
+			add("metricsAddress", "%v", err)
+		}
+	}
+	errs = append(errs, c.LeaderElection.validate()...)
 	return errors.Join(errs...)
+}
+
+// validate checks the leader-election fields, each error prefixed with its field.
+func (l *LeaderElectionConfig) validate() []error {
+	var errs []error
+	add := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("leaderElection.%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if l.Namespace != "" {
+		for _, problem := range validation.IsDNS1123Label(l.Namespace) {
+			add("namespace", "%q %s", l.Namespace, problem)
+		}
+	}
+	for _, problem := range validation.IsDNS1123Subdomain(l.LeaseName) {
+		add("leaseName", "%q %s", l.LeaseName, problem)
+	}
+	lease, renew, retry := l.LeaseDuration.Duration, l.RenewDeadline.Duration, l.RetryPeriod.Duration
+	if retry <= 0 {
+		add("retryPeriod", "is %s, must be positive", retry)
+	}
+	if minRenew := time.Duration(leaderelection.JitterFactor * float64(retry)); renew <= minRenew {
+		add("renewDeadline", "is %s, must be more than %.1f × retryPeriod (%s)", renew, leaderelection.JitterFactor, minRenew)
+	}
+	if lease <= renew {
+		add("leaseDuration", "is %s, must be more than renewDeadline (%s)", lease, renew)
+	}
+	return errs
+}
+
+// validateListenAddress checks that address is [host]:port with a port in 0–65535 (0: any
+// free port).
+func validateListenAddress(address string) error {
+	_, port, err := net.SplitHostPort(address)
+	if err != nil {
+		return fmt.Errorf("%q is not [host]:port (or %q to disable): %w", address, MetricsDisabled, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("%q has an invalid port %q", address, port)
+	}
+	return nil
 }
 
 // validateAddress checks that address is host:port with a port in 1–65535.
 func validateAddress(address string) error {
 	if address == "" {
-		return errors.New("is required (host:port)")
+		return errors.New("is required (host:port), or server.addresses")
 	}
 	host, port, err := net.SplitHostPort(address)
 	if err != nil {

@@ -17,11 +17,16 @@ import (
 func TestDefaultsGolden(t *testing.T) {
 	var cfg Config
 	cfg.Default()
-	got, err := yaml.Marshal(&cfg)
+	checkGolden(t, &cfg, filepath.Join("testdata", "defaults.golden.yaml"))
+}
+
+// checkGolden compares cfg as YAML with the golden file, rewriting it with UPDATE_GOLDEN=1.
+func checkGolden(t *testing.T, cfg *Config, golden string) {
+	t.Helper()
+	got, err := yaml.Marshal(cfg)
 	if err != nil {
 		t.Fatalf("marshalling: %v", err)
 	}
-	golden := filepath.Join("testdata", "defaults.golden.yaml")
 	if os.Getenv("UPDATE_GOLDEN") == "1" {
 		if err := os.WriteFile(golden, got, 0o644); err != nil {
 			t.Fatalf("updating golden file: %v", err)
@@ -33,6 +38,40 @@ func TestDefaultsGolden(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("defaults differ from %s (UPDATE_GOLDEN=1 to accept):\n--- got\n%s\n--- want\n%s", golden, got, want)
+	}
+}
+
+// TestFileDefaultsGolden pins what a minimal file loads as: Default plus the file format's
+// own defaults (leader election on, metrics on :9465). Rewrite the golden file with
+// UPDATE_GOLDEN=1 go test ./watcher/.
+func TestFileDefaultsGolden(t *testing.T) {
+	cfg, err := LoadConfig(filepath.Join("testdata", "minimal.yaml"))
+	if err != nil {
+		t.Fatalf("LoadConfig: %v", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+	if !cfg.LeaderElection.IsEnabled() || !cfg.MetricsEnabled() {
+		t.Errorf("a file without leaderElection.enabled or metricsAddress: leader election %v, metrics %q; want both on",
+			cfg.LeaderElection.IsEnabled(), cfg.MetricsAddress)
+	}
+	checkGolden(t, cfg, filepath.Join("testdata", "file-defaults.golden.yaml"))
+}
+
+// TestGoConfigLeavesOptionalServicesOff checks that a Config built in Go, once defaulted,
+// runs without leader election and without a metrics listener: tests and embedders opt in.
+func TestGoConfigLeavesOptionalServicesOff(t *testing.T) {
+	cfg := validConfig()
+	if cfg.LeaderElection.IsEnabled() || cfg.MetricsEnabled() {
+		t.Errorf("defaulted Go Config: leader election %v, metrics %q; want both off", cfg.LeaderElection.IsEnabled(), cfg.MetricsAddress)
+	}
+	disabled := false
+	cfg.LeaderElection.Enabled = &disabled
+	cfg.MetricsAddress = MetricsDisabled
+	cfg.DefaultDeployment()
+	if cfg.LeaderElection.IsEnabled() || cfg.MetricsEnabled() {
+		t.Errorf("DefaultDeployment overrode explicit settings: %+v, %q", cfg.LeaderElection, cfg.MetricsAddress)
 	}
 }
 
@@ -55,6 +94,7 @@ func TestLoadConfigExample(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("Validate: %v", err)
 	}
+	enabled := true
 	want := Config{
 		APIVersion:  APIVersion,
 		Kind:        Kind,
@@ -71,6 +111,15 @@ func TestLoadConfigExample(t *testing.T) {
 		Backoff: BackoffConfig{
 			Initial: metav1.Duration{Duration: 500 * time.Millisecond},
 			Max:     metav1.Duration{Duration: DefaultBackoffMax},
+		},
+		MetricsAddress: "127.0.0.1:9465",
+		LeaderElection: LeaderElectionConfig{
+			Enabled:       &enabled,
+			Namespace:     "signet-system",
+			LeaseName:     DefaultLeaseName,
+			LeaseDuration: metav1.Duration{Duration: 20 * time.Second},
+			RenewDeadline: metav1.Duration{Duration: DefaultRenewDeadline},
+			RetryPeriod:   metav1.Duration{Duration: DefaultRetryPeriod},
 		},
 	}
 	gotYAML, _ := yaml.Marshal(cfg)
@@ -143,6 +192,20 @@ func TestValidate(t *testing.T) {
 		{"negative timeout", func(c *Config) { c.RPCTimeout.Duration = -time.Second }, []string{"rpcTimeout"}},
 		{"max below initial", func(c *Config) { c.Backoff.Max.Duration = time.Millisecond }, []string{"backoff.max"}},
 		{"wrong apiVersion", func(c *Config) { c.APIVersion = "signet.dev/v1" }, []string{"apiVersion"}},
+		{"addresses only", func(c *Config) { c.Server.Address, c.Server.Addresses = "", []string{"a:1", "b:2"} }, nil},
+		{"address and addresses", func(c *Config) { c.Server.Addresses = []string{"b:2"} }, nil},
+		{"bad fail-over address", func(c *Config) { c.Server.Addresses = []string{"b:2", "c"} }, []string{"server.addresses[1]"}},
+		{"metrics on every interface", func(c *Config) { c.MetricsAddress = ":9465" }, nil},
+		{"metrics on a free port", func(c *Config) { c.MetricsAddress = "127.0.0.1:0" }, nil},
+		{"metrics disabled", func(c *Config) { c.MetricsAddress = MetricsDisabled }, nil},
+		{"metrics without port", func(c *Config) { c.MetricsAddress = "localhost" }, []string{"metricsAddress"}},
+		{"metrics with bad port", func(c *Config) { c.MetricsAddress = ":99999" }, []string{"metricsAddress", "invalid port"}},
+		{"lease namespace", func(c *Config) { c.LeaderElection.Namespace = "signet-system" }, nil},
+		{"bad lease namespace", func(c *Config) { c.LeaderElection.Namespace = "Signet_System" }, []string{"leaderElection.namespace"}},
+		{"bad lease name", func(c *Config) { c.LeaderElection.LeaseName = "Signet Watcher" }, []string{"leaderElection.leaseName"}},
+		{"lease not above renew deadline", func(c *Config) { c.LeaderElection.LeaseDuration.Duration = 10 * time.Second }, []string{"leaderElection.leaseDuration: is 10s, must be more than renewDeadline (10s)"}},
+		{"renew deadline within jitter of retry", func(c *Config) { c.LeaderElection.RenewDeadline.Duration = 2 * time.Second }, []string{"leaderElection.renewDeadline"}},
+		{"negative retry", func(c *Config) { c.LeaderElection.RetryPeriod.Duration = -time.Second }, []string{"leaderElection.retryPeriod"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -178,7 +241,7 @@ func TestValidateListsEveryProblem(t *testing.T) {
 	}
 	want := []string{
 		"signerNames: at least one signer name is required",
-		"server.address: is required (host:port)",
+		"server.address: is required (host:port), or server.addresses",
 		"server.caFile: is required",
 		"server.certFile: is required",
 		"server.keyFile: is required",

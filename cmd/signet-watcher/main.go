@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -20,25 +21,31 @@ import (
 	"github.com/signet-pki/signet/watcher"
 )
 
-// Client-side rate limits of the clientset. They are deliberately far above what the watcher
-// needs so that client-go's token bucket never throttles signing: the kube-apiserver's API
-// Priority and Fairness is the guard against overload, server-side, where it can see every
-// client.
+// Default client-side rate limits of the clientset (--kube-api-qps, --kube-api-burst). They
+// are deliberately far above what the watcher needs so that client-go's token bucket never
+// throttles signing: client-go's own default (QPS 20) is what caps kube-controller-manager's
+// built-in signer at about 20 CSRs per second. The kube-apiserver's API Priority and Fairness
+// is the guard against overload, server-side, where it can see every client.
 const (
-	kubeQPS   = 1000
-	kubeBurst = 2000
+	defaultKubeQPS   = 1000
+	defaultKubeBurst = 2000
 )
 
 // options are the command-line flags.
 type options struct {
-	configFile     string
-	kubeconfig     string
-	signerNames    stringList
-	server         string
-	tlsCA          string
-	tlsCert        string
-	tlsKey         string
-	validateConfig bool
+	configFile       string
+	kubeconfig       string
+	signerNames      stringList
+	servers          stringList
+	tlsCA            string
+	tlsCert          string
+	tlsKey           string
+	metricsAddress   string
+	leaderElect      optionalBool
+	leaderElectionNS string
+	kubeQPS          float64
+	kubeBurst        int
+	validateConfig   bool
 }
 
 func main() {
@@ -48,24 +55,19 @@ func main() {
 // run parses flags, builds the configuration and the clientset, and runs the watcher until
 // SIGINT or SIGTERM. It returns the process exit code.
 func run() int {
-	fs := flag.NewFlagSet("signet-watcher", flag.ExitOnError)
-	var opts options
-	fs.StringVar(&opts.configFile, "config", "", "path of the WatcherConfiguration file")
-	fs.StringVar(&opts.kubeconfig, "kubeconfig", "", "path of a kubeconfig; default in-cluster, else $KUBECONFIG or ~/.kube/config")
-	fs.Var(&opts.signerNames, "signer-name", "signer name to serve (repeatable; replaces the config's signerNames)")
-	fs.StringVar(&opts.server, "server", "", "signing server host:port (overrides server.address)")
-	fs.StringVar(&opts.tlsCA, "tls-ca", "", "PEM CA bundle verifying the server (overrides server.caFile)")
-	fs.StringVar(&opts.tlsCert, "tls-cert", "", "PEM client certificate (overrides server.certFile)")
-	fs.StringVar(&opts.tlsKey, "tls-key", "", "PEM client key (overrides server.keyFile)")
-	fs.BoolVar(&opts.validateConfig, "validate-config", false, "validate the configuration, print any problems, and exit")
-	klog.InitFlags(fs)
+	fs, opts := newFlagSet()
 	_ = fs.Parse(os.Args[1:]) // ExitOnError: Parse exits on failure.
 	defer klog.Flush()
 	logger := klog.Background().WithName("signet-watcher")
 
-	cfg, err := buildConfig(opts)
+	cfg, err := buildConfig(*opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if opts.kubeQPS <= 0 || opts.kubeBurst < 1 {
+		// client-go reads a QPS of 0 as its default of 5, and a negative one as unlimited.
+		fmt.Fprintf(os.Stderr, "--kube-api-qps (%v) and --kube-api-burst (%d) must be positive\n", opts.kubeQPS, opts.kubeBurst)
 		return 1
 	}
 	if opts.validateConfig {
@@ -77,7 +79,7 @@ func run() int {
 		return 0
 	}
 
-	kube, err := newClientset(opts.kubeconfig)
+	kube, err := newClientset(opts.kubeconfig, float32(opts.kubeQPS), opts.kubeBurst)
 	if err != nil {
 		logger.Error(err, "Building Kubernetes client")
 		return 1
@@ -85,14 +87,38 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := watcher.Run(ctx, cfg, kube, logger); err != nil {
+		// Also after losing the leader Lease: the process exits and is restarted.
 		logger.Error(err, "Watcher failed")
 		return 1
 	}
 	return 0
 }
 
+// newFlagSet defines the command-line flags, and klog's, on a new FlagSet that exits on
+// errors.
+func newFlagSet() (*flag.FlagSet, *options) {
+	fs := flag.NewFlagSet("signet-watcher", flag.ExitOnError)
+	opts := &options{}
+	fs.StringVar(&opts.configFile, "config", "", "path of the WatcherConfiguration file")
+	fs.StringVar(&opts.kubeconfig, "kubeconfig", "", "path of a kubeconfig; default in-cluster, else $KUBECONFIG or ~/.kube/config")
+	fs.Var(&opts.signerNames, "signer-name", "signer name to serve (repeatable; replaces the config's signerNames)")
+	fs.Var(&opts.servers, "server", "signing server host:port, repeatable or comma-separated; the first replaces server.address, the rest server.addresses (fail-over)")
+	fs.StringVar(&opts.tlsCA, "tls-ca", "", "PEM CA bundle verifying the server (overrides server.caFile)")
+	fs.StringVar(&opts.tlsCert, "tls-cert", "", "PEM client certificate (overrides server.certFile)")
+	fs.StringVar(&opts.tlsKey, "tls-key", "", "PEM client key (overrides server.keyFile)")
+	fs.StringVar(&opts.metricsAddress, "metrics-address", "", `host:port serving /metrics, /livez and /readyz, "0" to disable (overrides metricsAddress; default ":9465")`)
+	fs.Var(&opts.leaderElect, "leader-elect", "run only while holding the leader Lease (overrides leaderElection.enabled; default true)")
+	fs.StringVar(&opts.leaderElectionNS, "leader-election-namespace", "", "namespace of the leader Lease (overrides leaderElection.namespace; default $POD_NAMESPACE, else the pod's service-account namespace)")
+	fs.Float64Var(&opts.kubeQPS, "kube-api-qps", defaultKubeQPS, "client-side queries per second to the kube-apiserver; API Priority and Fairness guards the server")
+	fs.IntVar(&opts.kubeBurst, "kube-api-burst", defaultKubeBurst, "client-side burst of queries to the kube-apiserver")
+	fs.BoolVar(&opts.validateConfig, "validate-config", false, "validate the configuration, print any problems, and exit")
+	klog.InitFlags(fs)
+	return fs, opts
+}
+
 // buildConfig loads the configuration file (if any), applies the flag overrides, and
-// defaults the result.
+// defaults the result. Without a file the file format's defaults apply too (leader election
+// on, metrics on :9465), so flags alone behave like a minimal file.
 func buildConfig(opts options) (*watcher.Config, error) {
 	cfg := &watcher.Config{}
 	if opts.configFile != "" {
@@ -105,10 +131,22 @@ func buildConfig(opts options) (*watcher.Config, error) {
 	if len(opts.signerNames) > 0 {
 		cfg.SignerNames = opts.signerNames
 	}
-	override(&cfg.Server.Address, opts.server)
+	if servers := opts.servers.split(); len(servers) > 0 {
+		cfg.Server.Address, cfg.Server.Addresses = servers[0], servers[1:]
+		if len(cfg.Server.Addresses) == 0 {
+			cfg.Server.Addresses = nil
+		}
+	}
+	if opts.leaderElect.set {
+		enabled := opts.leaderElect.value
+		cfg.LeaderElection.Enabled = &enabled
+	}
+	override(&cfg.LeaderElection.Namespace, opts.leaderElectionNS)
+	override(&cfg.MetricsAddress, opts.metricsAddress)
 	override(&cfg.Server.CAFile, opts.tlsCA)
 	override(&cfg.Server.CertFile, opts.tlsCert)
 	override(&cfg.Server.KeyFile, opts.tlsKey)
+	cfg.DefaultDeployment()
 	cfg.Default()
 	return cfg, nil
 }
@@ -122,7 +160,7 @@ func override(field *string, value string) {
 
 // newClientset builds the clientset from kubeconfig if given, else the in-cluster
 // configuration, else the default loading rules ($KUBECONFIG, ~/.kube/config).
-func newClientset(kubeconfig string) (kubernetes.Interface, error) {
+func newClientset(kubeconfig string, qps float32, burst int) (kubernetes.Interface, error) {
 	var restConfig *rest.Config
 	var err error
 	switch {
@@ -138,8 +176,8 @@ func newClientset(kubeconfig string) (kubernetes.Interface, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
-	restConfig.QPS = kubeQPS
-	restConfig.Burst = kubeBurst
+	restConfig.QPS = qps
+	restConfig.Burst = burst
 	restConfig = rest.AddUserAgent(restConfig, "signet-watcher")
 	kube, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
@@ -159,3 +197,40 @@ func (l *stringList) Set(value string) error {
 	*l = append(*l, value)
 	return nil
 }
+
+// split returns the values with comma-separated ones split, blanks dropped.
+func (l stringList) split() []string {
+	var out []string
+	for _, v := range l {
+		for part := range strings.SplitSeq(v, ",") {
+			if part = strings.TrimSpace(part); part != "" {
+				out = append(out, part)
+			}
+		}
+	}
+	return out
+}
+
+// optionalBool is a boolean flag that records whether it was given.
+type optionalBool struct{ set, value bool }
+
+// String implements flag.Value.
+func (b *optionalBool) String() string {
+	if b == nil || !b.set {
+		return ""
+	}
+	return strconv.FormatBool(b.value)
+}
+
+// Set implements flag.Value.
+func (b *optionalBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	b.set, b.value = true, v
+	return nil
+}
+
+// IsBoolFlag makes --leader-elect alone mean true.
+func (b *optionalBool) IsBoolFlag() bool { return true }

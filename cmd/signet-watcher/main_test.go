@@ -27,7 +27,7 @@ server:
 			t.Fatal(err)
 		}
 	}
-	cfg, err := buildConfig(options{configFile: path, signerNames: names, server: "flag:9443", tlsCert: "flag-cert.pem"})
+	cfg, err := buildConfig(options{configFile: path, signerNames: names, servers: stringList{"flag:9443"}, tlsCert: "flag-cert.pem"})
 	if err != nil {
 		t.Fatalf("buildConfig: %v", err)
 	}
@@ -35,8 +35,11 @@ server:
 		t.Errorf("signerNames = %v, want the flags'", cfg.SignerNames)
 	}
 	s := cfg.Server
-	if s.Address != "flag:9443" || s.CertFile != "flag-cert.pem" || s.CAFile != "file-ca.pem" || s.KeyFile != "file-key.pem" {
+	if s.Address != "flag:9443" || s.Addresses != nil || s.CertFile != "flag-cert.pem" || s.CAFile != "file-ca.pem" || s.KeyFile != "file-key.pem" {
 		t.Errorf("server = %+v, want flags over file", s)
+	}
+	if !cfg.LeaderElection.IsEnabled() || cfg.MetricsAddress != ":9465" {
+		t.Errorf("leader election %v, metrics %q; want the file format's defaults (on, :9465)", cfg.LeaderElection.IsEnabled(), cfg.MetricsAddress)
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("Validate: %v", err)
@@ -45,7 +48,7 @@ server:
 
 func TestBuildConfigFlagsOnly(t *testing.T) {
 	cfg, err := buildConfig(options{
-		signerNames: stringList{"example.com/a"}, server: "signet:8443",
+		signerNames: stringList{"example.com/a"}, servers: stringList{"signet:8443"},
 		tlsCA: "ca.pem", tlsCert: "cert.pem", tlsKey: "key.pem",
 	})
 	if err != nil {
@@ -56,5 +59,69 @@ func TestBuildConfigFlagsOnly(t *testing.T) {
 	}
 	if cfg.Workers != 4 {
 		t.Errorf("workers = %d, want the default 4", cfg.Workers)
+	}
+	if !cfg.LeaderElection.IsEnabled() || cfg.MetricsAddress != ":9465" {
+		t.Errorf("flags alone: leader election %v, metrics %q; want a deployment's defaults", cfg.LeaderElection.IsEnabled(), cfg.MetricsAddress)
+	}
+}
+
+// TestFlags parses a command line as main does and checks every production flag.
+func TestFlags(t *testing.T) {
+	fs, opts := newFlagSet()
+	err := fs.Parse([]string{
+		"--signer-name=example.com/a",
+		"--server=a:1,b:2", "--server", "c:3",
+		"--tls-ca=ca.pem", "--tls-cert=c.pem", "--tls-key=k.pem",
+		"--leader-elect=false", "--leader-election-namespace=ops",
+		"--metrics-address=0", "--kube-api-qps=50", "--kube-api-burst=70",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.kubeQPS != 50 || opts.kubeBurst != 70 {
+		t.Errorf("kube API limits = %v/%d, want 50/70", opts.kubeQPS, opts.kubeBurst)
+	}
+	cfg, err := buildConfig(*opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+	if cfg.Server.Address != "a:1" || !slices.Equal(cfg.Server.Addresses, []string{"b:2", "c:3"}) {
+		t.Errorf("servers = %q + %q, want a:1 + [b:2 c:3]", cfg.Server.Address, cfg.Server.Addresses)
+	}
+	if cfg.LeaderElection.IsEnabled() || cfg.LeaderElection.Namespace != "ops" {
+		t.Errorf("leader election = %+v, want disabled, namespace ops", cfg.LeaderElection)
+	}
+	if cfg.MetricsEnabled() {
+		t.Errorf("metrics address %q, want disabled", cfg.MetricsAddress)
+	}
+
+	fs, opts = newFlagSet()
+	if err := fs.Parse([]string{"--leader-elect"}); err != nil {
+		t.Fatal(err)
+	}
+	if !opts.leaderElect.set || !opts.leaderElect.value {
+		t.Errorf("--leader-elect alone = %+v, want set and true", opts.leaderElect)
+	}
+	if opts.kubeQPS != defaultKubeQPS || opts.kubeBurst != defaultKubeBurst {
+		t.Errorf("default kube API limits = %v/%d, want %d/%d", opts.kubeQPS, opts.kubeBurst, defaultKubeQPS, defaultKubeBurst)
+	}
+}
+
+// TestLeaderElectFlagOverridesFile: --leader-elect=false turns off what the file enables.
+func TestLeaderElectFlagOverridesFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	content := "apiVersion: signet.dev/v1alpha1\nkind: WatcherConfiguration\nleaderElection: {enabled: true}\n"
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := buildConfig(options{configFile: path, leaderElect: optionalBool{set: true, value: false}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.LeaderElection.IsEnabled() {
+		t.Error("--leader-elect=false did not override the file")
 	}
 }

@@ -1,0 +1,193 @@
+// Package metrics holds the Prometheus metrics of signet-watcher, on a registry of their own
+// (with the Go runtime and process collectors), and serves them over HTTP.
+//
+// Label values are bounded: signer is a served signer name, outcome one of the CSR signing
+// controller's outcomes, method a gRPC method of the signing service and code a gRPC status
+// code name.
+package metrics
+
+import (
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc/codes"
+)
+
+const (
+	namespace = "signet"
+	subsystem = "watcher"
+)
+
+// issuanceBuckets cover a fast path (tens of milliseconds from approval to status) to a
+// server outage retried with back-off (minutes).
+var issuanceBuckets = []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+
+// rpcBuckets cover a local signing server (a millisecond) to the RPC timeout.
+var rpcBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
+// Queue is what the queue gauges read at scrape time: the running CSR signing controller.
+type Queue interface {
+	// QueueDepth is the number of CSRs waiting in the work queue.
+	QueueDepth() int
+	// OldestPending is, per signer name, the age of the oldest approved CSR not yet signed
+	// or failed.
+	OldestPending() map[string]time.Duration
+}
+
+// Metrics records the watcher's metrics. Its methods are safe for concurrent use, and a nil
+// *Metrics records nothing, so tests may leave it out.
+type Metrics struct {
+	registry *prometheus.Registry
+	signers  []string
+
+	handled     *prometheus.CounterVec
+	issuance    *prometheus.HistogramVec
+	rpcDuration *prometheus.HistogramVec
+	rpcErrors   *prometheus.CounterVec
+	leader      prometheus.Gauge
+
+	queueDepth    *prometheus.Desc
+	oldestPending *prometheus.Desc
+
+	mu    sync.RWMutex
+	queue Queue
+}
+
+// New creates the metrics for the served signers on a new registry holding them and the Go
+// runtime and process collectors. signet_watcher_objects_handled_total has a series per
+// signer and outcome in outcomes, and signet_watcher_oldest_pending_approved_seconds one per
+// signer, from the start (at 0), so an empty dashboard never means "not scraped".
+func New(signers, outcomes []string) *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		signers:  slices.Compact(slices.Sorted(slices.Values(signers))),
+		handled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "objects_handled_total",
+			Help: "CertificateSigningRequests handled by the signing controller, by signer and outcome.",
+		}, []string{"signer", "outcome"}),
+		issuance: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "issuance_latency_seconds",
+			Help:    "Time from a CSR's approval to its certificate written in status, by signer.",
+			Buckets: issuanceBuckets,
+		}, []string{"signer"}),
+		rpcDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "server_rpc_duration_seconds",
+			Help:    "Duration of calls to the signing server, by gRPC method and status code.",
+			Buckets: rpcBuckets,
+		}, []string{"method", "code"}),
+		rpcErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "server_rpc_errors_total",
+			Help: "Calls to the signing server that did not return OK, by gRPC method and status code.",
+		}, []string{"method", "code"}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "leader",
+			Help: "1 while this replica holds the leader Lease and runs the controllers, else 0.",
+		}),
+		queueDepth: prometheus.NewDesc(prometheus.BuildFQName(namespace, subsystem, "queue_depth"),
+			"CertificateSigningRequests waiting in the signing controller's work queue (0 on a standby).", nil, nil),
+		oldestPending: prometheus.NewDesc(prometheus.BuildFQName(namespace, subsystem, "oldest_pending_approved_seconds"),
+			"Age of the oldest approved CertificateSigningRequest not yet signed or failed, by signer (0 when none, or on a standby).",
+			[]string{"signer"}, nil),
+	}
+	m.registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.handled, m.issuance, m.rpcDuration, m.rpcErrors, m.leader, queueCollector{m},
+	)
+	for _, signer := range m.signers {
+		for _, outcome := range outcomes {
+			m.handled.WithLabelValues(signer, outcome)
+		}
+	}
+	return m
+}
+
+// Handler serves the registry in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+// Registry returns the registry the metrics are on.
+func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
+
+// ObserveHandled counts one CSR handled for signer with outcome.
+func (m *Metrics) ObserveHandled(signer, outcome string) {
+	if m == nil {
+		return
+	}
+	m.handled.WithLabelValues(signer, outcome).Inc()
+}
+
+// ObserveIssuanceLatency records the time from approval to status written for signer.
+func (m *Metrics) ObserveIssuanceLatency(signer string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.issuance.WithLabelValues(signer).Observe(d.Seconds())
+}
+
+// ObserveRPC records one call to the signing server; a code other than OK is also counted
+// as an error.
+func (m *Metrics) ObserveRPC(method string, code codes.Code, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.rpcDuration.WithLabelValues(method, code.String()).Observe(d.Seconds())
+	if code != codes.OK {
+		m.rpcErrors.WithLabelValues(method, code.String()).Inc()
+	}
+}
+
+// SetLeader records whether this replica leads.
+func (m *Metrics) SetLeader(leading bool) {
+	if m == nil {
+		return
+	}
+	if leading {
+		m.leader.Set(1)
+	} else {
+		m.leader.Set(0)
+	}
+}
+
+// SetQueue sets the controller the queue gauges read at scrape time; nil (a standby, or
+// between leader terms) reports zeros.
+func (m *Metrics) SetQueue(q Queue) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.queue = q
+}
+
+// queueCollector reads the queue gauges from the current Queue on every scrape.
+type queueCollector struct{ m *Metrics }
+
+// Describe implements prometheus.Collector.
+func (c queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.m.queueDepth
+	ch <- c.m.oldestPending
+}
+
+// Collect implements prometheus.Collector.
+func (c queueCollector) Collect(ch chan<- prometheus.Metric) {
+	c.m.mu.RLock()
+	q := c.m.queue
+	c.m.mu.RUnlock()
+	depth := 0
+	var oldest map[string]time.Duration
+	if q != nil {
+		depth = q.QueueDepth()
+		oldest = q.OldestPending()
+	}
+	ch <- prometheus.MustNewConstMetric(c.m.queueDepth, prometheus.GaugeValue, float64(depth))
+	for _, signer := range c.m.signers {
+		ch <- prometheus.MustNewConstMetric(c.m.oldestPending, prometheus.GaugeValue, oldest[signer].Seconds(), signer)
+	}
+}

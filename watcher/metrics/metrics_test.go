@@ -1,0 +1,113 @@
+package metrics
+
+import (
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+)
+
+// fakeQueue is a controller's queue as the gauges see it.
+type fakeQueue struct {
+	depth  int
+	oldest map[string]time.Duration
+}
+
+func (q fakeQueue) QueueDepth() int                         { return q.depth }
+func (q fakeQueue) OldestPending() map[string]time.Duration { return q.oldest }
+
+// scrape returns the /metrics exposition of m.
+func scrape(t *testing.T, m *Metrics) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, err := io.ReadAll(rec.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
+}
+
+// checkLines fails the test for every line of want missing from the exposition got.
+func checkLines(t *testing.T, got string, want ...string) {
+	t.Helper()
+	lines := make(map[string]bool)
+	for _, l := range strings.Split(got, "\n") {
+		lines[l] = true
+	}
+	for _, w := range want {
+		if !lines[w] {
+			t.Errorf("/metrics lacks the line %q", w)
+		}
+	}
+}
+
+// TestMetricsExposition scrapes every watcher metric (without prometheus/testutil, whose
+// dependencies this module does not carry; see server/metrics).
+func TestMetricsExposition(t *testing.T) {
+	m := New([]string{"example.com/b", "example.com/a", "example.com/a"}, []string{"signed", "failed"})
+	m.ObserveHandled("example.com/a", "signed")
+	m.ObserveHandled("example.com/a", "signed")
+	m.ObserveIssuanceLatency("example.com/a", 1500*time.Millisecond)
+	m.ObserveRPC("SignCertificateSigningRequest", codes.OK, 3*time.Millisecond)
+	m.ObserveRPC("SignCertificateSigningRequest", codes.Unavailable, time.Second)
+	m.SetLeader(true)
+	m.SetQueue(fakeQueue{depth: 7, oldest: map[string]time.Duration{"example.com/a": 90 * time.Second}})
+
+	checkLines(t, scrape(t, m),
+		"# TYPE signet_watcher_leader gauge",
+		"signet_watcher_leader 1",
+		"# TYPE signet_watcher_objects_handled_total counter",
+		`signet_watcher_objects_handled_total{outcome="failed",signer="example.com/a"} 0`,
+		`signet_watcher_objects_handled_total{outcome="failed",signer="example.com/b"} 0`,
+		`signet_watcher_objects_handled_total{outcome="signed",signer="example.com/a"} 2`,
+		`signet_watcher_objects_handled_total{outcome="signed",signer="example.com/b"} 0`,
+		"# TYPE signet_watcher_oldest_pending_approved_seconds gauge",
+		`signet_watcher_oldest_pending_approved_seconds{signer="example.com/a"} 90`,
+		`signet_watcher_oldest_pending_approved_seconds{signer="example.com/b"} 0`,
+		"# TYPE signet_watcher_queue_depth gauge",
+		"signet_watcher_queue_depth 7",
+		"# TYPE signet_watcher_issuance_latency_seconds histogram",
+		`signet_watcher_issuance_latency_seconds_count{signer="example.com/a"} 1`,
+		`signet_watcher_issuance_latency_seconds_bucket{signer="example.com/a",le="2.5"} 1`,
+		`signet_watcher_issuance_latency_seconds_bucket{signer="example.com/a",le="1"} 0`,
+		"# TYPE signet_watcher_server_rpc_duration_seconds histogram",
+		`signet_watcher_server_rpc_duration_seconds_count{code="OK",method="SignCertificateSigningRequest"} 1`,
+		`signet_watcher_server_rpc_duration_seconds_count{code="Unavailable",method="SignCertificateSigningRequest"} 1`,
+		"# TYPE signet_watcher_server_rpc_errors_total counter",
+		`signet_watcher_server_rpc_errors_total{code="Unavailable",method="SignCertificateSigningRequest"} 1`,
+	)
+	if got := scrape(t, m); strings.Contains(got, `signet_watcher_server_rpc_errors_total{code="OK"`) {
+		t.Error("an OK call was counted as an error")
+	}
+
+	// A standby: no controller, zeros, leader 0.
+	m.SetQueue(nil)
+	m.SetLeader(false)
+	checkLines(t, scrape(t, m),
+		"signet_watcher_leader 0",
+		"signet_watcher_queue_depth 0",
+		`signet_watcher_oldest_pending_approved_seconds{signer="example.com/a"} 0`,
+	)
+}
+
+func TestHandlerServesRuntimeAndOwnMetrics(t *testing.T) {
+	body := scrape(t, New([]string{"example.com/a"}, nil))
+	for _, want := range []string{"go_goroutines", "process_start_time_seconds"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+func TestNilMetricsRecordsNothing(t *testing.T) {
+	var m *Metrics
+	m.ObserveHandled("s", "signed")
+	m.ObserveIssuanceLatency("s", time.Second)
+	m.ObserveRPC("M", codes.Internal, time.Second)
+	m.SetLeader(true)
+	m.SetQueue(nil)
+}
