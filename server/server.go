@@ -211,8 +211,11 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 			s.grpc.Stop()
 		}
 	}()
-	go s.reloadLoop(ctx)
-	go s.healthLoop(ctx)
+	// The background loops end with ctx and are waited for, so Close never races them.
+	var loops sync.WaitGroup
+	loops.Go(func() { s.reloadLoop(ctx) })
+	loops.Go(func() { s.healthLoop(ctx) })
+	defer loops.Wait()
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- s.http.Serve(ctx, s.httpLis) }()
 	err := s.grpc.Serve(lis)
