@@ -30,6 +30,7 @@ func run() int {
 		devDir     = flag.String("dev-state-dir", ".signet-dev", "state folder of --dev")
 		devSigner  = flag.String("dev-signer-name", devpki.DefaultSigner, "signer name served in --dev mode")
 		listen     = flag.String("listen", "", "gRPC listen address host:port (overrides grpc.address)")
+		httpListen = flag.String("http-listen", "", "listen address of /metrics, /livez and /readyz (overrides http.address)")
 		reflect    = flag.Bool("enable-reflection", false, "turn on the gRPC reflection service")
 		logFormat  = flag.String("log-format", "text", "log format: text or json")
 		logLevel   = flag.String("log-level", "info", "log level: debug, info, warn or error")
@@ -65,6 +66,9 @@ func run() int {
 	}
 	if *listen != "" {
 		cfg.GRPC.Address = *listen
+	}
+	if *httpListen != "" {
+		cfg.HTTP.Address = *httpListen
 	}
 	if *reflect {
 		cfg.GRPC.Reflection = true

@@ -72,10 +72,14 @@ func run(ctx context.Context, bin, version string, keep bool) error {
 	if err != nil {
 		return err
 	}
+	serverHTTP, err := freeAddress()
+	if err != nil {
+		return err
+	}
 	state := filepath.Join(dir, "server")
 	step("starting signet-server --dev on %s (state in %s)", addr, state)
 	server, err := startProcess(ctx, dir, filepath.Join(bin, "signet-server"),
-		"--dev", "--dev-state-dir", state, "--dev-signer-name", signerName, "--listen", addr)
+		"--dev", "--dev-state-dir", state, "--dev-signer-name", signerName, "--listen", addr, "--http-listen", serverHTTP)
 	if err != nil {
 		return err
 	}
@@ -93,9 +97,14 @@ func run(ctx context.Context, bin, version string, keep bool) error {
 	if err := cluster.WriteKubeconfig(watcherUser, kubeconfig); err != nil {
 		return err
 	}
+	metricsAddr, err := freeAddress()
+	if err != nil {
+		return err
+	}
 	step("starting signet-watcher as user signet-watcher (least-privilege RBAC: sign %s only)", signerName)
 	watcher, err := startProcess(ctx, dir, filepath.Join(bin, "signet-watcher"),
 		"--kubeconfig", kubeconfig, "--signer-name", signerName, "--server", addr,
+		"--leader-elect=false", "--metrics-address", metricsAddr, // one replica here; deploy/ runs two with leader election
 		"--tls-ca", filepath.Join(state, devpki.TLSCACert),
 		"--tls-cert", filepath.Join(state, devpki.ClientCert),
 		"--tls-key", filepath.Join(state, devpki.ClientKey))
@@ -119,7 +128,7 @@ func run(ctx context.Context, bin, version string, keep bool) error {
 	if err := cluster.Approve(ctx, csr.Name); err != nil {
 		return err
 	}
-	chain, err := waitForCertificate(ctx, alice, csr.Name)
+	chain, err := waitForCertificate(ctx, alice, csr.Name, watcher.exited)
 	if err != nil {
 		return fmt.Errorf("%w\nwatcher log:\n%s\nserver log:\n%s", err, watcher.logTail(), server.logTail())
 	}
@@ -138,6 +147,8 @@ func run(ctx context.Context, bin, version string, keep bool) error {
 		return err
 	}
 	done("chain verifies against the signer CA %s", filepath.Join(state, devpki.SignerCACert))
+	showEvents(ctx, cluster, csr.Name)
+	showMetrics(metricsAddr)
 	fmt.Printf("\nDemo finished in %s.\n", time.Since(start).Round(100*time.Millisecond))
 	return nil
 }
@@ -166,9 +177,14 @@ func submitCSR(ctx context.Context, u *testcluster.User) (*certificatesv1.Certif
 	}, metav1.CreateOptions{})
 }
 
-func waitForCertificate(ctx context.Context, u *testcluster.User, name string) ([]byte, error) {
+func waitForCertificate(ctx context.Context, u *testcluster.User, name string, watcherExited <-chan struct{}) ([]byte, error) {
 	var chain []byte
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-watcherExited:
+			return false, fmt.Errorf("signet-watcher exited")
+		default:
+		}
 		csr, err := u.Client().CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
