@@ -25,9 +25,14 @@ import (
 	"fmt"
 	"math/big"
 	"os"
+	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -48,7 +53,37 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	memory := flag.Bool("watcher-memory", false, "measure signet-watcher's resident memory with 20,000 foreign and 2,000 own CSRs in a real cluster instead")
 	bin := flag.String("bin", "bin", "folder holding signet-watcher, for -watcher-memory")
+	keys := flag.String("keys", "P-256,RSA-2048", "comma-separated CA key types to measure")
+	callersFlag := flag.String("callers", "1,64", "comma-separated numbers of concurrent callers")
+	blockprofile := flag.String("blockprofile", "", "write a goroutine blocking profile of the whole run to this file")
+	mutexprofile := flag.String("mutexprofile", "", "write a mutex contention profile of the whole run to this file")
+	lintModes := flag.String("lint", "off,on", "which lint settings to measure signet with: off, on or both")
+	traceFile := flag.String("trace", "", "write an execution trace of the whole run to this file")
+	stats := flag.Bool("stats", false, "print each signet run's ledger batch statistics to stderr")
+	clusterMode := flag.Bool("cluster", false, "compare kube-controller-manager csrsigning, Signet and the apiserver-only ceiling on one real control plane instead")
+	clusterBurst := flag.String("cluster-burst", "1000", "comma-separated burst sizes for -cluster")
+	clusterPaced := flag.Int("cluster-paced", 200, "CSRs in the paced stream of -cluster (0 to skip)")
+	clusterRate := flag.Float64("cluster-rate", 10, "CSRs per second of the paced stream of -cluster")
+	plot := flag.String("plot", "", "with -cluster, write the latency plot (PNG) to this file")
 	flag.Parse()
+	if *clusterMode {
+		var bursts []int
+		for _, f := range strings.Split(*clusterBurst, ",") {
+			if f = strings.TrimSpace(f); f == "" {
+				continue
+			}
+			n, err := strconv.Atoi(f)
+			if err != nil || n <= 0 {
+				fail(fmt.Errorf("bad -cluster-burst %q", f))
+			}
+			bursts = append(bursts, n)
+		}
+		if err := runCluster(context.Background(), clusterOpts{bin: *bin, burst: bursts, pacedN: *clusterPaced, pacedRate: *clusterRate,
+			out: *out, plot: *plot, scenarioLimit: 5 * time.Minute}); err != nil {
+			fail(err)
+		}
+		return
+	}
 	if *memory {
 		row, err := watcherMemory(context.Background(), *bin, 20000, 2000)
 		if err != nil {
@@ -73,11 +108,34 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if *traceFile != "" {
+		f, err := os.Create(*traceFile)
+		if err != nil {
+			fail(err)
+		}
+		if err := trace.Start(f); err != nil {
+			fail(err)
+		}
+		defer trace.Stop()
+	}
+	if *blockprofile != "" {
+		runtime.SetBlockProfileRate(1)
+		defer writeProfile("block", *blockprofile)
+	}
+	if *mutexprofile != "" {
+		runtime.SetMutexProfileFraction(1)
+		defer writeProfile("mutex", *mutexprofile)
+	}
+	printStats = *stats
 	testing.Init()
 	_ = flag.Set("test.benchtime", benchtime.String())
+	callerCounts, err := parseInts(*callersFlag)
+	if err != nil {
+		fail(err)
+	}
 
 	var rows []row
-	for _, kt := range []string{"P-256", "RSA-2048"} {
+	for _, kt := range strings.Split(*keys, ",") {
 		ca, err := newCA(kt)
 		if err != nil {
 			fail(err)
@@ -86,9 +144,12 @@ func main() {
 		if err != nil {
 			fail(err)
 		}
-		for _, callers := range []int{1, 64} {
+		for _, callers := range callerCounts {
 			bare := measure(callers, func() error { return bareIssue(ca, csr) })
 			for _, lintOn := range []bool{false, true} {
+				if !slices.Contains(strings.Split(*lintModes, ","), map[bool]string{false: "off", true: "on"}[lintOn]) {
+					continue
+				}
 				sign, cleanup, err := signetIssue(ca, csr, lintOn)
 				if err != nil {
 					fail(err)
@@ -141,10 +202,13 @@ func render(rows []row) string {
 // measure runs fn under testing.Benchmark with the given number of concurrent callers and
 // returns operations per second.
 func measure(callers int, fn func() error) float64 {
+	cpu0 := cpuTime()
+	var ops atomic.Int64 // every call, calibration rounds included, for CPU per operation
 	res := testing.Benchmark(func(b *testing.B) {
 		b.SetParallelism((callers + 1) / 2) // GOMAXPROCS=2 on the reference machine
 		if callers == 1 {
 			for b.Loop() {
+				ops.Add(1)
 				if err := fn(); err != nil {
 					b.Fatal(err)
 				}
@@ -153,6 +217,7 @@ func measure(callers int, fn func() error) float64 {
 		}
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
+				ops.Add(1)
 				if err := fn(); err != nil {
 					b.Error(err)
 					return
@@ -162,6 +227,13 @@ func measure(callers int, fn func() error) float64 {
 	})
 	if res.N == 0 {
 		fail(fmt.Errorf("benchmark failed (callers=%d)", callers))
+	}
+	if printStats {
+		// CPU per operation is less sensitive to a noisy machine than the rate. It counts
+		// every call, testing.Benchmark's calibration rounds included.
+		cpu := cpuTime() - cpu0
+		fmt.Fprintf(os.Stderr, "callers %d: %.0f µs CPU per op over %d ops, %.0f ops/s\n",
+			callers, float64(cpu.Microseconds())/float64(ops.Load()), ops.Load(), float64(res.N)/res.T.Seconds())
 	}
 	return float64(res.N) / res.T.Seconds()
 }
@@ -231,7 +303,15 @@ func signetIssue(ca *issuance.CA, csrPEM []byte, lintOn bool) (func() error, fun
 		})
 		return err
 	}
-	cleanup := func() { _ = led.Close(); _ = os.RemoveAll(dir) }
+	cleanup := func() {
+		if printStats {
+			st := led.Stats()
+			fmt.Fprintf(os.Stderr, "ledger: %d records in %d batches (%.1f per fsync), lint %v\n",
+				st.Records, st.Batches, float64(st.Records)/float64(max(st.Batches, 1)), lintOn)
+		}
+		_ = led.Close()
+		_ = os.RemoveAll(dir)
+	}
 	return sign, cleanup, nil
 }
 
@@ -273,6 +353,41 @@ func newCSR() ([]byte, error) {
 		return nil, err
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), nil
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// printStats is -stats.
+var printStats bool
+
+func parseInts(list string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("bad count %q in %q", f, list)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func writeProfile(name, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		fail(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+		fail(err)
+	}
 }
 
 func fail(err error) {

@@ -67,7 +67,8 @@ func (s *Store) lead(objectUID string, c *call, fn func() (Entry, error)) (e Ent
 		}
 		s.mu.Lock()
 		if c.err == nil {
-			s.rememberLocked(c.entry)
+			// c.entry is the call's own copy and is only read from now on (waiters clone it).
+			s.keepLocked(c.entry)
 		}
 		delete(s.inflight, objectUID)
 		s.mu.Unlock()

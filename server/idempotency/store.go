@@ -153,12 +153,18 @@ func (s *Store) Remember(e Entry) {
 	s.rememberLocked(e)
 }
 
-// rememberLocked stores e and reports whether it did.
+// rememberLocked stores a copy of e and reports whether it did.
 func (s *Store) rememberLocked(e Entry) bool {
+	return s.keepLocked(e.clone())
+}
+
+// keepLocked stores e itself, whose slices the store may share but nobody may modify, and
+// reports whether it did. Do's leader hands over its private copy this way, so the copying
+// happens before the lock that every issuance takes.
+func (s *Store) keepLocked(e Entry) bool {
 	if e.IssuedAt.IsZero() {
 		e.IssuedAt = s.opts.Clock.Now()
 	}
-	e = e.clone()
 	if s.expired(&e) {
 		return false
 	}
