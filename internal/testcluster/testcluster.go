@@ -119,7 +119,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 }
 
 // StartT starts a cluster for t and stops it in t.Cleanup. It fails the test with t.Fatalf
-// (never t.Skip) when the cluster cannot start, for example when the binaries are not built.
+// (it never skips) when the cluster cannot start, for example when the binaries are not built.
 func StartT(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
