@@ -40,7 +40,7 @@ bench: build kube-bins ## Server issuance vs the bare parse+sign anchor (same ru
 	$(GO) run ./hack/bench -out docs/benchmarks-server.md
 	$(GO) run ./hack/bench -watcher-memory -bin $(BIN) -out docs/benchmarks-watcher-memory.md
 	./hack/kube-bins.sh $(KUBE_VERSION) kube-controller-manager && $(GO) run ./hack/bench -cluster -bin $(BIN) -out docs/benchmarks-cluster.md -plot docs/benchmarks-cluster-latency.png
-	@echo "tables written to docs/benchmarks-server.md and docs/benchmarks-watcher-memory.md"
+	@echo "tables written to docs/benchmarks-server.md, docs/benchmarks-watcher-memory.md and docs/benchmarks-cluster.md (plot: docs/benchmarks-cluster-latency.png)"
 
 .PHONY: generate
 generate: ## Regenerate the gRPC code from proto/.
