@@ -49,7 +49,7 @@ func loadSigner(ctx context.Context, sc config.Signer, defaultLint config.Lint) 
 	}
 	var gate *lint.Gate
 	if !lintCfg.Disabled {
-		if gate, err = lint.New(lintOptionsFor(sc.Profile.Name, lintCfg.Options)); err != nil {
+		if gate, err = lint.New(prof.LintOptions(lintCfg.Options)); err != nil {
 			return nil, fmt.Errorf("signer %s: lint: %w", sc.Name, err)
 		}
 	}
@@ -90,29 +90,6 @@ func loadSigner(ctx context.Context, sc config.Signer, defaultLint config.Lint) 
 		ls.lints = len(gate.Lints())
 	}
 	return ls, nil
-}
-
-// kubernetesParityExclusions are lints left out by default for the kubernetes.io profiles,
-// because kube-controller-manager issues what they flag and Kubernetes clients ask for it.
-var kubernetesParityExclusions = []lint.Exclusion{
-	{Lint: "e_ecdsa_allowed_ku",
-		Reason: "kubelets with ECDSA keys request \"key encipherment\", kube-controller-manager signs it and the kubernetes.io profiles accept it (RFC 5480 does not allow it for ECDSA)"},
-}
-
-// lintOptionsFor returns the lint options for a signer with the given profile: the configured
-// ones, or, when the operator left the exclusions at their default, the default exclusions
-// plus the kubernetes.io parity exclusions for those profiles.
-func lintOptionsFor(profileName string, opts lint.Options) lint.Options {
-	if opts.Exclude != nil || profileName == profile.NameCustom {
-		return opts
-	}
-	for _, e := range lint.DefaultExclusions() {
-		opts.Exclude = append(opts.Exclude, e.Lint)
-	}
-	for _, e := range kubernetesParityExclusions {
-		opts.Exclude = append(opts.Exclude, e.Lint)
-	}
-	return opts
 }
 
 // maxLifetime is the signer's maximum lifetime, or the default when the configuration was

@@ -380,7 +380,7 @@ func TestCheckConcurrent(t *testing.T) {
 // TestKeyEnciphermentOnECDSAKey records a default lint that refuses what kubelets ask for: a
 // serving certificate with "key encipherment" for an ECDSA key fails RFC 8813's
 // e_ecdsa_allowed_ku, while the same usage on an RSA key passes. Signers that must match
-// kube-controller-manager exclude that lint themselves (server.kubernetesParityExclusions).
+// kube-controller-manager exclude that lint themselves (profile.Profile.LintOptions).
 func TestKeyEnciphermentOnECDSAKey(t *testing.T) {
 	g := newGate(t, lint.Options{})
 	ca := newCA(t, testpki.P256)
