@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/signet-pki/signet/internal/configfile"
+	"github.com/signet-pki/signet/keystore"
 	"github.com/signet-pki/signet/server/access"
 	"github.com/signet-pki/signet/server/lint"
 	"github.com/signet-pki/signet/server/profile"
@@ -257,21 +258,10 @@ func (c *Config) resolvePaths(dir string) {
 		s := &c.Signers[i]
 		abs(&s.Certificate)
 		abs(&s.Intermediates)
-		if isPlainPath(s.Key) {
+		// Only a plain path is resolved; a file:// URI is taken as written. keystore parses the
+		// URI, so the config and the key store never disagree on what names a file.
+		if path, ok := keystore.FilePath(s.Key); ok && path == s.Key {
 			abs(&s.Key)
 		}
 	}
-}
-
-// isPlainPath reports whether a key URI is a file path rather than a URI with a scheme.
-func isPlainPath(uri string) bool {
-	for i, r := range uri {
-		if r == ':' {
-			return i == 1 // a Windows drive letter
-		}
-		if r == '/' || r == '.' {
-			return true
-		}
-	}
-	return true
 }
