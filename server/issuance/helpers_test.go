@@ -12,6 +12,7 @@ import (
 
 	"github.com/signet-pki/signet/internal/testpki"
 	"github.com/signet-pki/signet/server/issuance"
+	"github.com/signet-pki/signet/server/profile"
 )
 
 // now is the fake clock's fixed time in every issuance test.
@@ -33,7 +34,7 @@ func newIssuer(t testing.TB, ca *issuance.CA, maxLifetime time.Duration) *issuan
 	is, err := issuance.NewIssuer(issuance.IssuerOptions{
 		SignerName: signerName,
 		CA:         ca,
-		Policy:     issuance.LeafPolicy{MaxLifetime: maxLifetime},
+		Policy:     leafPolicy(t, maxLifetime),
 		Clock:      testclock.NewFakePassiveClock(now),
 	})
 	if err != nil {
@@ -115,4 +116,16 @@ func verify(t testing.TB, chain []*x509.Certificate, usage x509.ExtKeyUsage, roo
 func samePublicKey(a, b crypto.PublicKey) bool {
 	k, ok := a.(interface{ Equal(crypto.PublicKey) bool })
 	return ok && k.Equal(b)
+}
+
+// leafPolicy is the legacy-unknown profile: any subject, SANs honored, any leaf usage, no CA,
+// lifetime clamped to [10m, maxLifetime] — the plainest policy, so the tests here see the
+// pipeline itself.
+func leafPolicy(t testing.TB, maxLifetime time.Duration) issuance.Policy {
+	t.Helper()
+	p, err := profile.New(profile.Spec{Name: profile.NameLegacyUnknown}, maxLifetime)
+	if err != nil {
+		t.Fatalf("profile.New: %v", err)
+	}
+	return p
 }

@@ -81,11 +81,6 @@ func NewIssuer(opts IssuerOptions) (*Issuer, error) {
 	if opts.Policy == nil {
 		return nil, fmt.Errorf("creating issuer for %s: a policy is required", opts.SignerName)
 	}
-	if v, ok := opts.Policy.(interface{ Validate() error }); ok {
-		if err := v.Validate(); err != nil {
-			return nil, fmt.Errorf("creating issuer for %s: %w", opts.SignerName, err)
-		}
-	}
 	i := &Issuer{name: opts.SignerName, ca: opts.CA, policy: opts.Policy, lint: opts.Lint, clock: opts.Clock, rand: opts.Rand}
 	if i.lint != nil {
 		if err := i.lint.Prepare(opts.CA.Certificate); err != nil {

@@ -138,7 +138,7 @@ func TestIssueSerialUsesInjectedRandomness(t *testing.T) {
 	is, err := issuance.NewIssuer(issuance.IssuerOptions{
 		SignerName: signerName,
 		CA:         caOf(testpki.CA(t)),
-		Policy:     issuance.LeafPolicy{MaxLifetime: time.Hour},
+		Policy:     leafPolicy(t, time.Hour),
 		Clock:      testclock.NewFakePassiveClock(now),
 		Rand:       constReader(0xab),
 	})
@@ -302,7 +302,7 @@ func TestCAValidate(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.wantMsg) {
 				t.Fatalf("Validate = %v, want an error saying %q", err, tt.wantMsg)
 			}
-			if _, err := issuance.NewIssuer(issuance.IssuerOptions{SignerName: signerName, CA: tt.ca, Policy: issuance.LeafPolicy{MaxLifetime: time.Hour}}); err == nil || !strings.Contains(err.Error(), tt.wantMsg) || !strings.Contains(err.Error(), signerName) {
+			if _, err := issuance.NewIssuer(issuance.IssuerOptions{SignerName: signerName, CA: tt.ca, Policy: leafPolicy(t, time.Hour)}); err == nil || !strings.Contains(err.Error(), tt.wantMsg) || !strings.Contains(err.Error(), signerName) {
 				t.Errorf("NewIssuer = %v, want an error naming the signer and saying %q", err, tt.wantMsg)
 			}
 		})
@@ -317,11 +317,9 @@ func TestNewIssuerRefusesBadOptions(t *testing.T) {
 		opts    issuance.IssuerOptions
 		wantMsg string
 	}{
-		{"no signer name", issuance.IssuerOptions{CA: ca, Policy: issuance.LeafPolicy{MaxLifetime: time.Hour}}, "signer name is required"},
-		{"no CA", issuance.IssuerOptions{SignerName: signerName, Policy: issuance.LeafPolicy{MaxLifetime: time.Hour}}, "both required"},
+		{"no signer name", issuance.IssuerOptions{CA: ca, Policy: leafPolicy(t, time.Hour)}, "signer name is required"},
+		{"no CA", issuance.IssuerOptions{SignerName: signerName, Policy: leafPolicy(t, time.Hour)}, "both required"},
 		{"no policy", issuance.IssuerOptions{SignerName: signerName, CA: ca}, "a policy is required"},
-		{"zero maximum lifetime", issuance.IssuerOptions{SignerName: signerName, CA: ca, Policy: issuance.LeafPolicy{}}, "below the 10m0s floor"},
-		{"maximum below the floor", issuance.IssuerOptions{SignerName: signerName, CA: ca, Policy: issuance.LeafPolicy{MaxLifetime: 9 * time.Minute}}, "maximum lifetime 9m0s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -58,8 +58,6 @@ var extKeyUsages = map[certificatesv1.KeyUsage]x509.ExtKeyUsage{
 	certificatesv1.UsageNetscapeSGC:     x509.ExtKeyUsageNetscapeServerGatedCrypto,
 }
 
-// leafForbiddenUsages are usages that only a CA certificate needs.
-var leafForbiddenUsages = []certificatesv1.KeyUsage{certificatesv1.UsageCertSign, certificatesv1.UsageCRLSign}
 
 // RuleResult is the outcome of one rule of a policy, for explaining a decision.
 type RuleResult struct {
@@ -88,56 +86,6 @@ type Policy interface {
 	// the decision. err is non-nil exactly when a rule failed; it wraps ErrPolicyViolation,
 	// ErrUnsupportedKey or ErrMalformedRequest and names the first failed rule.
 	Evaluate(csr *x509.CertificateRequest, req Request) (Decision, []RuleResult, error)
-}
-
-// LeafPolicy is the baseline policy of the walking skeleton: any subject and SANs, any known
-// usage but those of a CA, no CA request, lifetime clamped to [MinLifetime, MaxLifetime].
-type LeafPolicy struct {
-	// MaxLifetime caps the certificate lifetime; a request without expirationSeconds gets it.
-	MaxLifetime time.Duration
-}
-
-var _ Policy = LeafPolicy{}
-
-// Validate checks the policy itself.
-func (p LeafPolicy) Validate() error {
-	if p.MaxLifetime < MinLifetime {
-		return fmt.Errorf("maximum lifetime %s is below the %s floor", p.MaxLifetime, MinLifetime)
-	}
-	return nil
-}
-
-// Evaluate applies the policy to a parsed request:
-//   - at least one usage, each a known certificates.k8s.io/v1 usage, none of "cert sign" and
-//     "crl sign";
-//   - no basic constraints extension asking for CA:TRUE;
-//   - lifetime = ClampLifetime(expirationSeconds, MaxLifetime).
-func (p LeafPolicy) Evaluate(csr *x509.CertificateRequest, req Request) (Decision, []RuleResult, error) {
-	d := Decision{Lifetime: ClampLifetime(req.ExpirationSeconds, p.MaxLifetime)}
-	var rules []RuleResult
-	check := func(rule string, err error, detail string) error {
-		r := RuleResult{Rule: rule, Passed: err == nil, Detail: detail}
-		if err != nil {
-			r.Detail = err.Error()
-		}
-		rules = append(rules, r)
-		return err
-	}
-	var err error
-	d.KeyUsage, d.ExtKeyUsage, err = ParseUsages(req.Usages)
-	if err == nil && len(req.Usages) == 0 {
-		err = fmt.Errorf("%w: no usages requested", ErrPolicyViolation)
-	}
-	for _, u := range leafForbiddenUsages {
-		if err == nil && slices.Contains(req.Usages, string(u)) {
-			err = fmt.Errorf("%w: usage %q is reserved for CA certificates; this signer issues only leaf certificates", ErrPolicyViolation, u)
-		}
-	}
-	firstErr := check("usages: known, not cert sign or crl sign", err, fmt.Sprintf("usages are %q", req.Usages))
-	if err := check("CA bit: not allowed", CheckNotCA(csr), "no CA requested"); firstErr == nil {
-		firstErr = err
-	}
-	return d, rules, firstErr
 }
 
 // ParseUsages maps certificates.k8s.io/v1 usage strings to key usage bits and sorted,
