@@ -58,7 +58,6 @@ var extKeyUsages = map[certificatesv1.KeyUsage]x509.ExtKeyUsage{
 	certificatesv1.UsageNetscapeSGC:     x509.ExtKeyUsageNetscapeServerGatedCrypto,
 }
 
-
 // RuleResult is the outcome of one rule of a policy, for explaining a decision.
 type RuleResult struct {
 	// Rule names the rule, e.g. "usages: at most digital signature, key encipherment, client auth".
