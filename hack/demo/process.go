@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"os"
 	"os/exec"
@@ -97,19 +95,11 @@ func waitHealthy(ctx context.Context, addr, state string) error {
 }
 
 func checkHealth(ctx context.Context, addr, state string) error {
-	cert, err := tls.LoadX509KeyPair(filepath.Join(state, devpki.ClientCert), filepath.Join(state, devpki.ClientKey))
+	tlsConfig, err := devpki.ClientTLSConfig(state)
 	if err != nil {
 		return err
 	}
-	caPEM, err := os.ReadFile(filepath.Join(state, devpki.TLSCACert))
-	if err != nil {
-		return err
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
-		MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}, RootCAs: pool, ServerName: "localhost",
-	})))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(tlsConfig)))
 	if err != nil {
 		return err
 	}

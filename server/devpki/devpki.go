@@ -9,6 +9,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -218,4 +219,22 @@ func writeFile(path string, data []byte, mode os.FileMode) error {
 		return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
 	}
 	return nil
+}
+
+// ClientTLSConfig is the mTLS client configuration for the dev server whose state is in dir:
+// the client certificate, the TLS CA as the only root, TLS 1.3, server name "localhost".
+func ClientTLSConfig(dir string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, ClientCert), filepath.Join(dir, ClientKey))
+	if err != nil {
+		return nil, fmt.Errorf("loading the dev client certificate: %w", err)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(dir, TLSCACert))
+	if err != nil {
+		return nil, fmt.Errorf("reading the dev TLS CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("no certificate in %s", filepath.Join(dir, TLSCACert))
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}, RootCAs: pool, ServerName: "localhost"}, nil
 }

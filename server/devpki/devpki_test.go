@@ -3,6 +3,7 @@ package devpki_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"net"
@@ -218,5 +219,37 @@ func TestEnsureTLSCertificates(t *testing.T) {
 	signerRoots.AddCert(signerCA)
 	if _, err := server.Verify(x509.VerifyOptions{Roots: signerRoots, CurrentTime: now}); err == nil {
 		t.Error("server certificate chains to the signer CA; the TLS and signer CAs must be distinct")
+	}
+}
+
+// TestClientTLSConfig: the dev client configuration presents the client certificate and
+// trusts exactly the TLS CA, so it verifies the dev server certificate for localhost.
+func TestClientTLSConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if _, err := devpki.Ensure(devpki.Options{Dir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := devpki.ClientTLSConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Certificates) != 1 || cfg.MinVersion != tls.VersionTLS13 {
+		t.Fatalf("config has %d certificates, min version %x", len(cfg.Certificates), cfg.MinVersion)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, devpki.ServerCert))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(data)
+	server, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := server.Verify(x509.VerifyOptions{Roots: cfg.RootCAs, DNSName: cfg.ServerName}); err != nil {
+		t.Errorf("the dev server certificate does not verify with the client configuration: %v", err)
+	}
+	if _, err := devpki.ClientTLSConfig(t.TempDir()); err == nil {
+		t.Error("ClientTLSConfig of an empty folder succeeded")
 	}
 }

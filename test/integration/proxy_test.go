@@ -3,9 +3,7 @@ package integration
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"net"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -38,26 +36,18 @@ func startHoldingProxy(t *testing.T, s *signet) *holdingProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clientCert, err := tls.LoadX509KeyPair(state(devpki.ClientCert), state(devpki.ClientKey))
+	clientTLS, err := devpki.ClientTLSConfig(s.state)
 	if err != nil {
 		t.Fatal(err)
 	}
-	caPEM, err := os.ReadFile(state(devpki.TLSCACert))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
-	conn, err := grpc.NewClient(s.addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
-		MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{clientCert}, RootCAs: pool, ServerName: "localhost",
-	})))
+	conn, err := grpc.NewClient(s.addr, grpc.WithTransportCredentials(credentials.NewTLS(clientTLS)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.upstream = signetv1.NewSignerServiceClient(conn)
 	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{
 		MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{serverCert},
-		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool,
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: clientTLS.RootCAs,
 	})))
 	signetv1.RegisterSignerServiceServer(srv, p)
 	hs := health.NewServer()
