@@ -249,15 +249,11 @@ func (b *clusterBench) setup() error {
 func (b *clusterBench) makeRequests(n int) error {
 	b.requests = make([][]byte, n)
 	for i := range n {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		csr, err := newCSR(fmt.Sprintf("bench-client-%d", i))
 		if err != nil {
 			return err
 		}
-		der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: fmt.Sprintf("bench-client-%d", i)}}, key)
-		if err != nil {
-			return err
-		}
-		b.requests[i] = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+		b.requests[i] = csr
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

@@ -140,7 +140,7 @@ func main() {
 		if err != nil {
 			fail(err)
 		}
-		csr, err := newCSR()
+		csr, err := newCSR("bench-client")
 		if err != nil {
 			fail(err)
 		}
@@ -343,12 +343,13 @@ func newCA(kt string) (*issuance.CA, error) {
 	return &issuance.CA{Certificate: cert, Key: key}, nil
 }
 
-func newCSR() ([]byte, error) {
+// newCSR is a PEM PKCS#10 request for a fresh P-256 key, subject CN=commonName, O=bench.
+func newCSR(commonName string) ([]byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
 	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "bench-client", Organization: []string{"bench"}}}, key)
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: commonName, Organization: []string{"bench"}}}, key)
 	if err != nil {
 		return nil, err
 	}

@@ -3,12 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"os"
 	"os/exec"
@@ -90,15 +84,10 @@ func watcherMemory(ctx context.Context, bin string, foreign, own int) (string, e
 
 // createCSRs creates n unapproved CSRs for signer with 32 concurrent writers.
 func createCSRs(ctx context.Context, kube kubernetes.Interface, signer string, n int) error {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	request, err := newCSR("bench")
 	if err != nil {
 		return err
 	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "bench"}}, key)
-	if err != nil {
-		return err
-	}
-	request := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
 	work := make(chan int)
 	errs := make(chan error, 32)
 	var wg sync.WaitGroup
