@@ -25,7 +25,7 @@ const (
 
 // Defaults applied by (*Config).Default to fields left at their zero value.
 const (
-	DefaultWorkers        = 4
+	DefaultWorkers        = 32
 	DefaultRPCTimeout     = 10 * time.Second
 	DefaultBackoffInitial = 250 * time.Millisecond
 	DefaultBackoffMax     = 30 * time.Second
@@ -66,7 +66,11 @@ type Config struct {
 	SignerNames []string `json:"signerNames"`
 	// Server is how to reach the signing server.
 	Server ServerConfig `json:"server"`
-	// Workers is the number of CSRs processed in parallel (default 4).
+	// Workers is the number of CSRs processed in parallel (default 32). A worker spends most
+	// of a CSR waiting on two round trips, the signing call and the status write, each tens of
+	// milliseconds when the API server is busy; with 4 workers a burst queued for seconds in
+	// the watcher while both servers idled (see docs/benchmarks.md). Workers cost a goroutine
+	// each; the signing server batches their ledger syncs.
 	Workers int `json:"workers,omitempty"`
 	// RPCTimeout bounds each call to the signing server (default 10s).
 	RPCTimeout metav1.Duration `json:"rpcTimeout,omitempty"`

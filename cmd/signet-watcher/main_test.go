@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/signet-pki/signet/watcher"
 )
 
 func TestBuildConfigOverrides(t *testing.T) {
@@ -57,8 +59,8 @@ func TestBuildConfigFlagsOnly(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("Validate: %v", err)
 	}
-	if cfg.Workers != 4 {
-		t.Errorf("workers = %d, want the default 4", cfg.Workers)
+	if cfg.Workers != watcher.DefaultWorkers {
+		t.Errorf("workers = %d, want the default %d", cfg.Workers, watcher.DefaultWorkers)
 	}
 	if !cfg.LeaderElection.IsEnabled() || cfg.MetricsAddress != ":9465" {
 		t.Errorf("flags alone: leader election %v, metrics %q; want a deployment's defaults", cfg.LeaderElection.IsEnabled(), cfg.MetricsAddress)
