@@ -64,6 +64,7 @@ func main() {
 	clusterBurst := flag.String("cluster-burst", "1000", "comma-separated burst sizes for -cluster")
 	clusterPaced := flag.Int("cluster-paced", 200, "CSRs in the paced stream of -cluster (0 to skip)")
 	clusterRate := flag.Float64("cluster-rate", 10, "CSRs per second of the paced stream of -cluster")
+	rounds := flag.Int("cluster-rounds", 3, "with -cluster, run every scenario this many times, interleaved, and report the median run")
 	plot := flag.String("plot", "", "with -cluster, write the latency plot (PNG) to this file")
 	flag.Parse()
 	if *clusterMode {
@@ -79,7 +80,7 @@ func main() {
 			bursts = append(bursts, n)
 		}
 		if err := runCluster(context.Background(), clusterOpts{bin: *bin, burst: bursts, pacedN: *clusterPaced, pacedRate: *clusterRate,
-			out: *out, plot: *plot, scenarioLimit: 5 * time.Minute}); err != nil {
+			out: *out, plot: *plot, scenarioLimit: 5 * time.Minute, rounds: *rounds}); err != nil {
 			fail(err)
 		}
 		return

@@ -1,0 +1,168 @@
+package main
+
+// The -cluster report: the Markdown table, the ratio rows and the verdict against the targets.
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+func ms(d time.Duration) string {
+	v := float64(d) / float64(time.Millisecond)
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}
+
+func clusterTable(results []result, elapsed time.Duration) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "Same run, same etcd + kube-apiserver (%s), all processes on the same cores as the load generator (16 workers: create → approve; the ceiling also writes the certificate). "+
+		"CSRs: kubernetes.io/kube-apiserver-client, P-256, client auth + digital signature; P-256 CA for both signers. "+
+		"Throughput = signed / (first create → last certificate seen on the watch); latency = approval returned → certificate seen. "+
+		"CPU = user+sys seconds of the signer process(es) over the scenario; RSS = VmHWM (Signet: server + watcher summed). "+
+		"Both signers run as least-privilege users with the same RBAC rules. "+
+		"Each row is the median of %d interleaved runs (by throughput for bursts, by p50 for the paced stream; KCM at its default QPS runs bursts once: its rate is its client's QPS limit). "+
+		"Ratio rows: throughput and latency as Signet / other (throughput > 1 and latency < 1 favour Signet). Whole run: %s.\n\n",
+		kubeVersion, rounds(results), elapsed.Round(time.Second))
+	sb.WriteString("| workload | signer | signed | total s | CSRs/s | approve→cert p50 ms | p90 ms | p99 ms | signer CPU s | signer peak RSS MiB |\n")
+	sb.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+	byLoad := map[string][]result{}
+	var order []string
+	for _, r := range results {
+		if _, ok := byLoad[r.load.label]; !ok {
+			order = append(order, r.load.label)
+		}
+		byLoad[r.load.label] = append(byLoad[r.load.label], r)
+	}
+	for _, load := range order {
+		rs := byLoad[load]
+		var signet *result
+		for i := range rs {
+			r := rs[i]
+			if r.signer.kind == "signet" {
+				signet = &rs[i]
+			}
+			cpu, rss := "–", "–"
+			if r.signer.kind != "ceiling" {
+				cpu, rss = fmt.Sprintf("%.2f", r.cpu), fmt.Sprintf("%.0f", r.rss)
+			}
+			signed := fmt.Sprintf("%d/%d", r.signed, r.load.n)
+			if r.failed > 0 {
+				signed += fmt.Sprintf(" (%d failed)", r.failed)
+			}
+			fmt.Fprintf(&sb, "| %s | %s | %s | %.2f | %.1f | %s | %s | %s | %s | %s |\n", load, r.signer.label, signed,
+				r.total.Seconds(), r.throughput(), ms(r.p50), ms(r.p90), ms(r.p99), cpu, rss)
+		}
+		if signet == nil {
+			continue
+		}
+		for _, want := range []struct {
+			kind string
+			qps  int
+			name string
+		}{{"kcm", 1000, "KCM (QPS 1000)"}, {"kcm", 0, "KCM (default QPS)"}, {"ceiling", 0, "ceiling"}} {
+			for _, r := range rs {
+				if r.signer.kind != want.kind || r.signer.qps != want.qps {
+					continue
+				}
+				cpu, rss := "–", "–"
+				if r.signer.kind != "ceiling" && r.cpu > 0 && r.rss > 0 {
+					cpu, rss = ratio(signet.cpu, r.cpu), ratio(signet.rss, r.rss)
+				}
+				fmt.Fprintf(&sb, "| %s | **Signet / %s** | | | **%s** | %s | %s | %s | %s | %s |\n", load, want.name,
+					ratio(signet.throughput(), r.throughput()), ratio(signet.p50.Seconds(), r.p50.Seconds()),
+					ratio(signet.p90.Seconds(), r.p90.Seconds()), ratio(signet.p99.Seconds(), r.p99.Seconds()), cpu, rss)
+			}
+		}
+	}
+	sb.WriteString(targets(results))
+	sb.WriteString("\nMachine busy (all cores, one-second sample) just before each scenario, after waiting up to 60 s for < 15 %:")
+	for _, r := range results {
+		fmt.Fprintf(&sb, " %s / %s %.0f %%;", r.load.label, r.signer.label, 100*r.busy)
+	}
+	sb.WriteString("\n")
+	for _, r := range results {
+		if r.negative > 0 {
+			fmt.Fprintf(&sb, "\nNote: %s, %s: %d certificate(s) seen on the watch before the approval call returned (negative latency, kept in the quantiles; drawn at 0.1 ms in the plot).\n", r.load.label, r.signer.label, r.negative)
+		}
+	}
+	return sb.String()
+}
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
+
+// rounds is the largest number of runs behind any result.
+func rounds(results []result) int {
+	n := 1
+	for _, r := range results {
+		n = max(n, r.rounds)
+	}
+	return n
+}
+
+// targets states, for every workload, Signet's ratios against the speed targets: burst
+// throughput ≥ 0.95 × KCM at QPS 1000 and ≥ 10 × KCM at its default QPS; paced p50 ≤ 1.5 ×
+// and p99 ≤ 2 × KCM's (QPS 1000: the faster KCM).
+func targets(results []result) string {
+	find := func(load, kind string, qps int) *result {
+		for i := range results {
+			r := &results[i]
+			if r.load.label == load && r.signer.kind == kind && r.signer.qps == qps {
+				return r
+			}
+		}
+		return nil
+	}
+	var sb strings.Builder
+	seen := map[string]bool{}
+	for _, r := range results {
+		load := r.load.label
+		if seen[load] {
+			continue
+		}
+		seen[load] = true
+		signet, fast, slow := find(load, "signet", 0), find(load, "kcm", 1000), find(load, "kcm", 0)
+		if signet == nil {
+			continue
+		}
+		check := func(name string, got, bound float64, atLeast bool) {
+			verdict := "meets"
+			if (atLeast && got < bound) || (!atLeast && got > bound) {
+				verdict = "BELOW target"
+			}
+			op := "≤"
+			if atLeast {
+				op = "≥"
+			}
+			fmt.Fprintf(&sb, "- %s: %s %.2f× (target %s %g×): %s\n", load, name, got, op, bound, verdict)
+		}
+		if r.load.rate == 0 {
+			if fast != nil {
+				check("throughput Signet / KCM (QPS 1000)", signet.throughput()/fast.throughput(), 0.95, true)
+			}
+			if slow != nil {
+				check("throughput Signet / KCM (default QPS)", signet.throughput()/slow.throughput(), 10, true)
+			}
+			continue
+		}
+		if fast != nil {
+			check("p50 Signet / KCM (QPS 1000)", signet.p50.Seconds()/fast.p50.Seconds(), 1.5, false)
+			check("p99 Signet / KCM (QPS 1000)", signet.p99.Seconds()/fast.p99.Seconds(), 2, false)
+		}
+	}
+	if sb.Len() == 0 {
+		return ""
+	}
+	return "\nTargets:\n\n" + sb.String()
+}

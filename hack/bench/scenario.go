@@ -1,0 +1,287 @@
+package main
+
+// One -cluster scenario: a signer (or none, for the ceiling) under one workload, observed on a
+// watch, with the signer processes' CPU and memory.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+func (b *clusterBench) scenario(ctx context.Context, kcmPath string, s signerKind, l workload) (result, error) {
+	tag := fmt.Sprintf("%s%d-%s-%d", s.kind, s.qps, strings.ReplaceAll(strings.ReplaceAll(l.label, " ", ""), "/", ""), time.Now().UnixNano()%1e6)
+	tag = strings.ReplaceAll(tag, ".", "")
+	res := result{signer: s, load: l, busy: waitQuiet(60 * time.Second)}
+	var proc *signerProc
+	if s.kind != "ceiling" {
+		var err error
+		if proc, err = b.startSigner(ctx, kcmPath, s, tag); err != nil {
+			return res, err
+		}
+		defer proc.stop()
+		if err := b.warmUp(ctx, tag); err != nil {
+			return res, err
+		}
+	}
+	csrs := b.kube.CertificatesV1().CertificateSigningRequests()
+	defer func() {
+		_ = csrs.DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: runLabel + "=" + tag})
+	}()
+	cpu0 := 0.0
+	if proc != nil {
+		cpu0 = cpuSeconds(proc.pids)
+	}
+
+	// The watch starts before anything is created.
+	list, err := csrs.List(ctx, metav1.ListOptions{LabelSelector: runLabel + "=" + tag})
+	if err != nil {
+		return res, err
+	}
+	n := l.n
+	observed := make([]time.Time, n)
+	approved := make([]time.Time, n)
+	var mu sync.Mutex
+	seen, failed := 0, 0
+	done := make(chan struct{})
+	wctx, cancelWatch := context.WithCancel(ctx)
+	defer cancelWatch()
+	watchErr := make(chan error, 1)
+	go func() {
+		rv := list.ResourceVersion
+		for wctx.Err() == nil {
+			w, err := csrs.Watch(wctx, metav1.ListOptions{LabelSelector: runLabel + "=" + tag, ResourceVersion: rv, AllowWatchBookmarks: true})
+			if err != nil {
+				if wctx.Err() == nil {
+					watchErr <- err
+				}
+				return
+			}
+			for ev := range w.ResultChan() {
+				if ev.Type == watch.Error {
+					break
+				}
+				csr, ok := ev.Object.(*certificatesv1.CertificateSigningRequest)
+				if !ok {
+					continue
+				}
+				rv = csr.ResourceVersion
+				if ev.Type == watch.Bookmark {
+					continue
+				}
+				i, err := strconv.Atoi(csr.Annotations["bench/index"])
+				if err != nil || i < 0 || i >= n {
+					continue
+				}
+				now := time.Now()
+				mu.Lock()
+				if observed[i].IsZero() {
+					if len(csr.Status.Certificate) > 0 {
+						observed[i] = now
+						seen++
+					} else if slices.ContainsFunc(csr.Status.Conditions, func(c certificatesv1.CertificateSigningRequestCondition) bool {
+						return c.Type == certificatesv1.CertificateFailed || c.Type == certificatesv1.CertificateDenied
+					}) {
+						observed[i] = now
+						failed++
+					}
+					if seen+failed == n {
+						close(done)
+					}
+				}
+				mu.Unlock()
+			}
+			w.Stop()
+		}
+	}()
+
+	work := make(chan int)
+	errs := make(chan error, loadWorkers)
+	var wg sync.WaitGroup
+	for range loadWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if err := b.submit(ctx, csrs, tag, i, s.kind == "ceiling", approved); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	start := time.Now()
+	var submitErr error
+	for i := range n {
+		if l.rate > 0 {
+			time.Sleep(time.Until(start.Add(time.Duration(float64(i) / l.rate * float64(time.Second)))))
+		}
+		select {
+		case work <- i:
+		case submitErr = <-errs:
+		}
+		if submitErr != nil {
+			break
+		}
+	}
+	close(work)
+	wg.Wait()
+	if submitErr == nil {
+		select {
+		case submitErr = <-errs:
+		default:
+		}
+	}
+	if submitErr != nil {
+		return res, submitErr
+	}
+	select {
+	case <-done:
+	case err := <-watchErr:
+		return res, fmt.Errorf("watch: %w", err)
+	case <-time.After(b.opts.scenarioLimit):
+	}
+	cancelWatch()
+	if proc != nil {
+		res.cpu = cpuSeconds(proc.pids) - cpu0
+		for _, pid := range proc.pids {
+			hwm, _, err := procMemory(pid)
+			if err == nil {
+				res.rss += hwm
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	res.signed, res.failed = seen, failed
+	var lats []time.Duration
+	var last time.Time
+	for i := range n {
+		if observed[i].IsZero() {
+			continue
+		}
+		if observed[i].After(last) {
+			last = observed[i]
+		}
+		lat := observed[i].Sub(approved[i])
+		if approved[i].IsZero() {
+			continue
+		}
+		if lat < 0 {
+			res.negative++
+		}
+		lats = append(lats, lat)
+		res.points = append(res.points, point{at: observed[i].Sub(start), latency: lat})
+	}
+	res.total = last.Sub(start)
+	if res.signed < n {
+		res.total = time.Since(start)
+	}
+	slices.Sort(lats)
+	res.p50, res.p90, res.p99 = quantile(lats, 0.50), quantile(lats, 0.90), quantile(lats, 0.99)
+	return res, nil
+}
+
+// submit creates CSR i, approves it and, for the ceiling, writes the dummy certificate.
+func (b *clusterBench) submit(ctx context.Context, csrs interface {
+	Create(context.Context, *certificatesv1.CertificateSigningRequest, metav1.CreateOptions) (*certificatesv1.CertificateSigningRequest, error)
+	UpdateApproval(context.Context, string, *certificatesv1.CertificateSigningRequest, metav1.UpdateOptions) (*certificatesv1.CertificateSigningRequest, error)
+	UpdateStatus(context.Context, *certificatesv1.CertificateSigningRequest, metav1.UpdateOptions) (*certificatesv1.CertificateSigningRequest, error)
+}, tag string, i int, self bool, approved []time.Time) error {
+	csr := b.newCSR(fmt.Sprintf("%s-%d", tag, i), tag, i)
+	csr.Annotations = map[string]string{"bench/index": strconv.Itoa(i)}
+	csr, err := csrs.Create(ctx, csr, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("create: %w", err)
+	}
+	approve(csr)
+	csr, err = csrs.UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{})
+	if err != nil {
+		return fmt.Errorf("approve: %w", err)
+	}
+	approved[i] = time.Now() // each index is written by one worker, read after wg.Wait
+	if self {
+		csr.Status.Certificate = b.dummy
+		if _, err := csrs.UpdateStatus(ctx, csr, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("status: %w", err)
+		}
+	}
+	return nil
+}
+
+// waitQuiet waits up to limit for the machine to be under 15 % busy over one second (other
+// work on the box skews every figure) and returns the last reading.
+func waitQuiet(limit time.Duration) float64 {
+	deadline := time.Now().Add(limit)
+	for {
+		busy0, total0 := cpuTotals()
+		time.Sleep(time.Second)
+		busy1, total1 := cpuTotals()
+		share := 0.0
+		if total1 > total0 {
+			share = (busy1 - busy0) / (total1 - total0)
+		}
+		if share < 0.15 || time.Now().After(deadline) {
+			if share >= 0.15 {
+				fmt.Fprintf(os.Stderr, "machine still %.0f%% busy after %s; measuring anyway\n", 100*share, limit)
+			}
+			return share
+		}
+	}
+}
+
+// cpuTotals reads the busy and total jiffies of all cores from /proc/stat.
+func cpuTotals() (busy, total float64) {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	for i, f := range strings.Fields(line)[1:] {
+		v, _ := strconv.ParseFloat(f, 64)
+		total += v
+		if i != 3 && i != 4 { // idle, iowait
+			busy += v
+		}
+	}
+	return busy, total
+}
+
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// cpuSeconds sums utime+stime of the processes (clock ticks of 1/100 s).
+func cpuSeconds(pids []int) float64 {
+	total := 0.0
+	for _, pid := range pids {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		s := string(raw)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		if len(fields) < 13 {
+			continue
+		}
+		ut, _ := strconv.ParseFloat(fields[11], 64)
+		st, _ := strconv.ParseFloat(fields[12], 64)
+		total += (ut + st) / 100
+	}
+	return total
+}
