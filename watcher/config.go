@@ -82,7 +82,21 @@ type Config struct {
 	MetricsAddress string `json:"metricsAddress,omitempty"`
 	// LeaderElection makes replicas elect one leader that alone runs the controllers.
 	LeaderElection LeaderElectionConfig `json:"leaderElection"`
+	// SignedEvents says which signed CSRs get a Normal Event Signed (serial and expiry):
+	// "retried" (default) only those whose signing was retried, closing the trail of Warning
+	// Events they already carry; "all" every one. Refusals, retries and give-ups always get
+	// Events. Not "all" by default, as kube-controller-manager's signer records none: an
+	// Event is one more API write and one more stored object per certificate (5,000 for a
+	// burst of 5,000), while the certificate itself, the watcher's log line and the server's
+	// ledger already record the issuance.
+	SignedEvents string `json:"signedEvents,omitempty"`
 }
+
+// Values of Config.SignedEvents.
+const (
+	SignedEventsRetried = "retried"
+	SignedEventsAll     = "all"
+)
 
 // LeaderElectionConfig is leader election with a coordination.k8s.io Lease in the watcher's
 // own namespace.
@@ -180,6 +194,9 @@ func (c *Config) Default() {
 	if c.Kind == "" {
 		c.Kind = Kind
 	}
+	if c.SignedEvents == "" {
+		c.SignedEvents = SignedEventsRetried
+	}
 	if c.Workers == 0 {
 		c.Workers = DefaultWorkers
 	}
@@ -251,6 +268,9 @@ func (c *Config) Validate() error {
 		if f.value == "" {
 			add(f.field, "is required")
 		}
+	}
+	if c.SignedEvents != SignedEventsRetried && c.SignedEvents != SignedEventsAll {
+		add("signedEvents", "is %q, must be %q or %q", c.SignedEvents, SignedEventsRetried, SignedEventsAll)
 	}
 	if c.Workers < 1 {
 		add("workers", "is %d, must be at least 1", c.Workers)

@@ -113,6 +113,7 @@ func TestLoadConfigExample(t *testing.T) {
 			Max:     metav1.Duration{Duration: DefaultBackoffMax},
 		},
 		MetricsAddress: "127.0.0.1:9465",
+		SignedEvents:   SignedEventsAll,
 		LeaderElection: LeaderElectionConfig{
 			Enabled:       &enabled,
 			Namespace:     "signet-system",
@@ -189,6 +190,7 @@ func TestValidate(t *testing.T) {
 		{"address with bad port", func(c *Config) { c.Server.Address = "signet:0" }, []string{"invalid port"}},
 		{"address without host", func(c *Config) { c.Server.Address = ":8443" }, []string{"has no host"}},
 		{"negative workers", func(c *Config) { c.Workers = -1 }, []string{"workers: is -1"}},
+		{"unknown signedEvents", func(c *Config) { c.SignedEvents = "some" }, []string{`signedEvents: is "some", must be "retried" or "all"`}},
 		{"negative timeout", func(c *Config) { c.RPCTimeout.Duration = -time.Second }, []string{"rpcTimeout"}},
 		{"max below initial", func(c *Config) { c.Backoff.Max.Duration = time.Millisecond }, []string{"backoff.max"}},
 		{"wrong apiVersion", func(c *Config) { c.APIVersion = "signet.dev/v1" }, []string{"apiVersion"}},

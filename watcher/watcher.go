@@ -110,12 +110,13 @@ func (c *Config) runController(ctx context.Context, kube kubernetes.Interface, c
 	recorder record.EventRecorder, m *metrics.Metrics, state *runState, clk clock.PassiveClock, logger klog.Logger,
 ) error {
 	controller, err := csrsigner.New(kube, client, csrsigner.Options{
-		SignerNames:    c.SignerNames,
-		BackoffInitial: c.Backoff.Initial.Duration,
-		BackoffMax:     c.Backoff.Max.Duration,
-		Clock:          clk,
-		Recorder:       recorder,
-		Metrics:        m,
+		SignerNames:       c.SignerNames,
+		BackoffInitial:    c.Backoff.Initial.Duration,
+		BackoffMax:        c.Backoff.Max.Duration,
+		Clock:             clk,
+		Recorder:          recorder,
+		SignedEventAlways: c.SignedEvents == SignedEventsAll,
+		Metrics:           m,
 	})
 	if err != nil {
 		return err

@@ -110,6 +110,7 @@ func TestRunLeaderMetricsEvents(t *testing.T) {
 		SignerNames:    []string{"example.com/serving"},
 		Server:         startServer(t),
 		MetricsAddress: addr,
+		SignedEvents:   SignedEventsAll,
 		LeaderElection: LeaderElectionConfig{
 			Enabled: &enabled, Namespace: "signet-test", Identity: "replica-a",
 			LeaseDuration: metav1.Duration{Duration: 2 * time.Second},

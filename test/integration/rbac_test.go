@@ -251,6 +251,8 @@ func (s *signet) runWatcher(kube kubernetes.Interface, namespace, identity strin
 	enabled := true
 	cfg := &watcher.Config{
 		SignerNames: []string{s.signerName},
+		// An Event for every certificate, so that the RBAC test sees the watcher record one.
+		SignedEvents: watcher.SignedEventsAll,
 		Server: watcher.ServerConfig{
 			Address:  s.addr,
 			CAFile:   filepath.Join(s.state, devpki.TLSCACert),

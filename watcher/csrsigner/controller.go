@@ -49,6 +49,9 @@ type Options struct {
 	// Recorder receives the Events on CSRs (Signed, refusals, retries, give-up); nil means no
 	// Events.
 	Recorder record.EventRecorder
+	// SignedEventAlways records the Normal Event Signed for every certificate written; by
+	// default only for CSRs whose signing was retried (they already carry Warning Events).
+	SignedEventAlways bool
 	// Metrics receives the outcome of every handled CSR and the issuance latency; nil means
 	// none.
 	Metrics Metrics
@@ -104,6 +107,7 @@ type Controller struct {
 	signer      Signer
 	clock       clock.PassiveClock
 	recorder    record.EventRecorder
+	signedEvent bool // Signed Event for every certificate, not only after retries
 	metrics     Metrics
 	signerNames map[string]bool
 
@@ -149,6 +153,7 @@ func New(kube kubernetes.Interface, signer Signer, opts Options) (*Controller, e
 		signer:         signer,
 		clock:          clk,
 		recorder:       opts.Recorder,
+		signedEvent:    opts.SignedEventAlways,
 		metrics:        metrics,
 		signerNames:    make(map[string]bool, len(opts.SignerNames)),
 		backoffInitial: opts.BackoffInitial,

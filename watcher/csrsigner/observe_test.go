@@ -71,22 +71,30 @@ func TestEventsAndMetrics(t *testing.T) {
 		chain       []byte
 		signErrs    []error
 		giveUpAfter time.Duration
-		requeues    int // failures already counted by the queue
+		requeues    int  // failures already counted by the queue
+		always      bool // Options.SignedEventAlways
 		wantErr     bool
 		wantEvent   string
 		wantOutcome string
 		wantLatency time.Duration
 		wantFailed  string // reason of the Failed condition written, if any
 	}{
-		{name: "signed", csr: newCSR("csr", approvedAt(testNow.Add(-90*time.Second))),
+		{name: "signed at the first attempt: no Event by default", csr: newCSR("csr", approvedAt(testNow.Add(-90*time.Second))),
+			chain:       testLeafChain(t, notAfter),
+			wantOutcome: OutcomeSigned, wantLatency: 90 * time.Second},
+		{name: "signed after retries", csr: newCSR("csr", approvedAt(testNow.Add(-90*time.Second))), requeues: 2,
 			chain:       testLeafChain(t, notAfter),
 			wantEvent:   "Normal Signed certificate issued by example.com/serving, serial abc123, valid until 2026-05-05T12:00:00Z",
 			wantOutcome: OutcomeSigned, wantLatency: 90 * time.Second},
-		{name: "signed, approval time from creation", csr: newCSR("csr", approved, createdAt(testNow.Add(-2*time.Minute))),
+		{name: "signed, every certificate gets an Event", csr: newCSR("csr", approvedAt(testNow.Add(-90*time.Second))), always: true,
+			chain:       testLeafChain(t, notAfter),
+			wantEvent:   "Normal Signed certificate issued by example.com/serving, serial abc123, valid until 2026-05-05T12:00:00Z",
+			wantOutcome: OutcomeSigned, wantLatency: 90 * time.Second},
+		{name: "signed, approval time from creation", csr: newCSR("csr", approved, createdAt(testNow.Add(-2*time.Minute))), always: true,
 			chain:       testLeafChain(t, notAfter),
 			wantEvent:   "Normal Signed certificate issued by example.com/serving, serial abc123, valid until 2026-05-05T12:00:00Z",
 			wantOutcome: OutcomeSigned, wantLatency: 2 * time.Minute},
-		{name: "signed, chain not parsed", csr: newCSR("csr", approved),
+		{name: "signed, chain not parsed", csr: newCSR("csr", approved), always: true,
 			wantEvent: "Normal Signed certificate issued by example.com/serving", wantOutcome: OutcomeSigned},
 		{name: "terminal refusal", csr: newCSR("csr", approved),
 			signErrs:  []error{terminalError(t, "UNSUPPORTED_KEY", "RSA-2048 is below the minimum of 3072 bits")},
@@ -129,7 +137,7 @@ func TestEventsAndMetrics(t *testing.T) {
 			rec := record.NewFakeRecorder(10)
 			signer := &fakeSigner{errs: tt.signErrs, chain: tt.chain}
 			c, kube, ctx := newTestControllerWith(t, signer, func(o *Options) {
-				o.Metrics, o.Recorder, o.GiveUpAfter = metrics, rec, tt.giveUpAfter
+				o.Metrics, o.Recorder, o.GiveUpAfter, o.SignedEventAlways = metrics, rec, tt.giveUpAfter, tt.always
 			}, tt.csr)
 			for range tt.requeues {
 				c.queue.AddRateLimited("csr")
@@ -138,7 +146,9 @@ func TestEventsAndMetrics(t *testing.T) {
 			if err := c.sync(ctx, "csr"); (err != nil) != tt.wantErr {
 				t.Fatalf("sync() = %v, want error %v", err, tt.wantErr)
 			}
-			if got := events(rec); len(got) != 1 || got[0] != tt.wantEvent {
+			if got := events(rec); tt.wantEvent == "" && len(got) != 0 {
+				t.Errorf("events = %q, want none", got)
+			} else if tt.wantEvent != "" && (len(got) != 1 || got[0] != tt.wantEvent) {
 				t.Errorf("events = %q, want [%q]", got, tt.wantEvent)
 			}
 			if got := metrics.outcomes(); len(got) != 1 || got[0] != servedSigner+" "+tt.wantOutcome {

@@ -26,9 +26,10 @@ const (
 	notWritten
 )
 
-// writeCertificate stores chain in status.certificate, then emits the Signed Event and
-// observes the outcome and the latency since approval.
-func (c *Controller) writeCertificate(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, chain []byte) error {
+// writeCertificate stores chain in status.certificate, then observes the outcome and the
+// latency since approval, logs the issuance and, if the CSR was retried before (or every
+// certificate gets one), emits the Signed Event.
+func (c *Controller) writeCertificate(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, chain []byte, retried bool) error {
 	result, err := c.writeStatus(ctx, csr, func(updated *certificatesv1.CertificateSigningRequest) {
 		updated.Status.Certificate = chain
 	})
@@ -40,7 +41,9 @@ func (c *Controller) writeCertificate(ctx context.Context, csr *certificatesv1.C
 	c.metrics.ObserveIssuanceLatency(csr.Spec.SignerName, latency)
 	c.metrics.ObserveHandled(csr.Spec.SignerName, OutcomeSigned)
 	message := signedMessage(ctx, csr.Spec.SignerName, chain)
-	c.event(csr, corev1.EventTypeNormal, ReasonSigned, "%s", message)
+	if retried || c.signedEvent {
+		c.event(csr, corev1.EventTypeNormal, ReasonSigned, "%s", message)
+	}
 	klog.FromContext(ctx).Info("Signed CSR", "sinceApproval", latency, "certificate", message)
 	return nil
 }

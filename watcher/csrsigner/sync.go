@@ -17,7 +17,8 @@ import (
 // sync brings the CSR called name one step forward. It is an early-return ladder: a CSR that
 // is gone, not for a served signer, not approved, denied or failed, or already signed is
 // skipped (logged at V(4) with why). Otherwise the signer is asked, and:
-//   - a chain is written to status.certificate (Event Signed);
+//   - a chain is written to status.certificate (Event Signed if the CSR was retried before,
+//     or for every certificate with Options.SignedEventAlways);
 //   - a terminal refusal becomes a Failed condition with the server's TitleCase reason and
 //     message (Warning Event with the same reason and message);
 //   - a transient error is returned, so that the CSR is re-queued with back-off (Warning Event
@@ -46,7 +47,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 
 	chain, err := c.signer.SignCSR(ctx, csr)
 	if err == nil {
-		return c.writeCertificate(ctx, csr, chain)
+		return c.writeCertificate(ctx, csr, chain, c.queue.NumRequeues(name) > 0)
 	}
 	reason, message, terminal := signerclient.Classify(err)
 	if terminal {
