@@ -178,6 +178,11 @@ func newClientset(kubeconfig string, qps float32, burst int) (kubernetes.Interfa
 	}
 	restConfig.QPS = qps
 	restConfig.Burst = burst
+	// No gzip, as kube-controller-manager and kube-scheduler configure their clients: the watcher
+	// runs next to the API server, where compressing every response and watch event costs the
+	// API server more CPU than it saves on the network (kubernetes#80919, #112296), and at a
+	// burst the API server's CPU is what bounds signing.
+	restConfig.DisableCompression = true
 	restConfig = rest.AddUserAgent(restConfig, "signet-watcher")
 	kube, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {

@@ -25,13 +25,13 @@ func clusterTable(results []result, elapsed time.Duration) string {
 	fmt.Fprintf(&sb, "Same run, same etcd + kube-apiserver (%s), all processes on the same cores as the load generator (16 workers: create → approve; the ceiling also writes the certificate). "+
 		"CSRs: kubernetes.io/kube-apiserver-client, P-256, client auth + digital signature; P-256 CA for both signers. "+
 		"Throughput = signed / (first create → last certificate seen on the watch); latency = approval returned → certificate seen. "+
-		"CPU = user+sys seconds of the signer process(es) over the scenario; RSS = VmHWM (Signet: server + watcher summed). "+
+		"CPU = user+sys seconds of the signer process(es) over the scenario; RSS = VmHWM (Signet: server + watcher summed); apiserver+etcd CPU = the same for the control plane, which shares the 2 cores with the signer, so signer CPU is taken from the API server. "+
 		"Both signers run as least-privilege users with the same RBAC rules. "+
 		"Each row is the median of %d interleaved runs (by throughput for bursts, by p50 for the paced stream; KCM at its default QPS runs bursts once: its rate is its client's QPS limit). "+
 		"Ratio rows: throughput and latency as Signet / other (throughput > 1 and latency < 1 favour Signet). Whole run: %s.\n\n",
 		kubeVersion, rounds(results), elapsed.Round(time.Second))
-	sb.WriteString("| workload | signer | signed | total s | CSRs/s | approve→cert p50 ms | p90 ms | p99 ms | signer CPU s | signer peak RSS MiB |\n")
-	sb.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+	sb.WriteString("| workload | signer | signed | total s | CSRs/s | approve→cert p50 ms | p90 ms | p99 ms | signer CPU s | signer peak RSS MiB | apiserver+etcd CPU s |\n")
+	sb.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	byLoad := map[string][]result{}
 	var order []string
 	for _, r := range results {
@@ -56,8 +56,8 @@ func clusterTable(results []result, elapsed time.Duration) string {
 			if r.failed > 0 {
 				signed += fmt.Sprintf(" (%d failed)", r.failed)
 			}
-			fmt.Fprintf(&sb, "| %s | %s | %s | %.2f | %.1f | %s | %s | %s | %s | %s |\n", load, r.signer.label, signed,
-				r.total.Seconds(), r.throughput(), ms(r.p50), ms(r.p90), ms(r.p99), cpu, rss)
+			fmt.Fprintf(&sb, "| %s | %s | %s | %.2f | %.1f | %s | %s | %s | %s | %s | %.2f |\n", load, r.signer.label, signed,
+				r.total.Seconds(), r.throughput(), ms(r.p50), ms(r.p90), ms(r.p99), cpu, rss, r.planeCPU)
 		}
 		if signet == nil {
 			continue
@@ -75,9 +75,9 @@ func clusterTable(results []result, elapsed time.Duration) string {
 				if r.signer.kind != "ceiling" && r.cpu > 0 && r.rss > 0 {
 					cpu, rss = ratio(signet.cpu, r.cpu), ratio(signet.rss, r.rss)
 				}
-				fmt.Fprintf(&sb, "| %s | **Signet / %s** | | | **%s** | %s | %s | %s | %s | %s |\n", load, want.name,
+				fmt.Fprintf(&sb, "| %s | **Signet / %s** | | | **%s** | %s | %s | %s | %s | %s | %s |\n", load, want.name,
 					ratio(signet.throughput(), r.throughput()), ratio(signet.p50.Seconds(), r.p50.Seconds()),
-					ratio(signet.p90.Seconds(), r.p90.Seconds()), ratio(signet.p99.Seconds(), r.p99.Seconds()), cpu, rss)
+					ratio(signet.p90.Seconds(), r.p90.Seconds()), ratio(signet.p99.Seconds(), r.p99.Seconds()), cpu, rss, ratio(signet.planeCPU, r.planeCPU))
 			}
 		}
 	}
@@ -98,6 +98,9 @@ func clusterTable(results []result, elapsed time.Duration) string {
 func ratio(a, b float64) string {
 	if b == 0 {
 		return "–"
+	}
+	if r := a / b; r < 0.01 {
+		return fmt.Sprintf("%.1g×", r)
 	}
 	return fmt.Sprintf("%.2f×", a/b)
 }

@@ -41,6 +41,8 @@ func (b *clusterBench) scenario(ctx context.Context, kcmPath string, s signerKin
 	if proc != nil {
 		cpu0 = cpuSeconds(proc.pids)
 	}
+	planePIDs := childPIDs("kube-apiserver", "etcd")
+	plane0 := cpuSeconds(planePIDs)
 
 	// The watch starts before anything is created.
 	list, err := csrs.List(ctx, metav1.ListOptions{LabelSelector: runLabel + "=" + tag})
@@ -153,6 +155,7 @@ func (b *clusterBench) scenario(ctx context.Context, kcmPath string, s signerKin
 	case <-time.After(b.opts.scenarioLimit):
 	}
 	cancelWatch()
+	res.planeCPU = cpuSeconds(planePIDs) - plane0
 	if proc != nil {
 		res.cpu = cpuSeconds(proc.pids) - cpu0
 		for _, pid := range proc.pids {
@@ -267,6 +270,39 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 }
 
 // cpuSeconds sums utime+stime of the processes (clock ticks of 1/100 s).
+// childPIDs returns the PIDs of this process's children whose command name is one of names:
+// the control plane's kube-apiserver and etcd, started by testcluster.
+func childPIDs(names ...string) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		s := string(raw)
+		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || end < open {
+			continue
+		}
+		fields := strings.Fields(s[end+1:])
+		if len(fields) < 2 || !slices.Contains(names, s[open+1:end]) {
+			continue
+		}
+		if ppid, err := strconv.Atoi(fields[1]); err == nil && ppid == os.Getpid() {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
 func cpuSeconds(pids []int) float64 {
 	total := 0.0
 	for _, pid := range pids {
