@@ -3,6 +3,7 @@ package idempotency
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -21,7 +22,9 @@ type call struct {
 //   - a stored answer with another hash: (stored entry, Conflict, error wrapping ErrConflict);
 //   - an issuance for the UID already in flight: Do waits for it (or for ctx). With the same
 //     hash it returns that issuance's answer as a Hit, or its error; with another hash it then
-//     decides again (a Conflict if the first one succeeded);
+//     decides again (a Conflict if the first one succeeded). An error that wraps
+//     context.Canceled or context.DeadlineExceeded is the first caller's own context ending,
+//     not an answer: the waiter then decides again and may run fn itself;
 //   - otherwise fn runs; on success its entry (ObjectUID, RequestHash and a zero IssuedAt
 //     filled in) is remembered and returned with Miss; its error is returned as is, and
 //     nothing is remembered.
@@ -48,7 +51,7 @@ func (s *Store) Do(ctx context.Context, objectUID string, requestHash []byte, fn
 		case <-ctx.Done():
 			return Entry{}, Miss, fmt.Errorf("waiting for the issuance in flight for object %s: %w", objectUID, ctx.Err())
 		}
-		if bytes.Equal(c.hash, requestHash) {
+		if bytes.Equal(c.hash, requestHash) && !callerGone(c.err) {
 			if c.err != nil {
 				return Entry{}, Miss, c.err
 			}
@@ -86,6 +89,11 @@ func (s *Store) lead(objectUID string, c *call, fn func() (Entry, error)) (e Ent
 	}
 	c.entry = e.clone()
 	return e, Miss, nil
+}
+
+// callerGone reports whether err is a leader's context ending rather than an outcome.
+func callerGone(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 func resultError(objectUID string, res Result) error {

@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -54,6 +55,44 @@ func TestDoSharesFailureThenRetries(t *testing.T) {
 	})
 	if err != nil || res != idempotency.Miss {
 		t.Errorf("retry after failure: %v, %v; want fn to run", res, err)
+	}
+}
+
+// TestDoLeaderCallerGoneWaiterTakesOver: the first caller's context ends before its record
+// was handed to the ledger; a waiter with the same request must not get that context error
+// as its answer, but run the issuance itself.
+func TestDoLeaderCallerGoneWaiterTakesOver(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(idempotency.Options{})
+	gone := fmt.Errorf("appending to ledger: %w", context.Canceled)
+	release, first := inFlight(s, "uid-1", "csr", gone)
+	waiter := make(chan error, 1)
+	ran := make(chan struct{}, 1)
+	go func() {
+		_, res, err := s.Do(context.Background(), "uid-1", hashOf("csr"), func() (idempotency.Entry, error) {
+			ran <- struct{}{}
+			return entry("uid-1", "csr"), nil
+		})
+		if err == nil && res != idempotency.Miss {
+			err = fmt.Errorf("result %v, want Miss (the waiter issued)", res)
+		}
+		waiter <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	close(release)
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Errorf("leader: %v", err)
+	}
+	if err := <-waiter; err != nil {
+		t.Errorf("waiter: %v, want its own issuance", err)
+	}
+	select {
+	case <-ran:
+	default:
+		t.Error("the waiter did not run the issuance")
+	}
+	if _, res := s.Lookup("uid-1", hashOf("csr")); res != idempotency.Hit {
+		t.Errorf("the waiter's issuance was not remembered: %v", res)
 	}
 }
 

@@ -133,7 +133,7 @@ func (s *Service) issue(ctx context.Context, d decisionContext, sg *Signer, req 
 	appendStart := s.opts.Clock.Now()
 	rec, err = s.opts.Ledger.Append(ctx, rec)
 	if err != nil {
-		return idempotency.Entry{}, fmt.Errorf("%w: %v", errLedgerUnavailable, err)
+		return idempotency.Entry{}, fmt.Errorf("%w: %w", errLedgerUnavailable, err)
 	}
 	s.opts.Metrics.ObserveLedgerAppend(s.since(appendStart))
 	return idempotency.Entry{
