@@ -95,7 +95,7 @@ func TestNoLedgerRecordNoCertificate(t *testing.T) {
 }
 
 // TestMetricsReflectDecisions: /metrics counts issued and refused requests by signer and
-// reason, and exposes the CA expiry.
+// reason, every ledger record, and exposes the CA expiry.
 func TestMetricsReflectDecisions(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, nil)
@@ -114,7 +114,9 @@ func TestMetricsReflectDecisions(t *testing.T) {
 		`signet_server_refusals_total{reason="UNSUPPORTED_KEY",signer="signet.dev/dev"} 1`,
 		`signet_server_ca_certificate_expiry_timestamp_seconds{signer="signet.dev/dev"}`,
 		`signet_server_sign_duration_seconds_count{signer="signet.dev/dev"} 1`,
-		`signet_server_ledger_records_total`,
+		// Both decisions are records: the issuance and the refusal.
+		"signet_server_ledger_records_total 2\n",
+		"signet_server_ledger_append_duration_seconds_count 2\n",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -209,8 +209,9 @@ func (m *Metrics) SetCAExpiry(signer string, notAfter time.Time) {
 	m.caExpiry.WithLabelValues(signer).Set(float64(notAfter.Unix()))
 }
 
-// ObserveLedgerAppend records one ledger record appended in d. Call it after a successful
-// append only; a failed append fails the request, which ObserveRequest counts.
+// ObserveLedgerAppend records one ledger record (issuance or refusal) appended in d. Call it
+// after a successful append only; a failed append fails the request, which ObserveRequest
+// counts.
 func (m *Metrics) ObserveLedgerAppend(d time.Duration) {
 	if m == nil {
 		return

@@ -130,12 +130,10 @@ func (s *Service) issue(ctx context.Context, d decisionContext, sg *Signer, req 
 	rec.Serial = hex.EncodeToString(cert.Leaf.SerialNumber.Bytes())
 	rec.NotBefore, rec.NotAfter = cert.Leaf.NotBefore, cert.Leaf.NotAfter
 	rec.Certificate = string(cert.ChainPEM)
-	appendStart := s.opts.Clock.Now()
-	rec, err = s.opts.Ledger.Append(ctx, rec)
+	rec, err = s.appendRecord(ctx, rec)
 	if err != nil {
 		return idempotency.Entry{}, fmt.Errorf("%w: %w", errLedgerUnavailable, err)
 	}
-	s.opts.Metrics.ObserveLedgerAppend(s.since(appendStart))
 	return idempotency.Entry{
 		Serial:    rec.Serial,
 		Chain:     cert.ChainPEM,
@@ -166,10 +164,8 @@ func (s *Service) refuse(ctx context.Context, d decisionContext, err error) erro
 	rec := d.record(ledger.Refused)
 	rec.Reason = name
 	rec.Message = publicMessage(err, safe)
-	if s.opts.Ledger != nil {
-		if _, lerr := s.opts.Ledger.Append(ctx, rec); lerr != nil {
-			d.log.Error("recording a refusal", logKeyError, lerr.Error())
-		}
+	if _, lerr := s.appendRecord(ctx, rec); lerr != nil {
+		d.log.Error("recording a refusal", logKeyError, lerr.Error())
 	}
 	if safe {
 		d.log.Info("request refused", logKeyOutcome, outcome, logKeyReason, name, logKeyError, err.Error())
@@ -177,6 +173,21 @@ func (s *Service) refuse(ctx context.Context, d decisionContext, err error) erro
 		d.log.Error("request failed", logKeyOutcome, outcome, logKeyReason, name, "code", code.String(), logKeyError, err.Error())
 	}
 	return toStatus(err)
+}
+
+// appendRecord writes rec to the ledger and, once it is durable, counts it and its append
+// time: every record, issuance or refusal, goes through here.
+func (s *Service) appendRecord(ctx context.Context, rec ledger.Record) (ledger.Record, error) {
+	if s.opts.Ledger == nil {
+		return ledger.Record{}, errors.New("no ledger configured")
+	}
+	start := s.opts.Clock.Now()
+	rec, err := s.opts.Ledger.Append(ctx, rec)
+	if err != nil {
+		return ledger.Record{}, err
+	}
+	s.opts.Metrics.ObserveLedgerAppend(s.since(start))
+	return rec, nil
 }
 
 func (s *Service) since(t time.Time) time.Duration { return s.opts.Clock.Since(t) }
