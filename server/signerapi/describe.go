@@ -22,8 +22,9 @@ func (s *Service) GetTrustAnchors(ctx context.Context, req *signetv1.GetTrustAnc
 // ListSigners describes the signers the calling client may use, sorted by name.
 func (s *Service) ListSigners(ctx context.Context, _ *signetv1.ListSignersRequest) (*signetv1.ListSignersResponse, error) {
 	identity := ClientIdentity(ctx)
+	signers := *s.signers.Load() // one generation for the whole answer
 	var names []string
-	for name := range *s.signers.Load() {
+	for name := range signers {
 		if s.allowed(identity, name) {
 			names = append(names, name)
 		}
@@ -31,7 +32,7 @@ func (s *Service) ListSigners(ctx context.Context, _ *signetv1.ListSignersReques
 	slices.Sort(names)
 	resp := &signetv1.ListSignersResponse{}
 	for _, name := range names {
-		sg, _ := s.signer(name)
+		sg := signers[name]
 		d := sg.Profile.Describe()
 		resp.Signers = append(resp.Signers, &signetv1.SignerDescription{
 			SignerName:          name,
@@ -73,14 +74,25 @@ func (s *Service) ExplainCertificateSigningRequest(ctx context.Context, req *sig
 	return resp, nil
 }
 
-// allowedSigner returns the named signer if the calling client may use it.
+// allowedSigner returns the named signer if the calling client may use it, else the gRPC
+// status of the refusal.
 func (s *Service) allowedSigner(ctx context.Context, name string) (*Signer, error) {
+	sg, err := s.lookupSigner(ClientIdentity(ctx), name)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return sg, nil
+}
+
+// lookupSigner returns the named signer if identity may use it, else an error wrapping
+// errUnknownSigner or errSignerNotAllowed.
+func (s *Service) lookupSigner(identity, name string) (*Signer, error) {
 	sg, ok := s.signer(name)
 	if !ok {
-		return nil, toStatus(fmt.Errorf("%w: this server does not serve signer %q", errUnknownSigner, name))
+		return nil, fmt.Errorf("%w: this server does not serve signer %q", errUnknownSigner, name)
 	}
-	if identity := ClientIdentity(ctx); !s.allowed(identity, name) {
-		return nil, toStatus(fmt.Errorf("%w: client %q may not use signer %q", errSignerNotAllowed, identity, name))
+	if !s.allowed(identity, name) {
+		return nil, fmt.Errorf("%w: client %q may not use signer %q", errSignerNotAllowed, identity, name)
 	}
 	return sg, nil
 }

@@ -53,12 +53,9 @@ func (s *Service) SignCertificateSigningRequest(ctx context.Context, req *signet
 		d.log.Info("request rate limited", logKeyOutcome, metrics.OutcomeRateLimited, "limit", which)
 		return nil, toStatus(fmt.Errorf("%w: the %s rate limit is exhausted; retry later", errRateLimited, which))
 	}
-	sg, ok := s.signer(d.signer)
-	if !ok {
-		return nil, s.refuse(ctx, d, fmt.Errorf("%w: this server does not serve signer %q", errUnknownSigner, d.signer))
-	}
-	if !s.allowed(d.identity, d.signer) {
-		return nil, s.refuse(ctx, d, fmt.Errorf("%w: client %q may not use signer %q", errSignerNotAllowed, d.identity, d.signer))
+	sg, err := s.lookupSigner(d.identity, d.signer)
+	if err != nil {
+		return nil, s.refuse(ctx, d, err)
 	}
 	uid := req.GetObject().GetUid()
 	if uid == "" {
