@@ -8,11 +8,13 @@ import (
 	"crypto"
 	"crypto/rand"
 	"crypto/x509"
+	"encoding/asn1"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"math/big"
+	"slices"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -208,24 +210,27 @@ func (i *Issuer) verify(leaf *x509.Certificate, p *prepared) error {
 	if !leaf.BasicConstraintsValid || leaf.IsCA {
 		return errors.New("the certificate is not CA:FALSE")
 	}
-	want := map[string]bool{oidBasicConstraints.String(): true}
+	// The extensions the template asks for, and no other (x509.ParseCertificate has refused
+	// duplicates already).
+	var buf [5]asn1.ObjectIdentifier
+	want := append(buf[:0], oidBasicConstraints)
 	if p.tmpl.KeyUsage != 0 {
-		want[oidKeyUsage.String()] = true
+		want = append(want, oidKeyUsage)
 	}
 	if len(p.tmpl.ExtKeyUsage) > 0 {
-		want[oidExtKeyUsage.String()] = true
+		want = append(want, oidExtKeyUsage)
 	}
 	if len(p.tmpl.DNSNames)+len(p.tmpl.IPAddresses)+len(p.tmpl.URIs)+len(p.tmpl.EmailAddresses) > 0 {
-		want[oidSubjectAltName.String()] = true
+		want = append(want, oidSubjectAltName)
 	}
 	if len(i.ca.Certificate.SubjectKeyId) > 0 {
-		want[oidAuthorityKeyID.String()] = true
+		want = append(want, oidAuthorityKeyID)
 	}
 	if len(leaf.Extensions) != len(want) {
 		return fmt.Errorf("the certificate has %d extensions, want %d", len(leaf.Extensions), len(want))
 	}
 	for _, ext := range leaf.Extensions {
-		if !want[ext.Id.String()] {
+		if !slices.ContainsFunc(want, ext.Id.Equal) {
 			return fmt.Errorf("the certificate carries unexpected extension %s", ext.Id)
 		}
 	}

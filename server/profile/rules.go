@@ -172,10 +172,10 @@ func commonNamePrefixRule() rule {
 // not encipher).
 func usagesExactlyRule(eku string) rule {
 	name := fmt.Sprintf("usages: exactly %s and %s, optionally with %s", usageDigitalSignature, eku, usageKeyEncipherment)
+	short := slices.Sorted(slices.Values([]string{usageDigitalSignature, eku}))
+	long := slices.Sorted(slices.Values([]string{usageDigitalSignature, usageKeyEncipherment, eku}))
 	return rule{name: name, check: func(in *input) (string, error) {
 		set := slices.Compact(slices.Sorted(slices.Values(in.usages)))
-		short := slices.Sorted(slices.Values([]string{usageDigitalSignature, eku}))
-		long := slices.Sorted(slices.Values([]string{usageDigitalSignature, usageKeyEncipherment, eku}))
 		return outcome(slices.Equal(set, short) || slices.Equal(set, long), "usages are "+quoted(in.usages))
 	}}
 }
