@@ -98,17 +98,17 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("rate limits: %w", err)
 	}
-	if s.ledger, err = ledger.Open(cfg.Ledger.Dir, ledger.Options{Logger: log}); err != nil {
-		return fmt.Errorf("opening ledger: %w", err)
-	}
+	// The idempotency answers are rebuilt from the records Open verifies, in the same read.
 	store := idempotency.New(idempotency.Options{Retention: cfg.Idempotency.Retention.Duration})
-	replayed := 0
-	err = ledger.Replay(cfg.Ledger.Dir, time.Now().Add(-cfg.Idempotency.Retention.Duration), func(r ledger.Record) error {
-		replayed += store.Load(r)
+	since, replayed := time.Now().Add(-cfg.Idempotency.Retention.Duration), 0
+	replay := func(r ledger.Record) error {
+		if !r.Time.Before(since) {
+			replayed += store.Load(r)
+		}
 		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("rebuilding idempotency state from the ledger: %w", err)
+	}
+	if s.ledger, err = ledger.Open(cfg.Ledger.Dir, ledger.Options{Logger: log, Replay: replay}); err != nil {
+		return fmt.Errorf("opening ledger: %w", err)
 	}
 	seq, _ := s.ledger.Last()
 	log.Info("ledger opened", "dir", cfg.Ledger.Dir, "last_seq", seq, "idempotent_answers", replayed)

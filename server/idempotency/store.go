@@ -189,8 +189,9 @@ func (s *Store) keepLocked(e Entry) bool {
 }
 
 // Load remembers the Issued records among records that are still within retention (by their
-// Time) and carry an object UID and a request hash, so answers survive a restart. Feed it from ledger.Replay
-// (since now minus Retention). It returns how many it stored.
+// Time) and carry an object UID and a request hash, so answers survive a restart. Feed it the
+// records of the last Retention, from ledger.Options.Replay when the server opens its ledger
+// (or ledger.Replay). It returns how many it stored.
 func (s *Store) Load(records ...ledger.Record) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

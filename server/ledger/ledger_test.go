@@ -284,6 +284,38 @@ func TestReplaySince(t *testing.T) {
 	}
 }
 
+// TestOpenReplays: Open hands every verified record to Options.Replay in seq order, and an
+// error from it fails Open.
+func TestOpenReplays(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.fill(t, 6)
+	var seqs []uint64
+	opts := f.options()
+	opts.Replay = func(r ledger.Record) error {
+		seqs = append(seqs, r.Seq)
+		return nil
+	}
+	l, err := ledger.Open(f.dir, opts)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(seqs) != "[1 2 3 4 5 6]" {
+		t.Errorf("replayed %v, want [1 2 3 4 5 6]", seqs)
+	}
+	stop := errors.New("stop")
+	opts.Replay = func(ledger.Record) error { return stop }
+	if l, err := ledger.Open(f.dir, opts); !errors.Is(err, stop) {
+		if err == nil {
+			l.Close()
+		}
+		t.Errorf("Open with a failing Replay: %v, want it to fail", err)
+	}
+}
+
 func TestVerifyEmptyAndMissing(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
