@@ -94,6 +94,42 @@ func TestNoLedgerRecordNoCertificate(t *testing.T) {
 	}
 }
 
+// TestIdempotencySurvivesRestart: a server started on the ledger of an earlier one returns the
+// certificate already issued for an object and request, and refuses a different request for
+// the same object, without issuing anything.
+func TestIdempotencySurvivesRestart(t *testing.T) {
+	t.Parallel()
+	cfg, dir := devConfig(t)
+	first, stop := runServer(t, cfg, dir)
+	client := signetv1.NewSignerServiceClient(first.dial(t, first.clientTLS(t, first.devClient(t))))
+	csr := testpki.CSR(t, testpki.Key(t, testpki.P256), nil)
+	issued, err := client.SignCertificateSigningRequest(callContext(t), signRequest(csr, "restart-uid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+
+	second, _ := runServer(t, cfg, dir)
+	client = signetv1.NewSignerServiceClient(second.dial(t, second.clientTLS(t, second.devClient(t))))
+	again, err := client.SignCertificateSigningRequest(callContext(t), signRequest(csr, "restart-uid"))
+	if err != nil {
+		t.Fatalf("the same request after a restart: %v", err)
+	}
+	if again.GetCertificateChainPem() != issued.GetCertificateChainPem() {
+		t.Error("after a restart the same object and request got a different certificate")
+	}
+	other := testpki.CSR(t, testpki.Key(t, testpki.P256), nil)
+	_, err = client.SignCertificateSigningRequest(callContext(t), signRequest(other, "restart-uid"))
+	wantStatus(t, err, codes.FailedPrecondition, "IDEMPOTENCY_CONFLICT")
+	report, err := ledger.Verify(cfg.Ledger.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if report.Records != 2 {
+		t.Errorf("ledger holds %d records, want 2 (the issuance and the conflict's refusal)", report.Records)
+	}
+}
+
 // TestMetricsReflectDecisions: /metrics counts issued and refused requests by signer and
 // reason, every ledger record, and exposes the CA expiry.
 func TestMetricsReflectDecisions(t *testing.T) {

@@ -85,6 +85,13 @@ func startServer(t *testing.T, modify func(*config.Config)) *testServer {
 	if modify != nil {
 		modify(cfg)
 	}
+	s, _ := runServer(t, cfg, dir)
+	return s
+}
+
+// runServer runs server.New(cfg) and Serve in-process until stop is called or the test ends.
+func runServer(t *testing.T, cfg *config.Config, dir string) (s *testServer, stop func()) {
+	t.Helper()
 	logs := &logBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := server.New(ctx, cfg, slog.New(slog.NewJSONHandler(logs, nil)))
@@ -99,14 +106,18 @@ func startServer(t *testing.T, modify func(*config.Config)) *testServer {
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, lis) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		srv.Close()
-	})
-	return &testServer{addr: lis.Addr().String(), dir: dir, logs: logs, srv: srv}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-served; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+			srv.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return &testServer{addr: lis.Addr().String(), dir: dir, logs: logs, srv: srv}, stop
 }
 
 // clientTLS trusts the dev TLS CA and presents certs (none if empty).
