@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/watcher/signerclient"
 )
 
 // explainCommand is "signetctl explain": a dry run of a request against a signer.
@@ -122,7 +123,7 @@ func runExplain(ctx context.Context, s streams, args []string) int {
 			fmt.Fprintf(s.err, "%s: %v\n", prog, err)
 			return 2
 		}
-		req = requestFromCSR(csr)
+		req = signerclient.BuildRequest(csr) // what the watcher would forward
 	} else {
 		data, err := readPEMArg(pos[0], os.Stdin)
 		if err != nil {
@@ -257,30 +258,4 @@ func readClusterCSR(ctx context.Context, path, kubeCtx, name string, conn connFl
 		return nil, fmt.Errorf("reading CertificateSigningRequest %s: %w", name, err)
 	}
 	return csr, nil
-}
-
-// requestFromCSR is the request the watcher would forward for csr.
-func requestFromCSR(csr *certificatesv1.CertificateSigningRequest) *signetv1.SignCertificateSigningRequestRequest {
-	spec := csr.Spec
-	req := &signetv1.SignCertificateSigningRequestRequest{
-		SignerName:        spec.SignerName,
-		Request:           spec.Request,
-		ExpirationSeconds: spec.ExpirationSeconds,
-		Requester: &signetv1.Requester{
-			Username: spec.Username,
-			Uid:      spec.UID,
-			Groups:   spec.Groups,
-		},
-		Object: &signetv1.KubernetesObject{Uid: string(csr.UID), Name: csr.Name, Namespace: csr.Namespace},
-	}
-	for _, u := range spec.Usages {
-		req.Usages = append(req.Usages, string(u))
-	}
-	if len(spec.Extra) > 0 {
-		req.Requester.Extra = make(map[string]*signetv1.ExtraValue, len(spec.Extra))
-		for k, v := range spec.Extra {
-			req.Requester.Extra[k] = &signetv1.ExtraValue{Values: v}
-		}
-	}
-	return req
 }

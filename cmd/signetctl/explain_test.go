@@ -17,6 +17,7 @@ import (
 	"github.com/signet-pki/signet/internal/testpki"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/devpki"
+	"github.com/signet-pki/signet/watcher/signerclient"
 )
 
 // csrFile writes a P-256 CSR for CN=alice to a temporary file.
@@ -133,7 +134,7 @@ func TestRequestFromCSR(t *testing.T) {
 			Extra:             map[string]certificatesv1.ExtraValue{"scopes": {"a", "b"}},
 		},
 	}
-	req := requestFromCSR(csr)
+	req := signerclient.BuildRequest(csr)
 	if req.GetSignerName() != "signet.dev/dev" || string(req.GetRequest()) != "pem" || strings.Join(req.GetUsages(), ",") != "digital signature,client auth" ||
 		req.GetExpirationSeconds() != 600 || req.GetRequester().GetUsername() != "bob" || req.GetRequester().GetUid() != "user-uid" ||
 		strings.Join(req.GetRequester().GetGroups(), ",") != "g1,system:authenticated" ||
