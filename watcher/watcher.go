@@ -28,12 +28,6 @@ import (
 // Component is the source component of the watcher's Events.
 const Component = "signet-watcher"
 
-// handledOutcomes are the CSR signing controller's outcomes, whose counters start at zero.
-var handledOutcomes = []string{
-	csrsigner.OutcomeSigned, csrsigner.OutcomeFailed, csrsigner.OutcomeRetried,
-	csrsigner.OutcomeConflict, csrsigner.OutcomeGone,
-}
-
 // Run defaults and validates a copy of cfg, connects to the signing server, and runs the CSR
 // signing controller until ctx is done. It returns nil after a clean stop and an error if the
 // configuration is invalid, the client cannot be built, the metrics listener cannot bind, or
@@ -60,7 +54,7 @@ func Run(ctx context.Context, cfg *Config, kube kubernetes.Interface, logger klo
 		}
 	}
 	clk := clock.RealClock{}
-	m := metrics.New(c.SignerNames, handledOutcomes)
+	m := metrics.New(c.SignerNames, csrsigner.Outcomes())
 
 	client, err := signerclient.New(c.signerClientConfig(clk, logger, m))
 	if err != nil {
@@ -91,6 +85,9 @@ func Run(ctx context.Context, cfg *Config, kube kubernetes.Interface, logger klo
 	logger.Info("Starting watcher", "servers", c.serverAddresses(), "signerNames", c.SignerNames,
 		"leaderElection", c.LeaderElection.IsEnabled(), "metricsAddress", c.MetricsAddress)
 	if !c.LeaderElection.IsEnabled() {
+		// Without election this replica leads for the whole run.
+		m.SetLeader(true)
+		defer m.SetLeader(false)
 		err = runController(ctx)
 	} else {
 		election.Recorder = recorder
@@ -120,10 +117,6 @@ func (c *Config) runController(ctx context.Context, kube kubernetes.Interface, c
 	})
 	if err != nil {
 		return err
-	}
-	if !c.LeaderElection.IsEnabled() {
-		m.SetLeader(true)
-		defer m.SetLeader(false)
 	}
 	state.setController(controller)
 	defer state.setController(nil)

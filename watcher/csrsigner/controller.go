@@ -25,15 +25,18 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/signet-pki/signet/watcher/signerclient"
 )
 
 // FieldManager is the field manager of every status write.
 const FieldManager = "signet-watcher"
 
 // Signer signs one CertificateSigningRequest and returns the PEM chain for
-// status.certificate. Its errors are classified with signerclient.Classify.
+// status.certificate, with the leaf's serial number and NotAfter if the server reported
+// them. Its errors are classified with signerclient.Classify.
 type Signer interface {
-	SignCSR(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) ([]byte, error)
+	SignCSR(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) (signerclient.Issued, error)
 }
 
 // Options configures a Controller.
@@ -42,8 +45,6 @@ type Options struct {
 	SignerNames []string
 	// BackoffInitial and BackoffMax bound the per-CSR exponential retry delay; both positive.
 	BackoffInitial, BackoffMax time.Duration
-	// ResyncPeriod re-offers every cached CSR this often; 0 disables resync.
-	ResyncPeriod time.Duration
 	// Clock stamps conditions and measures ages and latencies; nil means the real clock.
 	Clock clock.PassiveClock
 	// Recorder receives the Events on CSRs (Signed, refusals, retries, give-up); nil means no
@@ -93,6 +94,12 @@ const (
 	// before its status was written: dropped.
 	OutcomeGone = "gone"
 )
+
+// Outcomes lists every outcome passed to Metrics.ObserveHandled, so that their counters can
+// start at zero.
+func Outcomes() []string {
+	return []string{OutcomeSigned, OutcomeFailed, OutcomeRetried, OutcomeConflict, OutcomeGone}
+}
 
 // noMetrics is the Metrics used when Options.Metrics is nil.
 type noMetrics struct{}
@@ -169,17 +176,18 @@ func New(kube kubernetes.Interface, signer Signer, opts Options) (*Controller, e
 			continue
 		}
 		c.signerNames[name] = true
-		if err := c.addInformer(kube, name, opts.ResyncPeriod); err != nil {
+		if err := c.addInformer(kube, name); err != nil {
 			return nil, fmt.Errorf("creating CSR signing controller for %s: %w", name, err)
 		}
 	}
 	return c, nil
 }
 
-// addInformer creates the informer factory for one signer name and registers the handlers.
-func (c *Controller) addInformer(kube kubernetes.Interface, signerName string, resync time.Duration) error {
+// addInformer creates the informer factory for one signer name, without periodic resync, and
+// registers the handlers.
+func (c *Controller) addInformer(kube kubernetes.Interface, signerName string) error {
 	selector := fields.OneTermEqualSelector("spec.signerName", signerName).String()
-	factory := informers.NewSharedInformerFactoryWithOptions(kube, resync,
+	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = selector }),
 		informers.WithTransform(dropManagedFields),
 	)

@@ -26,6 +26,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/signet-pki/signet/watcher/signerclient"
 )
 
 const (
@@ -36,27 +38,31 @@ const (
 
 var testNow = time.Date(2026, 5, 4, 12, 0, 0, 0, time.UTC)
 
-// fakeSigner returns chain (testChain if empty), or the next of errs while any remain.
+// fakeSigner returns chain (testChain if empty) with serial and notAfter (unset: the
+// controller parses the chain), or the next of errs while any remain.
 type fakeSigner struct {
-	mu    sync.Mutex
-	errs  []error
-	chain []byte
-	calls []string
+	mu       sync.Mutex
+	errs     []error
+	chain    []byte
+	serial   string
+	notAfter time.Time
+	calls    []string
 }
 
-func (s *fakeSigner) SignCSR(_ context.Context, csr *certificatesv1.CertificateSigningRequest) ([]byte, error) {
+func (s *fakeSigner) SignCSR(_ context.Context, csr *certificatesv1.CertificateSigningRequest) (signerclient.Issued, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls = append(s.calls, csr.Name)
 	if len(s.errs) > 0 {
 		err := s.errs[0]
 		s.errs = s.errs[1:]
-		return nil, err
+		return signerclient.Issued{}, err
 	}
+	issued := signerclient.Issued{Chain: []byte(testChain), Serial: s.serial, NotAfter: s.notAfter}
 	if len(s.chain) > 0 {
-		return s.chain, nil
+		issued.Chain = s.chain
 	}
-	return []byte(testChain), nil
+	return issued, nil
 }
 
 func (s *fakeSigner) callCount() int {

@@ -3,6 +3,7 @@ package csrsigner
 import (
 	"context"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
+
+	"github.com/signet-pki/signet/watcher/signerclient"
 )
 
 // QueueDepth is the number of CSRs waiting in the work queue (not counting those waiting out
@@ -90,17 +93,23 @@ func (c *Controller) event(csr *certificatesv1.CertificateSigningRequest, eventT
 	c.recorder.Eventf(csr, eventType, reason, messageFmt, args...)
 }
 
-// signedMessage describes the leaf of chain for the Signed Event: "certificate issued by
-// <signer>, serial <hex>, valid until <RFC 3339>". If the leaf does not parse, the message
-// names only the signer and the problem is logged.
-func signedMessage(ctx context.Context, signerName string, chain []byte) string {
-	leaf, err := parseLeaf(chain)
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "Describing the issued certificate")
-		return "certificate issued by " + signerName
+// signedMessage describes the issued leaf for the Signed Event: "certificate issued by
+// <signer>, serial <hex>, valid until <RFC 3339>". It uses the serial number and NotAfter the
+// server reported and parses the chain only if either is missing; the serial is the hex of
+// its big-endian bytes, as the server logs and records it. If the leaf is needed and does not
+// parse, the message names only the signer and the problem is logged.
+func signedMessage(ctx context.Context, signerName string, issued signerclient.Issued) string {
+	serial, notAfter := issued.Serial, issued.NotAfter
+	if serial == "" || notAfter.IsZero() {
+		leaf, err := parseLeaf(issued.Chain)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Describing the issued certificate")
+			return "certificate issued by " + signerName
+		}
+		serial, notAfter = hex.EncodeToString(leaf.SerialNumber.Bytes()), leaf.NotAfter
 	}
 	return fmt.Sprintf("certificate issued by %s, serial %s, valid until %s",
-		signerName, leaf.SerialNumber.Text(16), leaf.NotAfter.UTC().Format(time.RFC3339))
+		signerName, serial, notAfter.UTC().Format(time.RFC3339))
 }
 
 // parseLeaf parses the first CERTIFICATE block of a PEM chain.

@@ -1,6 +1,7 @@
 package csrsigner
 
 import (
+	"context"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -21,6 +22,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/signet-pki/signet/internal/testpki"
+	"github.com/signet-pki/signet/watcher/signerclient"
 )
 
 // approvedAt approves a CSR at t (the Approved condition's lastUpdateTime).
@@ -69,6 +71,8 @@ func TestEventsAndMetrics(t *testing.T) {
 		name        string
 		csr         *certificatesv1.CertificateSigningRequest
 		chain       []byte
+		serial      string    // reported by the server
+		notAfter    time.Time // reported by the server
 		signErrs    []error
 		giveUpAfter time.Duration
 		requeues    int  // failures already counted by the queue
@@ -96,6 +100,10 @@ func TestEventsAndMetrics(t *testing.T) {
 			wantOutcome: OutcomeSigned, wantLatency: 2 * time.Minute},
 		{name: "signed, chain not parsed", csr: newCSR("csr", approved), always: true,
 			wantEvent: "Normal Signed certificate issued by example.com/serving", wantOutcome: OutcomeSigned},
+		{name: "signed, serial and expiry from the server, chain not parsed", csr: newCSR("csr", approved), always: true,
+			serial: "01abc123", notAfter: notAfter.Add(time.Hour),
+			wantEvent:   "Normal Signed certificate issued by example.com/serving, serial 01abc123, valid until 2026-05-05T13:00:00Z",
+			wantOutcome: OutcomeSigned},
 		{name: "terminal refusal", csr: newCSR("csr", approved),
 			signErrs:  []error{terminalError(t, "UNSUPPORTED_KEY", "RSA-2048 is below the minimum of 3072 bits")},
 			wantEvent: "Warning UnsupportedKey RSA-2048 is below the minimum of 3072 bits", wantOutcome: OutcomeFailed,
@@ -135,7 +143,7 @@ func TestEventsAndMetrics(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			metrics := &fakeMetrics{}
 			rec := record.NewFakeRecorder(10)
-			signer := &fakeSigner{errs: tt.signErrs, chain: tt.chain}
+			signer := &fakeSigner{errs: tt.signErrs, chain: tt.chain, serial: tt.serial, notAfter: tt.notAfter}
 			c, kube, ctx := newTestControllerWith(t, signer, func(o *Options) {
 				o.Metrics, o.Recorder, o.GiveUpAfter, o.SignedEventAlways = metrics, rec, tt.giveUpAfter, tt.always
 			}, tt.csr)
@@ -173,6 +181,22 @@ func TestEventsAndMetrics(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSignedMessageSerialFromChain checks that a serial parsed from the chain is written as
+// the server writes it: the hex of its bytes, with a leading zero.
+func TestSignedMessageSerialFromChain(t *testing.T) {
+	notAfter := time.Date(2026, 5, 5, 12, 0, 0, 0, time.UTC)
+	leaf := testpki.CA(t).Sign(t, &x509.Certificate{
+		SerialNumber: big.NewInt(0x1abc1), Subject: pkix.Name{CommonName: "leaf"},
+		NotBefore: notAfter.Add(-time.Hour), NotAfter: notAfter,
+	}, testpki.Key(t, testpki.P256).Public())
+	chain := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Raw})
+	got := signedMessage(context.Background(), servedSigner, signerclient.Issued{Chain: chain})
+	want := "certificate issued by example.com/serving, serial 01abc1, valid until 2026-05-05T12:00:00Z"
+	if got != want {
+		t.Errorf("signedMessage() = %q, want %q", got, want)
 	}
 }
 

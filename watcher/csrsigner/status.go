@@ -10,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/signet-pki/signet/watcher/signerclient"
 )
 
 // writeResult is what became of a status write.
@@ -26,12 +28,12 @@ const (
 	notWritten
 )
 
-// writeCertificate stores chain in status.certificate, then observes the outcome and the
-// latency since approval, logs the issuance and, if the CSR was retried before (or every
-// certificate gets one), emits the Signed Event.
-func (c *Controller) writeCertificate(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, chain []byte, retried bool) error {
+// writeCertificate stores the issued chain in status.certificate, then observes the outcome
+// and the latency since approval, logs the issuance and, if the CSR was retried before (or
+// every certificate gets one), emits the Signed Event.
+func (c *Controller) writeCertificate(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, issued signerclient.Issued, retried bool) error {
 	result, err := c.writeStatus(ctx, csr, func(updated *certificatesv1.CertificateSigningRequest) {
-		updated.Status.Certificate = chain
+		updated.Status.Certificate = issued.Chain
 	})
 	if result != written {
 		c.observeNotWritten(csr, result)
@@ -40,7 +42,7 @@ func (c *Controller) writeCertificate(ctx context.Context, csr *certificatesv1.C
 	latency := c.sinceApproval(csr)
 	c.metrics.ObserveIssuanceLatency(csr.Spec.SignerName, latency)
 	c.metrics.ObserveHandled(csr.Spec.SignerName, OutcomeSigned)
-	message := signedMessage(ctx, csr.Spec.SignerName, chain)
+	message := signedMessage(ctx, csr.Spec.SignerName, issued)
 	if retried || c.signedEvent {
 		c.event(csr, corev1.EventTypeNormal, ReasonSigned, "%s", message)
 	}

@@ -45,9 +45,9 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	}
 	ctx = klog.NewContext(ctx, logger)
 
-	chain, err := c.signer.SignCSR(ctx, csr)
+	issued, err := c.signer.SignCSR(ctx, csr)
 	if err == nil {
-		return c.writeCertificate(ctx, csr, chain, c.queue.NumRequeues(name) > 0)
+		return c.writeCertificate(ctx, csr, issued, c.queue.NumRequeues(name) > 0)
 	}
 	reason, message, terminal := signerclient.Classify(err)
 	if terminal {

@@ -107,13 +107,15 @@ func New(signers, outcomes []string) *Metrics {
 	return m
 }
 
-// Handler serves the registry in the Prometheus exposition format.
+// Handler serves the registry in the Prometheus exposition format, at most four scrapes at
+// once and each bounded in time: every scrape lists the informer caches (OldestPending).
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{
+		Registry:            m.registry,
+		MaxRequestsInFlight: 4,
+		Timeout:             10 * time.Second,
+	})
 }
-
-// Registry returns the registry the metrics are on.
-func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
 
 // ObserveHandled counts one CSR handled for signer with outcome.
 func (m *Metrics) ObserveHandled(signer, outcome string) {

@@ -202,20 +202,35 @@ func clientTLSConfig(cfg Config, clk clock.PassiveClock) (*tls.Config, error) {
 	}, nil
 }
 
+// Issued is what the server returned for one signed CSR.
+type Issued struct {
+	// Chain is the PEM chain for status.certificate, leaf first.
+	Chain []byte
+	// Serial is the leaf's serial number in lower-case hexadecimal, as the server records it;
+	// empty if the server did not say.
+	Serial string
+	// NotAfter is the leaf's NotAfter; zero if the server did not say.
+	NotAfter time.Time
+}
+
 // SignCSR asks the server to sign csr and returns the PEM chain for status.certificate, leaf
-// first. The call is bounded by the client's RPC timeout. Errors wrap the gRPC status; see
-// Classify.
-func (c *Client) SignCSR(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) ([]byte, error) {
+// first, with the leaf's serial number and NotAfter as the server reports them. The call is
+// bounded by the client's RPC timeout. Errors wrap the gRPC status; see Classify.
+func (c *Client) SignCSR(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) (Issued, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	resp, err := c.rpc.SignCertificateSigningRequest(ctx, BuildRequest(csr))
 	if err != nil {
-		return nil, fmt.Errorf("signing CSR %s: %w", csr.Name, err)
+		return Issued{}, fmt.Errorf("signing CSR %s: %w", csr.Name, err)
 	}
 	if resp.GetCertificateChainPem() == "" {
-		return nil, fmt.Errorf("signing CSR %s: %w", csr.Name, errEmptyChain)
+		return Issued{}, fmt.Errorf("signing CSR %s: %w", csr.Name, errEmptyChain)
 	}
-	return []byte(resp.GetCertificateChainPem()), nil
+	issued := Issued{Chain: []byte(resp.GetCertificateChainPem()), Serial: resp.GetSerialNumber()}
+	if ts := resp.GetNotAfter(); ts != nil {
+		issued.NotAfter = ts.AsTime()
+	}
+	return issued, nil
 }
 
 // errEmptyChain is returned when the server answers without a certificate; it is transient.

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -126,8 +127,11 @@ func newTestClient(t *testing.T, cfg Config) *Client {
 
 func TestSignCSROverMTLS(t *testing.T) {
 	ca := mtlstest.NewCA(t)
+	notAfter := time.Date(2026, 5, 5, 12, 0, 0, 0, time.UTC)
 	fake := &fakeServer{respond: func(context.Context) (*signetv1.SignCertificateSigningRequestResponse, error) {
-		return &signetv1.SignCertificateSigningRequestResponse{CertificateChainPem: testChain}, nil
+		return &signetv1.SignCertificateSigningRequestResponse{
+			CertificateChainPem: testChain, SerialNumber: "01abc123", NotAfter: timestamppb.New(notAfter),
+		}, nil
 	}}
 	tests := []struct {
 		name, serverCertName, address, serverName string
@@ -143,12 +147,15 @@ func TestSignCSROverMTLS(t *testing.T) {
 				Address: net.JoinHostPort(tt.address, port), ServerName: tt.serverName,
 				CAFile: caFile, CertFile: certFile, KeyFile: keyFile, RPCTimeout: 5 * time.Second,
 			})
-			chain, err := c.SignCSR(context.Background(), testCSR())
+			issued, err := c.SignCSR(context.Background(), testCSR())
 			if err != nil {
 				t.Fatalf("SignCSR: %v", err)
 			}
-			if string(chain) != testChain {
-				t.Errorf("chain = %q, want %q", chain, testChain)
+			if string(issued.Chain) != testChain {
+				t.Errorf("chain = %q, want %q", issued.Chain, testChain)
+			}
+			if issued.Serial != "01abc123" || !issued.NotAfter.Equal(notAfter) {
+				t.Errorf("serial, notAfter = %q, %s; want the server's 01abc123, %s", issued.Serial, issued.NotAfter, notAfter)
 			}
 			fake.mu.Lock()
 			defer fake.mu.Unlock()

@@ -114,8 +114,8 @@ func TestFailover(t *testing.T) {
 	sign := func() (string, error) {
 		t.Helper()
 		calls++
-		chain, err := c.SignCSR(context.Background(), testCSR())
-		return string(chain), err
+		issued, err := c.SignCSR(context.Background(), testCSR())
+		return string(issued.Chain), err
 	}
 	// eventually makes calls until want consecutive ones succeed on a server in servers, or
 	// fails the test after a few seconds.
