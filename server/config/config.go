@@ -14,6 +14,8 @@ import (
 	"github.com/signet-pki/signet/internal/configfile"
 	"github.com/signet-pki/signet/keystore"
 	"github.com/signet-pki/signet/server/access"
+	"github.com/signet-pki/signet/server/idempotency"
+	"github.com/signet-pki/signet/server/issuance"
 	"github.com/signet-pki/signet/server/lint"
 	"github.com/signet-pki/signet/server/profile"
 )
@@ -30,7 +32,7 @@ const (
 	DefaultHTTPAddress    = "127.0.0.1:9464"
 	DefaultMaxLifetime    = 24 * time.Hour
 	DefaultReloadInterval = 10 * time.Second
-	DefaultRetention      = 24 * time.Hour
+	DefaultRetention      = idempotency.DefaultRetention
 )
 
 // Config is the signet-server configuration.
@@ -220,8 +222,9 @@ func (c *Config) Validate() error {
 		if s.Certificate == "" {
 			errs = append(errs, fmt.Errorf("%s.certificate is required", at))
 		}
-		if s.MaxLifetime != nil && s.MaxLifetime.Duration < 10*time.Minute {
-			errs = append(errs, fmt.Errorf("%s.maxLifetime %s is below the 10m floor", at, s.MaxLifetime.Duration))
+		if s.MaxLifetime != nil && s.MaxLifetime.Duration < issuance.MinLifetime {
+			errs = append(errs, fmt.Errorf("%s.maxLifetime %s is below the %s floor", at, s.MaxLifetime.Duration,
+				strings.TrimSuffix(issuance.MinLifetime.String(), "0s")))
 		}
 		if err := s.Profile.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("%s.profile: %w", at, err))
