@@ -52,7 +52,8 @@ func New(spec Spec, maxLifetime time.Duration) (Profile, error) {
 	if maxLifetime < issuance.MinLifetime {
 		errs = append(errs, fmt.Errorf("maxLifetime: %s is below the %s floor", maxLifetime, issuance.MinLifetime))
 	}
-	if err := spec.Validate(); err != nil {
+	custom, err := spec.compile()
+	if err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -62,13 +63,7 @@ func New(spec Spec, maxLifetime time.Duration) (Profile, error) {
 	if len(p.privileged) == 0 {
 		p.privileged = slices.Clone(defaultPrivilegedGroups)
 	}
-	if spec.Custom != nil {
-		c, cerrs := compileCustom(*spec.Custom)
-		if len(cerrs) != 0 { // Validate compiled it already; kept for safety
-			return Profile{}, errors.Join(cerrs...)
-		}
-		p.custom = c
-	}
+	p.custom = custom
 	p.rules = p.buildRules()
 	return p, nil
 }

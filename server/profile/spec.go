@@ -136,6 +136,14 @@ type UsageSpec struct {
 // ("custom.sans.dns[0]", "privilegedGroups[1]") so a caller can prefix the enclosing path;
 // all problems are reported, joined.
 func (s Spec) Validate() error {
+	_, err := s.compile()
+	return err
+}
+
+// compile validates s (see Validate) and returns its compiled custom rules, nil for the
+// kubernetes.io profiles.
+func (s Spec) compile() (*compiledCustom, error) {
+	var custom *compiledCustom
 	var errs []error
 	switch {
 	case s.Name == "":
@@ -160,10 +168,14 @@ func (s Spec) Validate() error {
 	case s.Name != NameCustom && s.Custom != nil:
 		errs = append(errs, fmt.Errorf("custom: only allowed when name is custom, not %q", s.Name))
 	case s.Custom != nil:
-		_, cerrs := compileCustom(*s.Custom)
+		var cerrs []error
+		custom, cerrs = compileCustom(*s.Custom)
 		errs = append(errs, cerrs...)
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return custom, nil
 }
 
 // validateList checks every entry of a list with check and refuses duplicates. Errors name
