@@ -45,7 +45,7 @@ func (s *Server) Reload(ctx context.Context) {
 		if digest == s.signers[i].digest {
 			continue
 		}
-		ls, err := loadSigner(ctx, sc, s.cfg.Lint)
+		ls, err := loadSigner(ctx, sc, s.signers[i].policy)
 		if err != nil {
 			s.log.Error("reloading signer; keeping the previous CA", "signer", sc.Name, "error", err.Error())
 			continue

@@ -76,7 +76,11 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	s.metrics = metrics.New(Version, names)
 	for _, sc := range cfg.Signers {
-		ls, err := loadSigner(ctx, sc, cfg.Lint)
+		pol, err := newPolicy(sc, cfg.Lint)
+		if err != nil {
+			return err
+		}
+		ls, err := loadSigner(ctx, sc, pol)
 		if err != nil {
 			return err
 		}

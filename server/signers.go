@@ -21,9 +21,37 @@ import (
 // the generation is retired, and the digest of the files it came from.
 type loadedSigner struct {
 	signer *signerapi.Signer
+	policy policy
 	key    keystore.Key
 	digest [sha256.Size]byte
 	lints  int // number of lints in force, 0 when the gate is off
+}
+
+// policy is what a signer's configuration alone defines: its profile and its lint gate (nil
+// when off). The configuration is read once, so a reloaded generation keeps its predecessor's
+// policy, and the gate its throwaway keys.
+type policy struct {
+	profile profile.Profile
+	gate    *lint.Gate
+}
+
+// newPolicy builds the signer's profile and lint gate. Errors name the signer.
+func newPolicy(sc config.Signer, defaultLint config.Lint) (policy, error) {
+	prof, err := profile.New(sc.Profile, maxLifetime(sc))
+	if err != nil {
+		return policy{}, fmt.Errorf("signer %s: profile: %w", sc.Name, err)
+	}
+	lintCfg := defaultLint
+	if sc.Lint != nil {
+		lintCfg = *sc.Lint
+	}
+	pol := policy{profile: prof}
+	if !lintCfg.Disabled {
+		if pol.gate, err = lint.New(prof.LintOptions(lintCfg.Options)); err != nil {
+			return policy{}, fmt.Errorf("signer %s: lint: %w", sc.Name, err)
+		}
+	}
+	return pol, nil
 }
 
 // signerFiles are the files whose contents define a signer generation. A key URI that is
@@ -36,23 +64,9 @@ func signerFiles(sc config.Signer) []string {
 	return files
 }
 
-// loadSigner opens the signer's key and CA files and builds its issuer. Errors name the
-// signer and the file that is wrong.
-func loadSigner(ctx context.Context, sc config.Signer, defaultLint config.Lint) (*loadedSigner, error) {
-	prof, err := profile.New(sc.Profile, maxLifetime(sc))
-	if err != nil {
-		return nil, fmt.Errorf("signer %s: profile: %w", sc.Name, err)
-	}
-	lintCfg := defaultLint
-	if sc.Lint != nil {
-		lintCfg = *sc.Lint
-	}
-	var gate *lint.Gate
-	if !lintCfg.Disabled {
-		if gate, err = lint.New(prof.LintOptions(lintCfg.Options)); err != nil {
-			return nil, fmt.Errorf("signer %s: lint: %w", sc.Name, err)
-		}
-	}
+// loadSigner opens the signer's key and CA files and builds its issuer under pol. Errors name
+// the signer and the file that is wrong.
+func loadSigner(ctx context.Context, sc config.Signer, pol policy) (*loadedSigner, error) {
 	digest, err := digestFiles(signerFiles(sc)...)
 	if err != nil {
 		return nil, fmt.Errorf("signer %s: %w", sc.Name, err)
@@ -78,16 +92,16 @@ func loadSigner(ctx context.Context, sc config.Signer, defaultLint config.Lint) 
 	issuer, err := issuance.NewIssuer(issuance.IssuerOptions{
 		SignerName: sc.Name,
 		CA:         ca,
-		Policy:     prof,
-		Lint:       gate,
+		Policy:     pol.profile,
+		Lint:       pol.gate,
 	})
 	if err != nil {
 		_ = key.Close()
 		return nil, fmt.Errorf("signer %s (key %s, certificate %s): %w", sc.Name, sc.Key, sc.Certificate, err)
 	}
-	ls := &loadedSigner{signer: &signerapi.Signer{Issuer: issuer, Profile: prof}, key: key, digest: digest}
-	if gate != nil {
-		ls.lints = len(gate.Lints())
+	ls := &loadedSigner{signer: &signerapi.Signer{Issuer: issuer, Profile: pol.profile}, policy: pol, key: key, digest: digest}
+	if pol.gate != nil {
+		ls.lints = len(pol.gate.Lints())
 	}
 	return ls, nil
 }
