@@ -8,11 +8,9 @@
 package metrics
 
 import (
-	"maps"
 	"net/http"
 	"runtime"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,8 +47,7 @@ var latencyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.
 type Metrics struct {
 	registry *prometheus.Registry
 
-	mu      sync.RWMutex
-	signers map[string]bool
+	signers map[string]bool // served signer names; read-only after New
 
 	requests      *prometheus.CounterVec
 	refusals      *prometheus.CounterVec
@@ -64,10 +61,11 @@ type Metrics struct {
 
 // New creates the metrics on a new registry holding them, the Go runtime and process
 // collectors, and signet_server_build_info{version, go_version} = 1. signers are the served
-// signer names (see SetSigners).
+// signer names.
 func New(version string, signers []string) *Metrics {
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
+		signers:  make(map[string]bool, len(signers)),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Subsystem: subsystem, Name: "requests_total",
 			Help: "Signing requests answered, by signer and outcome (issued, refused, error, rate_limited, idempotent_replay).",
@@ -114,46 +112,23 @@ func New(version string, signers []string) *Metrics {
 		buildInfo, m.requests, m.refusals, m.signDuration, m.lintFailures, m.rateLimited,
 		m.caExpiry, m.ledgerAppend, m.ledgerRecords,
 	)
-	m.SetSigners(signers)
-	return m
-}
-
-// SetSigners sets the served signer names: their requests_total series (every outcome) and
-// sign_duration_seconds series exist from now on, at zero, and the series of signers no
-// longer served are deleted. Other names are recorded as signer="unknown".
-func (m *Metrics) SetSigners(signers []string) {
-	if m == nil {
-		return
+	// The served signers are fixed for the server's life: their requests_total series (every
+	// outcome) and sign_duration_seconds series exist from the start, at zero; other names are
+	// recorded as signer="unknown".
+	for _, sg := range signers {
+		m.signers[sg] = true
 	}
-	next := make(map[string]bool, len(signers))
-	for _, s := range signers {
-		next[s] = true
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, old := range slices.Sorted(maps.Keys(m.signers)) {
-		if next[old] {
-			continue
-		}
-		for _, vec := range []interface {
-			DeletePartialMatch(prometheus.Labels) int
-		}{m.requests, m.refusals, m.signDuration, m.lintFailures, m.rateLimited, m.caExpiry} {
-			vec.DeletePartialMatch(prometheus.Labels{"signer": old})
-		}
-	}
-	m.signers = next
-	for _, s := range append(slices.Collect(maps.Keys(next)), UnknownSigner) {
+	for _, sg := range append(slices.Clone(signers), UnknownSigner) {
 		for _, o := range Outcomes {
-			m.requests.WithLabelValues(s, o)
+			m.requests.WithLabelValues(sg, o)
 		}
-		m.signDuration.WithLabelValues(s)
+		m.signDuration.WithLabelValues(sg)
 	}
+	return m
 }
 
 // signer returns name if it is served, else UnknownSigner.
 func (m *Metrics) signer(name string) string {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
 	if m.signers[name] {
 		return name
 	}

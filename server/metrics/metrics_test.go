@@ -185,23 +185,14 @@ func TestCountersAndGauges(t *testing.T) {
 	}
 }
 
-func TestSetSignersDeletesRemovedSigners(t *testing.T) {
-	m := newTest(t)
-	m.SetCAExpiry(client, time.Now())
-	m.ObserveRefusal(client, "POLICY_VIOLATION")
-	m.SetSigners([]string{serving})
-	if n := count(t, m.caExpiry); n != 0 {
-		t.Errorf("a removed signer keeps %d CA expiry series", n)
-	}
-	if n := count(t, m.refusals); n != 0 {
-		t.Errorf("a removed signer keeps %d refusal series", n)
-	}
+func TestUnservedSignersAreUnknown(t *testing.T) {
+	m := New("v1.2.3", []string{serving})
 	if n, want := count(t, m.requests), 2*len(Outcomes); n != want {
 		t.Errorf("requests_total has %d series, want %d (serving and unknown, every outcome)", n, want)
 	}
 	m.ObserveRequest(client, OutcomeIssued, time.Millisecond)
 	if got := value(t, m.requests.WithLabelValues(UnknownSigner, OutcomeIssued)); got != 1 {
-		t.Errorf("a removed signer's request counted under unknown = %v, want 1", got)
+		t.Errorf("an unserved signer's request counted under unknown = %v, want 1", got)
 	}
 }
 
@@ -228,7 +219,6 @@ func TestLint(t *testing.T) {
 
 func TestNilMetricsRecordsNothing(t *testing.T) {
 	var m *Metrics
-	m.SetSigners([]string{serving})
 	m.ObserveRequest(serving, OutcomeIssued, time.Millisecond)
 	m.ObserveRefusal(serving, "POLICY_VIOLATION")
 	m.ObserveLintFailure(serving, "x")
