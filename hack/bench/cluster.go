@@ -46,20 +46,19 @@ import (
 
 const (
 	clientSigner = certificatesv1.KubeAPIServerClientSignerName
-	kubeVersion  = "v1.37.1"
 	loadWorkers  = 16
 	runLabel     = "signet-bench-run"
 )
 
 type clusterOpts struct {
-	bin            string // folder with signet-server and signet-watcher
-	burst          []int  // burst sizes
-	pacedN         int
-	pacedRate      float64
-	out, plot      string
-	scenarioLimit  time.Duration
-	rounds         int // every scenario runs this many times, interleaved; the median run is reported
-	kubeAssetsRoot string
+	bin           string // folder with signet-server and signet-watcher
+	burst         []int  // burst sizes
+	pacedN        int
+	pacedRate     float64
+	out, plot     string
+	scenarioLimit time.Duration
+	rounds        int    // every scenario runs this many times, interleaved; the median run is reported
+	kubeVersion   string // Kubernetes version of the control plane and kube-controller-manager
 }
 
 type signerKind struct {
@@ -129,6 +128,8 @@ type clusterBench struct {
 	watchKC  string
 	requests [][]byte
 	dummy    []byte
+	// planePIDs are the control plane's kube-apiserver and etcd, which run for the whole run.
+	planePIDs []int
 }
 
 func runCluster(ctx context.Context, opts clusterOpts) error {
@@ -144,11 +145,11 @@ func runCluster(ctx context.Context, opts clusterOpts) error {
 	kcmPath := ""
 	if want("kcm") {
 		var err error
-		if kcmPath, err = kcmBinary(); err != nil {
+		if kcmPath, err = kcmBinary(opts.kubeVersion); err != nil {
 			return err
 		}
 	}
-	cluster, err := testcluster.Start(ctx, testcluster.Options{Version: kubeVersion})
+	cluster, err := testcluster.Start(ctx, testcluster.Options{Version: opts.kubeVersion})
 	if err != nil {
 		return err
 	}
@@ -166,7 +167,8 @@ func runCluster(ctx context.Context, opts clusterOpts) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	b := &clusterBench{opts: opts, cluster: cluster, kube: kube, dir: dir, state: filepath.Join(dir, "state")}
+	b := &clusterBench{opts: opts, cluster: cluster, kube: kube, dir: dir, state: filepath.Join(dir, "state"),
+		planePIDs: childPIDs("kube-apiserver", "etcd")}
 	if err := b.setup(); err != nil {
 		return err
 	}
@@ -213,7 +215,7 @@ func runCluster(ctx context.Context, opts clusterOpts) error {
 			results = append(results, medianRun(rs))
 		}
 	}
-	table := clusterTable(results, time.Since(started))
+	table := clusterTable(results, opts.kubeVersion, time.Since(started))
 	fmt.Print(table)
 	if opts.out != "" {
 		if err := os.WriteFile(opts.out, []byte(table), 0o644); err != nil {
@@ -228,14 +230,16 @@ func runCluster(ctx context.Context, opts clusterOpts) error {
 	return nil
 }
 
-func kcmBinary() (string, error) {
-	root, err := os.Getwd()
+// kcmBinary returns the path of kube-controller-manager for version, next to the control
+// plane's binaries (testcluster.AssetsDir: $SIGNET_KUBE_ASSETS or the repository cache).
+func kcmBinary(version string) (string, error) {
+	dir, err := testcluster.AssetsDir(version)
 	if err != nil {
 		return "", err
 	}
-	p := filepath.Join(root, ".cache", "kube", kubeVersion, "kube-controller-manager")
+	p := filepath.Join(dir, "kube-controller-manager")
 	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("kube-controller-manager missing (run hack/kube-bins.sh %s kube-controller-manager from the repository root): %w", kubeVersion, err)
+		return "", fmt.Errorf("kube-controller-manager missing (run hack/kube-bins.sh %s kube-controller-manager): %w", version, err)
 	}
 	return p, nil
 }

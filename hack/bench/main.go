@@ -36,6 +36,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/signet-pki/signet/internal/testcluster"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/idempotency"
 	"github.com/signet-pki/signet/server/issuance"
@@ -66,27 +67,21 @@ func main() {
 	clusterRate := flag.Float64("cluster-rate", 10, "CSRs per second of the paced stream of -cluster")
 	rounds := flag.Int("cluster-rounds", 3, "with -cluster, run every scenario this many times, interleaved, and report the median run")
 	plot := flag.String("plot", "", "with -cluster, write the latency plot (PNG) to this file")
+	kubeVersion := flag.String("kube-version", testcluster.DefaultVersion, "Kubernetes version of the control plane (and kube-controller-manager) for -cluster and -watcher-memory")
 	flag.Parse()
 	if *clusterMode {
-		var bursts []int
-		for _, f := range strings.Split(*clusterBurst, ",") {
-			if f = strings.TrimSpace(f); f == "" {
-				continue
-			}
-			n, err := strconv.Atoi(f)
-			if err != nil || n <= 0 {
-				fail(fmt.Errorf("bad -cluster-burst %q", f))
-			}
-			bursts = append(bursts, n)
+		bursts, err := parseInts(*clusterBurst)
+		if err != nil {
+			fail(fmt.Errorf("-cluster-burst: %w", err))
 		}
 		if err := runCluster(context.Background(), clusterOpts{bin: *bin, burst: bursts, pacedN: *clusterPaced, pacedRate: *clusterRate,
-			out: *out, plot: *plot, scenarioLimit: 5 * time.Minute, rounds: *rounds}); err != nil {
+			out: *out, plot: *plot, scenarioLimit: 5 * time.Minute, rounds: *rounds, kubeVersion: *kubeVersion}); err != nil {
 			fail(err)
 		}
 		return
 	}
 	if *memory {
-		row, err := watcherMemory(context.Background(), *bin, 20000, 2000)
+		row, err := watcherMemory(context.Background(), *bin, *kubeVersion, 20000, 2000)
 		if err != nil {
 			fail(err)
 		}
@@ -206,7 +201,9 @@ func measure(callers int, fn func() error) float64 {
 	cpu0 := cpuTime()
 	var ops atomic.Int64 // every call, calibration rounds included, for CPU per operation
 	res := testing.Benchmark(func(b *testing.B) {
-		b.SetParallelism((callers + 1) / 2) // GOMAXPROCS=2 on the reference machine
+		// RunParallel starts parallelism × GOMAXPROCS goroutines: round up to at least callers.
+		p := runtime.GOMAXPROCS(0)
+		b.SetParallelism(max(1, (callers+p-1)/p))
 		if callers == 1 {
 			for b.Loop() {
 				ops.Add(1)
@@ -316,6 +313,7 @@ func signetIssue(ca *issuance.CA, csrPEM []byte, lintOn bool) (func() error, fun
 	return sign, cleanup, nil
 }
 
+// newCA is a self-signed CA with a fresh key of type kt: P-256 or RSA-2048.
 func newCA(kt string) (*issuance.CA, error) {
 	var key crypto.Signer
 	var err error
@@ -324,6 +322,8 @@ func newCA(kt string) (*issuance.CA, error) {
 		key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	case "RSA-2048":
 		key, err = rsa.GenerateKey(rand.Reader, 2048)
+	default:
+		return nil, fmt.Errorf("unknown CA key type %q in -keys (accepted: P-256, RSA-2048)", kt)
 	}
 	if err != nil {
 		return nil, err
@@ -369,6 +369,7 @@ func cpuTime() time.Duration {
 // printStats is -stats.
 var printStats bool
 
+// parseInts parses a comma-separated list of positive integers.
 func parseInts(list string) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(list, ",") {

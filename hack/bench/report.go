@@ -20,7 +20,8 @@ func ms(d time.Duration) string {
 	}
 }
 
-func clusterTable(results []result, elapsed time.Duration) string {
+// clusterTable renders the -cluster results, run on Kubernetes kubeVersion, as Markdown.
+func clusterTable(results []result, kubeVersion string, elapsed time.Duration) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "Same run, same etcd + kube-apiserver (%s), all processes on the same cores as the load generator (16 workers: create → approve; the ceiling also writes the certificate). "+
 		"CSRs: kubernetes.io/kube-apiserver-client, P-256, client auth + digital signature; P-256 CA for both signers. "+

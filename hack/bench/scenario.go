@@ -21,7 +21,7 @@ import (
 func (b *clusterBench) scenario(ctx context.Context, kcmPath string, s signerKind, l workload) (result, error) {
 	tag := fmt.Sprintf("%s%d-%s-%d", s.kind, s.qps, strings.ReplaceAll(strings.ReplaceAll(l.label, " ", ""), "/", ""), time.Now().UnixNano()%1e6)
 	tag = strings.ReplaceAll(tag, ".", "")
-	res := result{signer: s, load: l, busy: waitQuiet(60 * time.Second)}
+	res := result{signer: s, load: l}
 	var proc *signerProc
 	if s.kind != "ceiling" {
 		var err error
@@ -37,12 +37,13 @@ func (b *clusterBench) scenario(ctx context.Context, kcmPath string, s signerKin
 	defer func() {
 		_ = csrs.DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: runLabel + "=" + tag})
 	}()
+	// Wait for quiet after the signer's start-up and warm-up, right before the timed run.
+	res.busy = waitQuiet(60 * time.Second)
 	cpu0 := 0.0
 	if proc != nil {
 		cpu0 = cpuSeconds(proc.pids)
 	}
-	planePIDs := childPIDs("kube-apiserver", "etcd")
-	plane0 := cpuSeconds(planePIDs)
+	plane0 := cpuSeconds(b.planePIDs)
 
 	// The watch starts before anything is created.
 	list, err := csrs.List(ctx, metav1.ListOptions{LabelSelector: runLabel + "=" + tag})
@@ -155,7 +156,7 @@ func (b *clusterBench) scenario(ctx context.Context, kcmPath string, s signerKin
 	case <-time.After(b.opts.scenarioLimit):
 	}
 	cancelWatch()
-	res.planeCPU = cpuSeconds(planePIDs) - plane0
+	res.planeCPU = cpuSeconds(b.planePIDs) - plane0
 	if proc != nil {
 		res.cpu = cpuSeconds(proc.pids) - cpu0
 		for _, pid := range proc.pids {
@@ -269,7 +270,6 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
-// cpuSeconds sums utime+stime of the processes (clock ticks of 1/100 s).
 // childPIDs returns the PIDs of this process's children whose command name is one of names:
 // the control plane's kube-apiserver and etcd, started by testcluster.
 func childPIDs(names ...string) []int {
@@ -303,6 +303,7 @@ func childPIDs(names ...string) []int {
 	return pids
 }
 
+// cpuSeconds sums utime+stime of the processes (clock ticks of 1/100 s).
 func cpuSeconds(pids []int) float64 {
 	total := 0.0
 	for _, pid := range pids {

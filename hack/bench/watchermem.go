@@ -25,10 +25,11 @@ const (
 	foreignSigner = "bench.example.com/foreign"
 )
 
-// watcherMemory creates foreign and own CSRs in a real cluster, starts bin/signet-watcher
-// for the own signer and reports its peak resident memory once its cache is filled.
-func watcherMemory(ctx context.Context, bin string, foreign, own int) (string, error) {
-	cluster, err := testcluster.Start(ctx, testcluster.Options{})
+// watcherMemory creates foreign and own CSRs in a real cluster of Kubernetes kubeVersion,
+// starts bin/signet-watcher for the own signer and reports its peak resident memory once its
+// cache is filled.
+func watcherMemory(ctx context.Context, bin, kubeVersion string, foreign, own int) (string, error) {
+	cluster, err := testcluster.Start(ctx, testcluster.Options{Version: kubeVersion})
 	if err != nil {
 		return "", err
 	}

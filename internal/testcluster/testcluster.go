@@ -241,6 +241,18 @@ func (c *Cluster) Admin() (*rest.Config, kubernetes.Interface) {
 	return c.admin.Config(), c.admin.Client()
 }
 
+// AssetsDir returns the directory Start looks in for the binaries of version (DefaultVersion
+// if empty) when Options.AssetsDir is empty: $SIGNET_KUBE_ASSETS if set, else
+// <repo root>/.cache/kube/<version>, the repository root being found from the working
+// directory upwards. Tools that need further binaries of the same build, such as
+// kube-controller-manager, find them there.
+func AssetsDir(version string) (string, error) {
+	if version == "" {
+		version = DefaultVersion
+	}
+	return assetsDir("", version)
+}
+
 // assetsDir resolves the binary directory: explicit, $SIGNET_KUBE_ASSETS, or the repo cache.
 func assetsDir(explicit, version string) (string, error) {
 	if explicit != "" {
