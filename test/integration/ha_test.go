@@ -94,17 +94,6 @@ leaderElection:
 	return p
 }
 
-// holderOf returns the holder of the Lease in the default namespace, or "".
-func holderOf(t *testing.T, name string) string {
-	t.Helper()
-	_, admin := cluster.Admin()
-	l, err := admin.CoordinationV1().Leases("default").Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil || l.Spec.HolderIdentity == nil {
-		return ""
-	}
-	return *l.Spec.HolderIdentity
-}
-
 // TestLeaderDiesMidStream runs two watcher processes with leader election and SIGKILLs the
 // leader while 200 approved CSRs stream in: the standby takes over, every CSR is signed, and
 // the ledger shows exactly one issuance per CSR.
@@ -128,7 +117,7 @@ func TestLeaderDiesMidStream(t *testing.T) {
 	}
 	var leader string
 	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		leader = holderOf(t, lease)
+		leader = leaseHolder(context.Background(), metav1.NamespaceDefault, lease)
 		return leader != "", nil
 	}); err != nil {
 		t.Fatal("no watcher became leader")
@@ -150,10 +139,15 @@ func TestLeaderDiesMidStream(t *testing.T) {
 			}
 			t.Logf("killed leader %s after %d CSRs", leader, i)
 		}
+		key := p256(t)
 		wg.Add(1)
-		go func() {
+		go func() { // t.Fatal is for the test goroutine only: report errors on errs
 			defer wg.Done()
-			csr := submit(t, frank, s.signerName, p256(t), &x509.CertificateRequest{Subject: pkix.Name{CommonName: fmt.Sprintf("ha-%d", i)}}, nil)
+			csr, err := trySubmit(frank, s.signerName, key, &x509.CertificateRequest{Subject: pkix.Name{CommonName: fmt.Sprintf("ha-%d", i)}}, nil)
+			if err != nil {
+				errs <- err
+				return
+			}
 			names[i] = csr.Name
 			if err := cluster.Approve(context.Background(), csr.Name); err != nil {
 				errs <- err
@@ -168,7 +162,7 @@ func TestLeaderDiesMidStream(t *testing.T) {
 	for _, name := range names {
 		waitFor(t, frank.Client(), name, 60*time.Second, "signed after the leader died", signed)
 	}
-	if got := holderOf(t, lease); got == leader || got == "" {
+	if got := leaseHolder(context.Background(), metav1.NamespaceDefault, lease); got == leader || got == "" {
 		t.Errorf("lease holder is %q after killing %q; the standby should hold it", got, leader)
 	}
 	issued := s.issuedPerUID(t)

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -29,7 +28,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/signet-pki/signet/internal/testcluster"
-	"github.com/signet-pki/signet/server/devpki"
 	"github.com/signet-pki/signet/watcher"
 	"github.com/signet-pki/signet/watcher/csrsigner"
 	"github.com/signet-pki/signet/watcher/leader"
@@ -248,27 +246,15 @@ func (r *replica) stop() error {
 // in namespace under identity, until the test ends or the replica is stopped.
 func (s *signet) runWatcher(kube kubernetes.Interface, namespace, identity string) *replica {
 	t := s.t
+	cfg := s.watcherConfig(s.addr)
+	// An Event for every certificate, so that the RBAC test sees the watcher record one.
+	cfg.SignedEvents = watcher.SignedEventsAll
 	enabled := true
-	cfg := &watcher.Config{
-		SignerNames: []string{s.signerName},
-		// An Event for every certificate, so that the RBAC test sees the watcher record one.
-		SignedEvents: watcher.SignedEventsAll,
-		Server: watcher.ServerConfig{
-			Address:  s.addr,
-			CAFile:   filepath.Join(s.state, devpki.TLSCACert),
-			CertFile: filepath.Join(s.state, devpki.ClientCert),
-			KeyFile:  filepath.Join(s.state, devpki.ClientKey),
-		},
-		LeaderElection: watcher.LeaderElectionConfig{
-			Enabled: &enabled, Namespace: namespace, Identity: identity,
-			LeaseDuration: metav1.Duration{Duration: electionTimings.lease},
-			RenewDeadline: metav1.Duration{Duration: electionTimings.renew},
-			RetryPeriod:   metav1.Duration{Duration: electionTimings.retry},
-		},
-	}
-	cfg.Default()
-	cfg.RPCTimeout.Duration = 2 * time.Second
-	cfg.Backoff.Max.Duration = 2 * time.Second
+	le := &cfg.LeaderElection // LeaseName keeps its default, rbacLeaseName
+	le.Enabled, le.Namespace, le.Identity = &enabled, namespace, identity
+	le.LeaseDuration.Duration = electionTimings.lease
+	le.RenewDeadline.Duration = electionTimings.renew
+	le.RetryPeriod.Duration = electionTimings.retry
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -283,10 +269,10 @@ func (s *signet) runWatcher(kube kubernetes.Interface, namespace, identity strin
 	return r
 }
 
-// leaseHolder returns the Lease's holder in namespace, "" if none or absent.
-func leaseHolder(ctx context.Context, namespace string) string {
+// leaseHolder returns the holder of the Lease namespace/name, "" if none or absent.
+func leaseHolder(ctx context.Context, namespace, name string) string {
 	_, admin := cluster.Admin()
-	lease, err := admin.CoordinationV1().Leases(namespace).Get(ctx, rbacLeaseName, metav1.GetOptions{})
+	lease, err := admin.CoordinationV1().Leases(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil || lease.Spec.HolderIdentity == nil {
 		return ""
 	}
@@ -298,10 +284,10 @@ func leaseHolder(ctx context.Context, namespace string) string {
 func waitLeaseHolder(t *testing.T, namespace, identity string, timeout time.Duration) time.Time {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(context.Background(), 25*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		return leaseHolder(ctx, namespace) == identity, nil
+		return leaseHolder(ctx, namespace, rbacLeaseName) == identity, nil
 	})
 	if err != nil {
-		t.Fatalf("%s did not hold the Lease %s/%s within %s (holder %q)", identity, namespace, rbacLeaseName, timeout, leaseHolder(context.Background(), namespace))
+		t.Fatalf("%s did not hold the Lease %s/%s within %s (holder %q)", identity, namespace, rbacLeaseName, timeout, leaseHolder(context.Background(), namespace, rbacLeaseName))
 	}
 	return time.Now()
 }
@@ -367,7 +353,7 @@ func TestWatcherRunsWithDeployedRBAC(t *testing.T) {
 	if err := w.stop(); err != nil {
 		t.Errorf("watcher.Run: %v", err)
 	}
-	if h := leaseHolder(ctx, namespace); h != "" {
+	if h := leaseHolder(ctx, namespace, rbacLeaseName); h != "" {
 		t.Errorf("Lease holder after a clean stop = %q, want released", h)
 	}
 }
@@ -440,7 +426,7 @@ func TestLeaderFailover(t *testing.T) {
 
 	first := approvedCSR(t, requester, s.signerName, "first")
 	waitFor(t, requester.Client(), first.Name, 30*time.Second, "signed by the leader", signed)
-	if h := leaseHolder(context.Background(), namespace); h != "replica-a" {
+	if h := leaseHolder(context.Background(), namespace, rbacLeaseName); h != "replica-a" {
 		t.Fatalf("Lease holder = %q while replica-a runs, want replica-a", h)
 	}
 
@@ -474,7 +460,7 @@ func TestLeaderFailover(t *testing.T) {
 	if err := b.stop(); err != nil {
 		t.Errorf("new leader: Run() = %v, want nil after a clean stop", err)
 	}
-	if h := leaseHolder(context.Background(), namespace); h != "" {
+	if h := leaseHolder(context.Background(), namespace, rbacLeaseName); h != "" {
 		t.Errorf("Lease holder after the new leader stopped = %q, want released", h)
 	}
 }

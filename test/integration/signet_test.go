@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -134,12 +135,22 @@ func runWatcher(t *testing.T, cfg *watcher.Config, kube kubernetes.Interface) {
 	})
 }
 
-// submit creates a CSR as the requester and returns it as stored.
+// submit creates a CSR as the requester and returns it as stored. It fails the test on error,
+// so it must be called from the test goroutine; other goroutines use trySubmit.
 func submit(t *testing.T, u *testcluster.User, signerName string, key crypto.Signer, tmpl *x509.CertificateRequest, expiration *int32, usages ...certificatesv1.KeyUsage) *certificatesv1.CertificateSigningRequest {
 	t.Helper()
-	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, key)
+	csr, err := trySubmit(u, signerName, key, tmpl, expiration, usages...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return csr
+}
+
+// trySubmit is submit returning its error instead of failing the test.
+func trySubmit(u *testcluster.User, signerName string, key crypto.Signer, tmpl *x509.CertificateRequest, expiration *int32, usages ...certificatesv1.KeyUsage) (*certificatesv1.CertificateSigningRequest, error) {
+	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, key)
+	if err != nil {
+		return nil, err
 	}
 	if len(usages) == 0 {
 		usages = []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}
@@ -154,9 +165,9 @@ func submit(t *testing.T, u *testcluster.User, signerName string, key crypto.Sig
 		},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("creating CSR: %v", err)
+		return nil, fmt.Errorf("creating CSR: %w", err)
 	}
-	return csr
+	return csr, nil
 }
 
 // waitFor polls the CSR until done returns true, failing the test after timeout.
