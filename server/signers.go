@@ -29,7 +29,7 @@ type loadedSigner struct {
 
 // policy is what a signer's configuration alone defines: its profile and its lint gate (nil
 // when off). The configuration is read once, so a reloaded generation keeps its predecessor's
-// policy, and the gate its throwaway keys.
+// policy, and the gate its pre-configured lint instances.
 type policy struct {
 	profile profile.Profile
 	gate    *lint.Gate

@@ -124,8 +124,9 @@ type Certificate struct {
 //     from the requested usages only, no other requested extension, CA:FALSE, a random
 //     128-bit serial, NotBefore backdated by Backdate, NotAfter as kube-controller-manager
 //     computes it and never past the CA's NotAfter;
-//   - lint (when the issuer has a lint gate): the template signed by a throwaway key of the
-//     CA's type is linted; any Error or Fatal lint refuses issuance;
+//   - lint (when the issuer has a lint gate): the to-be-signed certificate Go encodes for the
+//     template under the CA is linted before anything is signed; any Error or Fatal lint
+//     refuses issuance;
 //   - sign: with the CA key; the signed TBS must be byte-identical to the linted one;
 //   - verify: the leaf names the CA as issuer (x509.CreateCertificate already verified the
 //     signature with the CA key), carries the request's key, CA:FALSE and exactly the

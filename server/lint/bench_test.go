@@ -21,7 +21,7 @@ var allSources = []string{
 // template a kubelet client certificate (CN, O, clientAuth, 24 h).
 var benchCAs = []testpki.KeyType{testpki.P256, testpki.RSA2048}
 
-// BenchmarkCheck measures the lint gate: throwaway signature, zcrypto parse, lints. Compare
+// BenchmarkCheck measures the lint gate: TBS encoding, zcrypto parse, lints. Compare
 // with BenchmarkBareSign for the same CA key type. "default" is Options{}; "default+small-key"
 // puts e_ecdsa_small_private_key back; "all-sources" is every zlint source, CA/B Forum
 // included, with the default exclusions.

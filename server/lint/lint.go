@@ -1,10 +1,11 @@
 // Package lint is the lint gate between the certificate template and the real signature, after
-// Let's Encrypt Boulder's linter: Check signs the exact template with a throwaway key of the
-// same type and size as the CA key, under a "lint issuer" that is the CA certificate with the
-// throwaway public key, runs zlint on that lint certificate and returns its to-be-signed bytes.
-// The caller then signs the same template with the real CA key and checks that the real
-// certificate's RawTBSCertificate is byte-identical to Result.TBS, so what was linted is what
-// was signed.
+// Let's Encrypt Boulder's pre-issuance linter: Check has crypto/x509 encode the exact
+// to-be-signed certificate the CA key would sign for the template, stops it before any
+// signature is made, runs zlint on that certificate (with a placeholder signature value) and
+// returns its to-be-signed bytes. The caller then signs the same template with the real CA key
+// and checks that the real certificate's RawTBSCertificate is byte-identical to Result.TBS, so
+// what was linted is what was signed. The CA key never signs what has not passed the gate, and
+// no other key signs anything.
 //
 // Any lint result at Error or Fatal fails the check (fail closed); Warn and Notice results are
 // returned for logging. The lints in force are chosen once, in New.
@@ -13,7 +14,6 @@ package lint
 import (
 	"bytes"
 	"crypto"
-	"crypto/rand"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -71,12 +71,12 @@ var defaultExclusions = []Exclusion{
 		"a baby-step giant-step search for ECDSA private keys below 2^16 on crypto/elliptic's deprecated generic point arithmetic: ~110-135 µs per ECDSA subject key, about half a bare P-256 signature and a quarter of the whole check; it tests the requester's key, not the certificate, so it belongs with the CSR key checks"},
 }
 
-// alwaysExcluded are lints that read the lint certificate's signature value, which the
-// throwaway key made, so their result says nothing about the real certificate. They never run,
+// alwaysExcluded are lints that check the lint certificate's signature value, which is a
+// placeholder, so their result says nothing about the real certificate. They never run,
 // whatever the options say.
 var alwaysExcluded = []Exclusion{
 	{"e_cert_issued_by_compromised_emudhra_ca",
-		"checks the signature against eight compromised public eMudhra P-384 keys: the throwaway signature can never match, and the eight verifications cost ~6.6 ms, 40x everything else"},
+		"verifies the signature against eight compromised public eMudhra P-384 keys: the placeholder signature can never match, and the eight verifications cost ~6.6 ms, 40x everything else"},
 }
 
 // DefaultSources returns the lint sources used when Options.Sources is empty.
@@ -90,10 +90,8 @@ func AlwaysExcluded() []Exclusion { return append([]Exclusion(nil), alwaysExclud
 
 // Gate lints certificate templates before they are signed. It is safe for concurrent use.
 type Gate struct {
-	lints  []*zl.CertificateLint
-	config zl.Configuration
-	names  []string
-	keys   throwawayKeys
+	lints *runner
+	names []string
 }
 
 // New validates opts and builds the filtered lint registry once. It fails on an unknown source
@@ -128,7 +126,11 @@ func New(opts Options) (*Gate, error) {
 	if len(names) == 0 {
 		return nil, errors.New("lint options: no certificate lint left to run")
 	}
-	return &Gate{lints: reg.CertificateLints().Lints(), config: reg.GetConfiguration(), names: names}, nil
+	run, err := newRunner(reg.CertificateLints().Lints(), reg.GetConfiguration())
+	if err != nil {
+		return nil, err
+	}
+	return &Gate{lints: run, names: names}, nil
 }
 
 // parseSources checks each name against zlint's own list of sources and returns them, or the
@@ -166,14 +168,16 @@ func knownSources() string {
 // Lints returns the names of the certificate lints in force, sorted.
 func (g *Gate) Lints() []string { return append([]string(nil), g.names...) }
 
-// Prepare generates the throwaway key for caCert's key type now, so the first Check for this
-// CA does not pay for it (an RSA-4096 key takes seconds). Check calls it anyway.
+// Prepare checks that the gate can lint certificates issued under caCert: its key is ECDSA
+// P-256, P-384 or P-521, RSA or Ed25519. Check makes the same check on every call.
 func (g *Gate) Prepare(caCert *x509.Certificate) error {
 	if caCert == nil {
 		return errors.New("lint: CA certificate is required")
 	}
-	_, err := g.keys.get(caCert.PublicKey)
-	return err
+	if _, err := placeholderSignature(caCert.PublicKey); err != nil {
+		return fmt.Errorf("lint: %w", err)
+	}
+	return nil
 }
 
 // Result is what a passing Check returns.
@@ -181,8 +185,8 @@ type Result struct {
 	// TBS is the lint certificate's RawTBSCertificate. Signing the same template with the real
 	// CA key must give a certificate with byte-identical RawTBSCertificate.
 	TBS []byte
-	// Certificate is the DER of the lint certificate. Its signature is by the throwaway key, so
-	// it is a record of what was linted, never a certificate to hand out.
+	// Certificate is the DER of the lint certificate: Result.TBS with a placeholder signature
+	// value that no key made, so it verifies under no key. A record of what was linted.
 	Certificate []byte
 	// Warnings are the Warn results, as "lint_name: details", sorted.
 	Warnings []string
@@ -223,9 +227,10 @@ func (e *FailedError) Unwrap() error { return ErrLintFailed }
 
 // Check lints the certificate that tmpl would give when signed by caCert's key for the subject
 // key pub:
-//   - it signs tmpl with the throwaway key for caCert's key type, under a copy of caCert that
-//     carries the throwaway public key (same subject bytes and SubjectKeyId, so the issuer name
-//     and authority key identifier match the real signature);
+//   - x509.CreateCertificate encodes the TBSCertificate for tmpl under caCert, with a signer
+//     that reports caCert's public key (so the signature algorithm, issuer name and authority
+//     key identifier are the real signature's) and stops before signing (see encodeTBS);
+//   - the lint certificate is that TBS with a placeholder signature of the CA key's shape;
 //   - it checks that the lint certificate's issuer is caCert's subject, byte for byte;
 //   - it runs the gate's lints on the lint certificate.
 //
@@ -243,15 +248,17 @@ func (g *Gate) Check(tmpl *x509.Certificate, caCert *x509.Certificate, pub crypt
 	case tmpl.SerialNumber == nil:
 		return Result{}, errors.New("lint: the template has no serial number, so the signed certificate would not match the linted one")
 	}
-	key, err := g.keys.get(caCert.PublicKey)
+	placeholder, err := placeholderSignature(caCert.PublicKey)
 	if err != nil {
 		return Result{}, fmt.Errorf("lint: %w", err)
 	}
-	issuer := *caCert
-	issuer.PublicKey = key.Public()
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, &issuer, pub, key)
+	tbs, err := encodeTBS(tmpl, caCert, pub)
 	if err != nil {
-		return Result{}, fmt.Errorf("lint: signing lint certificate: %w", err)
+		return Result{}, fmt.Errorf("lint: encoding the certificate: %w", err)
+	}
+	der, err := lintCertificate(tbs, placeholder)
+	if err != nil {
+		return Result{}, fmt.Errorf("lint: building the lint certificate: %w", err)
 	}
 	cert, err := zx509.ParseCertificate(der)
 	if err != nil {
@@ -271,10 +278,9 @@ func (g *Gate) Check(tmpl *x509.Certificate, caCert *x509.Certificate, pub crypt
 func (g *Gate) lint(cert *zx509.Certificate, der []byte) (Result, error) {
 	res := Result{TBS: cert.RawTBSCertificate, Certificate: der}
 	var failures []Finding
-	for _, l := range g.lints {
-		r := l.Execute(cert, g.config)
+	err := g.lints.run(cert, func(l *zl.CertificateLint, r *zl.LintResult) {
 		if r.Status < zl.Notice {
-			continue
+			return
 		}
 		f := Finding{Lint: l.Name, Status: statusName(r.Status), Details: r.Details}
 		switch r.Status {
@@ -285,6 +291,9 @@ func (g *Gate) lint(cert *zx509.Certificate, der []byte) (Result, error) {
 		default: // Error, Fatal and any level zlint adds above them
 			failures = append(failures, f)
 		}
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("lint: %w", err)
 	}
 	if len(failures) > 0 {
 		sort.Slice(failures, func(i, j int) bool { return failures[i].Lint < failures[j].Lint })
