@@ -344,6 +344,12 @@ func (b *clusterBench) startSigner(ctx context.Context, kcmPath string, s signer
 	start := func(path string, args ...string) error {
 		c := exec.CommandContext(ctx, path, args...)
 		c.Stdout, c.Stderr = logf, logf
+		// SIGNET_BENCH_SIGNER_ENV adds space-separated NAME=value pairs to every signer
+		// process's environment (KCM's as well as Signet's), for experiments such as
+		// GOMAXPROCS=1; the reported runs leave it unset.
+		if extra := os.Getenv("SIGNET_BENCH_SIGNER_ENV"); extra != "" {
+			c.Env = append(os.Environ(), strings.Fields(extra)...)
+		}
 		if err := c.Start(); err != nil {
 			return fmt.Errorf("starting %s: %w", filepath.Base(path), err)
 		}

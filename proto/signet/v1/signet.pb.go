@@ -65,6 +65,9 @@ const (
 	// ERROR_REASON_LEDGER_UNAVAILABLE: the decision could not be recorded durably, so nothing was
 	// issued; the request may succeed on retry.
 	ErrorReason_ERROR_REASON_LEDGER_UNAVAILABLE ErrorReason = 11
+	// ERROR_REASON_UNKNOWN_ANNOTATION: the request carries unverified user annotations the signer
+	// does not recognise (a PodCertificateRequest's spec.unverifiedUserAnnotations).
+	ErrorReason_ERROR_REASON_UNKNOWN_ANNOTATION ErrorReason = 12
 )
 
 // Enum value maps for ErrorReason.
@@ -82,6 +85,7 @@ var (
 		9:  "ERROR_REASON_IDEMPOTENCY_CONFLICT",
 		10: "ERROR_REASON_LINT_FAILED",
 		11: "ERROR_REASON_LEDGER_UNAVAILABLE",
+		12: "ERROR_REASON_UNKNOWN_ANNOTATION",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":          0,
@@ -96,6 +100,7 @@ var (
 		"ERROR_REASON_IDEMPOTENCY_CONFLICT": 9,
 		"ERROR_REASON_LINT_FAILED":          10,
 		"ERROR_REASON_LEDGER_UNAVAILABLE":   11,
+		"ERROR_REASON_UNKNOWN_ANNOTATION":   12,
 	}
 )
 
@@ -475,6 +480,304 @@ func (x *SignCertificateSigningRequestResponse) GetNotAfter() *timestamppb.Times
 	return nil
 }
 
+// PodIdentity is the pod a PodCertificateRequest was made for, as its spec names it. The
+// kube-apiserver's NodeRestriction admission (when enabled) checks it against the real pod,
+// service account and node at creation; the object records no creator.
+type PodIdentity struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// namespace is the pod's (and the PodCertificateRequest's) namespace.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// pod_name is spec.podName.
+	PodName string `protobuf:"bytes,2,opt,name=pod_name,json=podName,proto3" json:"pod_name,omitempty"`
+	// pod_uid is spec.podUID.
+	PodUid string `protobuf:"bytes,3,opt,name=pod_uid,json=podUid,proto3" json:"pod_uid,omitempty"`
+	// service_account_name is spec.serviceAccountName.
+	ServiceAccountName string `protobuf:"bytes,4,opt,name=service_account_name,json=serviceAccountName,proto3" json:"service_account_name,omitempty"`
+	// service_account_uid is spec.serviceAccountUID.
+	ServiceAccountUid string `protobuf:"bytes,5,opt,name=service_account_uid,json=serviceAccountUid,proto3" json:"service_account_uid,omitempty"`
+	// node_name is spec.nodeName.
+	NodeName string `protobuf:"bytes,6,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	// node_uid is spec.nodeUID.
+	NodeUid       string `protobuf:"bytes,7,opt,name=node_uid,json=nodeUid,proto3" json:"node_uid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodIdentity) Reset() {
+	*x = PodIdentity{}
+	mi := &file_signet_v1_signet_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodIdentity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodIdentity) ProtoMessage() {}
+
+func (x *PodIdentity) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodIdentity.ProtoReflect.Descriptor instead.
+func (*PodIdentity) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *PodIdentity) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *PodIdentity) GetPodName() string {
+	if x != nil {
+		return x.PodName
+	}
+	return ""
+}
+
+func (x *PodIdentity) GetPodUid() string {
+	if x != nil {
+		return x.PodUid
+	}
+	return ""
+}
+
+func (x *PodIdentity) GetServiceAccountName() string {
+	if x != nil {
+		return x.ServiceAccountName
+	}
+	return ""
+}
+
+func (x *PodIdentity) GetServiceAccountUid() string {
+	if x != nil {
+		return x.ServiceAccountUid
+	}
+	return ""
+}
+
+func (x *PodIdentity) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
+}
+
+func (x *PodIdentity) GetNodeUid() string {
+	if x != nil {
+		return x.NodeUid
+	}
+	return ""
+}
+
+// SignPodCertificateRequestRequest carries a PodCertificateRequest. Exactly one way of naming
+// the key is set: stub_pkcs10_request, or pkix_public_key with proof_of_possession.
+type SignPodCertificateRequestRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// signer_name is spec.signerName.
+	SignerName string `protobuf:"bytes,1,opt,name=signer_name,json=signerName,proto3" json:"signer_name,omitempty"`
+	// object identifies the PodCertificateRequest; its UID is the idempotency key.
+	Object *KubernetesObject `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	// pod is the pod identity the certificate is for.
+	Pod *PodIdentity `protobuf:"bytes,3,opt,name=pod,proto3" json:"pod,omitempty"`
+	// stub_pkcs10_request is spec.stubPKCS10Request: a DER PKCS#10 request signed by the pod's
+	// key (its proof of possession). The kubelet leaves its subject and extensions empty.
+	StubPkcs10Request []byte `protobuf:"bytes,4,opt,name=stub_pkcs10_request,json=stubPkcs10Request,proto3" json:"stub_pkcs10_request,omitempty"`
+	// pkix_public_key is spec.pkixPublicKey (v1beta1 only): a DER SubjectPublicKeyInfo.
+	PkixPublicKey []byte `protobuf:"bytes,5,opt,name=pkix_public_key,json=pkixPublicKey,proto3" json:"pkix_public_key,omitempty"`
+	// proof_of_possession is spec.proofOfPossession (v1beta1 only): the key's signature over
+	// the ASCII pod UID (Ed25519 over the bytes; ECDSA ASN.1 and RSA-PSS over their SHA-256).
+	ProofOfPossession []byte `protobuf:"bytes,6,opt,name=proof_of_possession,json=proofOfPossession,proto3" json:"proof_of_possession,omitempty"`
+	// max_expiration_seconds is spec.maxExpirationSeconds (the API server defaults it to 86400).
+	MaxExpirationSeconds int32 `protobuf:"varint,7,opt,name=max_expiration_seconds,json=maxExpirationSeconds,proto3" json:"max_expiration_seconds,omitempty"`
+	// unverified_user_annotations is spec.unverifiedUserAnnotations.
+	UnverifiedUserAnnotations map[string]string `protobuf:"bytes,8,rep,name=unverified_user_annotations,json=unverifiedUserAnnotations,proto3" json:"unverified_user_annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
+}
+
+func (x *SignPodCertificateRequestRequest) Reset() {
+	*x = SignPodCertificateRequestRequest{}
+	mi := &file_signet_v1_signet_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignPodCertificateRequestRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignPodCertificateRequestRequest) ProtoMessage() {}
+
+func (x *SignPodCertificateRequestRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignPodCertificateRequestRequest.ProtoReflect.Descriptor instead.
+func (*SignPodCertificateRequestRequest) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SignPodCertificateRequestRequest) GetSignerName() string {
+	if x != nil {
+		return x.SignerName
+	}
+	return ""
+}
+
+func (x *SignPodCertificateRequestRequest) GetObject() *KubernetesObject {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *SignPodCertificateRequestRequest) GetPod() *PodIdentity {
+	if x != nil {
+		return x.Pod
+	}
+	return nil
+}
+
+func (x *SignPodCertificateRequestRequest) GetStubPkcs10Request() []byte {
+	if x != nil {
+		return x.StubPkcs10Request
+	}
+	return nil
+}
+
+func (x *SignPodCertificateRequestRequest) GetPkixPublicKey() []byte {
+	if x != nil {
+		return x.PkixPublicKey
+	}
+	return nil
+}
+
+func (x *SignPodCertificateRequestRequest) GetProofOfPossession() []byte {
+	if x != nil {
+		return x.ProofOfPossession
+	}
+	return nil
+}
+
+func (x *SignPodCertificateRequestRequest) GetMaxExpirationSeconds() int32 {
+	if x != nil {
+		return x.MaxExpirationSeconds
+	}
+	return 0
+}
+
+func (x *SignPodCertificateRequestRequest) GetUnverifiedUserAnnotations() map[string]string {
+	if x != nil {
+		return x.UnverifiedUserAnnotations
+	}
+	return nil
+}
+
+// SignPodCertificateRequestResponse carries the issued certificate and the times to write
+// into the PodCertificateRequest's status.
+type SignPodCertificateRequestResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// certificate_chain_pem is the PEM-encoded chain, leaf first, then intermediates (not the
+	// root): the exact text for status.certificateChain.
+	CertificateChainPem string `protobuf:"bytes,1,opt,name=certificate_chain_pem,json=certificateChainPem,proto3" json:"certificate_chain_pem,omitempty"`
+	// serial_number is the leaf's serial number in lower-case hexadecimal.
+	SerialNumber string `protobuf:"bytes,2,opt,name=serial_number,json=serialNumber,proto3" json:"serial_number,omitempty"`
+	// not_before is the leaf's NotBefore (whole seconds), for status.notBefore.
+	NotBefore *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=not_before,json=notBefore,proto3" json:"not_before,omitempty"`
+	// not_after is the leaf's NotAfter (whole seconds), for status.notAfter.
+	NotAfter *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=not_after,json=notAfter,proto3" json:"not_after,omitempty"`
+	// begin_refresh_at is when the kubelet should start refreshing, for status.beginRefreshAt.
+	BeginRefreshAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=begin_refresh_at,json=beginRefreshAt,proto3" json:"begin_refresh_at,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SignPodCertificateRequestResponse) Reset() {
+	*x = SignPodCertificateRequestResponse{}
+	mi := &file_signet_v1_signet_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignPodCertificateRequestResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignPodCertificateRequestResponse) ProtoMessage() {}
+
+func (x *SignPodCertificateRequestResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignPodCertificateRequestResponse.ProtoReflect.Descriptor instead.
+func (*SignPodCertificateRequestResponse) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SignPodCertificateRequestResponse) GetCertificateChainPem() string {
+	if x != nil {
+		return x.CertificateChainPem
+	}
+	return ""
+}
+
+func (x *SignPodCertificateRequestResponse) GetSerialNumber() string {
+	if x != nil {
+		return x.SerialNumber
+	}
+	return ""
+}
+
+func (x *SignPodCertificateRequestResponse) GetNotBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NotBefore
+	}
+	return nil
+}
+
+func (x *SignPodCertificateRequestResponse) GetNotAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NotAfter
+	}
+	return nil
+}
+
+func (x *SignPodCertificateRequestResponse) GetBeginRefreshAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.BeginRefreshAt
+	}
+	return nil
+}
+
 // GetTrustAnchorsRequest names a signer.
 type GetTrustAnchorsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -486,7 +789,7 @@ type GetTrustAnchorsRequest struct {
 
 func (x *GetTrustAnchorsRequest) Reset() {
 	*x = GetTrustAnchorsRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[5]
+	mi := &file_signet_v1_signet_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -498,7 +801,7 @@ func (x *GetTrustAnchorsRequest) String() string {
 func (*GetTrustAnchorsRequest) ProtoMessage() {}
 
 func (x *GetTrustAnchorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[5]
+	mi := &file_signet_v1_signet_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -511,7 +814,7 @@ func (x *GetTrustAnchorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTrustAnchorsRequest.ProtoReflect.Descriptor instead.
 func (*GetTrustAnchorsRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{5}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetTrustAnchorsRequest) GetSignerName() string {
@@ -532,7 +835,7 @@ type GetTrustAnchorsResponse struct {
 
 func (x *GetTrustAnchorsResponse) Reset() {
 	*x = GetTrustAnchorsResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[6]
+	mi := &file_signet_v1_signet_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -544,7 +847,7 @@ func (x *GetTrustAnchorsResponse) String() string {
 func (*GetTrustAnchorsResponse) ProtoMessage() {}
 
 func (x *GetTrustAnchorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[6]
+	mi := &file_signet_v1_signet_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -557,7 +860,7 @@ func (x *GetTrustAnchorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTrustAnchorsResponse.ProtoReflect.Descriptor instead.
 func (*GetTrustAnchorsResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{6}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetTrustAnchorsResponse) GetTrustAnchorsPem() string {
@@ -576,7 +879,7 @@ type ListSignersRequest struct {
 
 func (x *ListSignersRequest) Reset() {
 	*x = ListSignersRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[7]
+	mi := &file_signet_v1_signet_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -588,7 +891,7 @@ func (x *ListSignersRequest) String() string {
 func (*ListSignersRequest) ProtoMessage() {}
 
 func (x *ListSignersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[7]
+	mi := &file_signet_v1_signet_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -601,7 +904,7 @@ func (x *ListSignersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSignersRequest.ProtoReflect.Descriptor instead.
 func (*ListSignersRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{7}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{10}
 }
 
 // ListSignersResponse lists signer descriptions, sorted by signer name.
@@ -615,7 +918,7 @@ type ListSignersResponse struct {
 
 func (x *ListSignersResponse) Reset() {
 	*x = ListSignersResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[8]
+	mi := &file_signet_v1_signet_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -627,7 +930,7 @@ func (x *ListSignersResponse) String() string {
 func (*ListSignersResponse) ProtoMessage() {}
 
 func (x *ListSignersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[8]
+	mi := &file_signet_v1_signet_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -640,7 +943,7 @@ func (x *ListSignersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSignersResponse.ProtoReflect.Descriptor instead.
 func (*ListSignersResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{8}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListSignersResponse) GetSigners() []*SignerDescription {
@@ -681,7 +984,7 @@ type SignerDescription struct {
 
 func (x *SignerDescription) Reset() {
 	*x = SignerDescription{}
-	mi := &file_signet_v1_signet_proto_msgTypes[9]
+	mi := &file_signet_v1_signet_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -693,7 +996,7 @@ func (x *SignerDescription) String() string {
 func (*SignerDescription) ProtoMessage() {}
 
 func (x *SignerDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[9]
+	mi := &file_signet_v1_signet_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -706,7 +1009,7 @@ func (x *SignerDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignerDescription.ProtoReflect.Descriptor instead.
 func (*SignerDescription) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{9}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SignerDescription) GetSignerName() string {
@@ -797,7 +1100,7 @@ type ExplainCertificateSigningRequestRequest struct {
 
 func (x *ExplainCertificateSigningRequestRequest) Reset() {
 	*x = ExplainCertificateSigningRequestRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[10]
+	mi := &file_signet_v1_signet_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -809,7 +1112,7 @@ func (x *ExplainCertificateSigningRequestRequest) String() string {
 func (*ExplainCertificateSigningRequestRequest) ProtoMessage() {}
 
 func (x *ExplainCertificateSigningRequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[10]
+	mi := &file_signet_v1_signet_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -822,7 +1125,7 @@ func (x *ExplainCertificateSigningRequestRequest) ProtoReflect() protoreflect.Me
 
 // Deprecated: Use ExplainCertificateSigningRequestRequest.ProtoReflect.Descriptor instead.
 func (*ExplainCertificateSigningRequestRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{10}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ExplainCertificateSigningRequestRequest) GetRequest() *SignCertificateSigningRequestRequest {
@@ -847,7 +1150,7 @@ type RuleResult struct {
 
 func (x *RuleResult) Reset() {
 	*x = RuleResult{}
-	mi := &file_signet_v1_signet_proto_msgTypes[11]
+	mi := &file_signet_v1_signet_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -859,7 +1162,7 @@ func (x *RuleResult) String() string {
 func (*RuleResult) ProtoMessage() {}
 
 func (x *RuleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[11]
+	mi := &file_signet_v1_signet_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -872,7 +1175,7 @@ func (x *RuleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleResult.ProtoReflect.Descriptor instead.
 func (*RuleResult) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{11}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RuleResult) GetRule() string {
@@ -915,7 +1218,7 @@ type ExplainCertificateSigningRequestResponse struct {
 
 func (x *ExplainCertificateSigningRequestResponse) Reset() {
 	*x = ExplainCertificateSigningRequestResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[12]
+	mi := &file_signet_v1_signet_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -927,7 +1230,7 @@ func (x *ExplainCertificateSigningRequestResponse) String() string {
 func (*ExplainCertificateSigningRequestResponse) ProtoMessage() {}
 
 func (x *ExplainCertificateSigningRequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[12]
+	mi := &file_signet_v1_signet_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -940,7 +1243,7 @@ func (x *ExplainCertificateSigningRequestResponse) ProtoReflect() protoreflect.M
 
 // Deprecated: Use ExplainCertificateSigningRequestResponse.ProtoReflect.Descriptor instead.
 func (*ExplainCertificateSigningRequestResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{12}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ExplainCertificateSigningRequestResponse) GetAllowed() bool {
@@ -1013,7 +1316,35 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\rserial_number\x18\x02 \x01(\tR\fserialNumber\x129\n" +
 	"\n" +
 	"not_before\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tnotBefore\x127\n" +
-	"\tnot_after\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\"9\n" +
+	"\tnot_after\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\"\xf9\x01\n" +
+	"\vPodIdentity\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x19\n" +
+	"\bpod_name\x18\x02 \x01(\tR\apodName\x12\x17\n" +
+	"\apod_uid\x18\x03 \x01(\tR\x06podUid\x120\n" +
+	"\x14service_account_name\x18\x04 \x01(\tR\x12serviceAccountName\x12.\n" +
+	"\x13service_account_uid\x18\x05 \x01(\tR\x11serviceAccountUid\x12\x1b\n" +
+	"\tnode_name\x18\x06 \x01(\tR\bnodeName\x12\x19\n" +
+	"\bnode_uid\x18\a \x01(\tR\anodeUid\"\xbb\x04\n" +
+	" SignPodCertificateRequestRequest\x12\x1f\n" +
+	"\vsigner_name\x18\x01 \x01(\tR\n" +
+	"signerName\x123\n" +
+	"\x06object\x18\x02 \x01(\v2\x1b.signet.v1.KubernetesObjectR\x06object\x12(\n" +
+	"\x03pod\x18\x03 \x01(\v2\x16.signet.v1.PodIdentityR\x03pod\x12.\n" +
+	"\x13stub_pkcs10_request\x18\x04 \x01(\fR\x11stubPkcs10Request\x12&\n" +
+	"\x0fpkix_public_key\x18\x05 \x01(\fR\rpkixPublicKey\x12.\n" +
+	"\x13proof_of_possession\x18\x06 \x01(\fR\x11proofOfPossession\x124\n" +
+	"\x16max_expiration_seconds\x18\a \x01(\x05R\x14maxExpirationSeconds\x12\x8a\x01\n" +
+	"\x1bunverified_user_annotations\x18\b \x03(\v2J.signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntryR\x19unverifiedUserAnnotations\x1aL\n" +
+	"\x1eUnverifiedUserAnnotationsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb6\x02\n" +
+	"!SignPodCertificateRequestResponse\x122\n" +
+	"\x15certificate_chain_pem\x18\x01 \x01(\tR\x13certificateChainPem\x12#\n" +
+	"\rserial_number\x18\x02 \x01(\tR\fserialNumber\x129\n" +
+	"\n" +
+	"not_before\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tnotBefore\x127\n" +
+	"\tnot_after\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\x12D\n" +
+	"\x10begin_refresh_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0ebeginRefreshAt\"9\n" +
 	"\x16GetTrustAnchorsRequest\x12\x1f\n" +
 	"\vsigner_name\x18\x01 \x01(\tR\n" +
 	"signerName\"E\n" +
@@ -1050,7 +1381,7 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12+\n" +
 	"\x05rules\x18\x04 \x03(\v2\x15.signet.v1.RuleResultR\x05rules\x125\n" +
-	"\blifetime\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\blifetime*\xa2\x03\n" +
+	"\blifetime\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\blifetime*\xc7\x03\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x01\x12\"\n" +
@@ -1064,9 +1395,11 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"!ERROR_REASON_IDEMPOTENCY_CONFLICT\x10\t\x12\x1c\n" +
 	"\x18ERROR_REASON_LINT_FAILED\x10\n" +
 	"\x12#\n" +
-	"\x1fERROR_REASON_LEDGER_UNAVAILABLE\x10\v2\xca\x03\n" +
+	"\x1fERROR_REASON_LEDGER_UNAVAILABLE\x10\v\x12#\n" +
+	"\x1fERROR_REASON_UNKNOWN_ANNOTATION\x10\f2\xc2\x04\n" +
 	"\rSignerService\x12\x82\x01\n" +
-	"\x1dSignCertificateSigningRequest\x12/.signet.v1.SignCertificateSigningRequestRequest\x1a0.signet.v1.SignCertificateSigningRequestResponse\x12X\n" +
+	"\x1dSignCertificateSigningRequest\x12/.signet.v1.SignCertificateSigningRequestRequest\x1a0.signet.v1.SignCertificateSigningRequestResponse\x12v\n" +
+	"\x19SignPodCertificateRequest\x12+.signet.v1.SignPodCertificateRequestRequest\x1a,.signet.v1.SignPodCertificateRequestResponse\x12X\n" +
 	"\x0fGetTrustAnchors\x12!.signet.v1.GetTrustAnchorsRequest\x1a\".signet.v1.GetTrustAnchorsResponse\x12L\n" +
 	"\vListSigners\x12\x1d.signet.v1.ListSignersRequest\x1a\x1e.signet.v1.ListSignersResponse\x12\x8b\x01\n" +
 	" ExplainCertificateSigningRequest\x122.signet.v1.ExplainCertificateSigningRequestRequest\x1a3.signet.v1.ExplainCertificateSigningRequestResponseB7Z5github.com/signet-pki/signet/proto/signet/v1;signetv1b\x06proto3"
@@ -1084,7 +1417,7 @@ func file_signet_v1_signet_proto_rawDescGZIP() []byte {
 }
 
 var file_signet_v1_signet_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_signet_v1_signet_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_signet_v1_signet_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_signet_v1_signet_proto_goTypes = []any{
 	(ErrorReason)(0),                                 // 0: signet.v1.ErrorReason
 	(*Requester)(nil),                                // 1: signet.v1.Requester
@@ -1092,43 +1425,55 @@ var file_signet_v1_signet_proto_goTypes = []any{
 	(*KubernetesObject)(nil),                         // 3: signet.v1.KubernetesObject
 	(*SignCertificateSigningRequestRequest)(nil),     // 4: signet.v1.SignCertificateSigningRequestRequest
 	(*SignCertificateSigningRequestResponse)(nil),    // 5: signet.v1.SignCertificateSigningRequestResponse
-	(*GetTrustAnchorsRequest)(nil),                   // 6: signet.v1.GetTrustAnchorsRequest
-	(*GetTrustAnchorsResponse)(nil),                  // 7: signet.v1.GetTrustAnchorsResponse
-	(*ListSignersRequest)(nil),                       // 8: signet.v1.ListSignersRequest
-	(*ListSignersResponse)(nil),                      // 9: signet.v1.ListSignersResponse
-	(*SignerDescription)(nil),                        // 10: signet.v1.SignerDescription
-	(*ExplainCertificateSigningRequestRequest)(nil),  // 11: signet.v1.ExplainCertificateSigningRequestRequest
-	(*RuleResult)(nil),                               // 12: signet.v1.RuleResult
-	(*ExplainCertificateSigningRequestResponse)(nil), // 13: signet.v1.ExplainCertificateSigningRequestResponse
-	nil,                           // 14: signet.v1.Requester.ExtraEntry
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
+	(*PodIdentity)(nil),                              // 6: signet.v1.PodIdentity
+	(*SignPodCertificateRequestRequest)(nil),         // 7: signet.v1.SignPodCertificateRequestRequest
+	(*SignPodCertificateRequestResponse)(nil),        // 8: signet.v1.SignPodCertificateRequestResponse
+	(*GetTrustAnchorsRequest)(nil),                   // 9: signet.v1.GetTrustAnchorsRequest
+	(*GetTrustAnchorsResponse)(nil),                  // 10: signet.v1.GetTrustAnchorsResponse
+	(*ListSignersRequest)(nil),                       // 11: signet.v1.ListSignersRequest
+	(*ListSignersResponse)(nil),                      // 12: signet.v1.ListSignersResponse
+	(*SignerDescription)(nil),                        // 13: signet.v1.SignerDescription
+	(*ExplainCertificateSigningRequestRequest)(nil),  // 14: signet.v1.ExplainCertificateSigningRequestRequest
+	(*RuleResult)(nil),                               // 15: signet.v1.RuleResult
+	(*ExplainCertificateSigningRequestResponse)(nil), // 16: signet.v1.ExplainCertificateSigningRequestResponse
+	nil,                           // 17: signet.v1.Requester.ExtraEntry
+	nil,                           // 18: signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
+	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 20: google.protobuf.Duration
 }
 var file_signet_v1_signet_proto_depIdxs = []int32{
-	14, // 0: signet.v1.Requester.extra:type_name -> signet.v1.Requester.ExtraEntry
+	17, // 0: signet.v1.Requester.extra:type_name -> signet.v1.Requester.ExtraEntry
 	1,  // 1: signet.v1.SignCertificateSigningRequestRequest.requester:type_name -> signet.v1.Requester
 	3,  // 2: signet.v1.SignCertificateSigningRequestRequest.object:type_name -> signet.v1.KubernetesObject
-	15, // 3: signet.v1.SignCertificateSigningRequestResponse.not_before:type_name -> google.protobuf.Timestamp
-	15, // 4: signet.v1.SignCertificateSigningRequestResponse.not_after:type_name -> google.protobuf.Timestamp
-	10, // 5: signet.v1.ListSignersResponse.signers:type_name -> signet.v1.SignerDescription
-	16, // 6: signet.v1.SignerDescription.max_lifetime:type_name -> google.protobuf.Duration
-	4,  // 7: signet.v1.ExplainCertificateSigningRequestRequest.request:type_name -> signet.v1.SignCertificateSigningRequestRequest
-	12, // 8: signet.v1.ExplainCertificateSigningRequestResponse.rules:type_name -> signet.v1.RuleResult
-	16, // 9: signet.v1.ExplainCertificateSigningRequestResponse.lifetime:type_name -> google.protobuf.Duration
-	2,  // 10: signet.v1.Requester.ExtraEntry.value:type_name -> signet.v1.ExtraValue
-	4,  // 11: signet.v1.SignerService.SignCertificateSigningRequest:input_type -> signet.v1.SignCertificateSigningRequestRequest
-	6,  // 12: signet.v1.SignerService.GetTrustAnchors:input_type -> signet.v1.GetTrustAnchorsRequest
-	8,  // 13: signet.v1.SignerService.ListSigners:input_type -> signet.v1.ListSignersRequest
-	11, // 14: signet.v1.SignerService.ExplainCertificateSigningRequest:input_type -> signet.v1.ExplainCertificateSigningRequestRequest
-	5,  // 15: signet.v1.SignerService.SignCertificateSigningRequest:output_type -> signet.v1.SignCertificateSigningRequestResponse
-	7,  // 16: signet.v1.SignerService.GetTrustAnchors:output_type -> signet.v1.GetTrustAnchorsResponse
-	9,  // 17: signet.v1.SignerService.ListSigners:output_type -> signet.v1.ListSignersResponse
-	13, // 18: signet.v1.SignerService.ExplainCertificateSigningRequest:output_type -> signet.v1.ExplainCertificateSigningRequestResponse
-	15, // [15:19] is the sub-list for method output_type
-	11, // [11:15] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	19, // 3: signet.v1.SignCertificateSigningRequestResponse.not_before:type_name -> google.protobuf.Timestamp
+	19, // 4: signet.v1.SignCertificateSigningRequestResponse.not_after:type_name -> google.protobuf.Timestamp
+	3,  // 5: signet.v1.SignPodCertificateRequestRequest.object:type_name -> signet.v1.KubernetesObject
+	6,  // 6: signet.v1.SignPodCertificateRequestRequest.pod:type_name -> signet.v1.PodIdentity
+	18, // 7: signet.v1.SignPodCertificateRequestRequest.unverified_user_annotations:type_name -> signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
+	19, // 8: signet.v1.SignPodCertificateRequestResponse.not_before:type_name -> google.protobuf.Timestamp
+	19, // 9: signet.v1.SignPodCertificateRequestResponse.not_after:type_name -> google.protobuf.Timestamp
+	19, // 10: signet.v1.SignPodCertificateRequestResponse.begin_refresh_at:type_name -> google.protobuf.Timestamp
+	13, // 11: signet.v1.ListSignersResponse.signers:type_name -> signet.v1.SignerDescription
+	20, // 12: signet.v1.SignerDescription.max_lifetime:type_name -> google.protobuf.Duration
+	4,  // 13: signet.v1.ExplainCertificateSigningRequestRequest.request:type_name -> signet.v1.SignCertificateSigningRequestRequest
+	15, // 14: signet.v1.ExplainCertificateSigningRequestResponse.rules:type_name -> signet.v1.RuleResult
+	20, // 15: signet.v1.ExplainCertificateSigningRequestResponse.lifetime:type_name -> google.protobuf.Duration
+	2,  // 16: signet.v1.Requester.ExtraEntry.value:type_name -> signet.v1.ExtraValue
+	4,  // 17: signet.v1.SignerService.SignCertificateSigningRequest:input_type -> signet.v1.SignCertificateSigningRequestRequest
+	7,  // 18: signet.v1.SignerService.SignPodCertificateRequest:input_type -> signet.v1.SignPodCertificateRequestRequest
+	9,  // 19: signet.v1.SignerService.GetTrustAnchors:input_type -> signet.v1.GetTrustAnchorsRequest
+	11, // 20: signet.v1.SignerService.ListSigners:input_type -> signet.v1.ListSignersRequest
+	14, // 21: signet.v1.SignerService.ExplainCertificateSigningRequest:input_type -> signet.v1.ExplainCertificateSigningRequestRequest
+	5,  // 22: signet.v1.SignerService.SignCertificateSigningRequest:output_type -> signet.v1.SignCertificateSigningRequestResponse
+	8,  // 23: signet.v1.SignerService.SignPodCertificateRequest:output_type -> signet.v1.SignPodCertificateRequestResponse
+	10, // 24: signet.v1.SignerService.GetTrustAnchors:output_type -> signet.v1.GetTrustAnchorsResponse
+	12, // 25: signet.v1.SignerService.ListSigners:output_type -> signet.v1.ListSignersResponse
+	16, // 26: signet.v1.SignerService.ExplainCertificateSigningRequest:output_type -> signet.v1.ExplainCertificateSigningRequestResponse
+	22, // [22:27] is the sub-list for method output_type
+	17, // [17:22] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_signet_v1_signet_proto_init() }
@@ -1143,7 +1488,7 @@ func file_signet_v1_signet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_signet_v1_signet_proto_rawDesc), len(file_signet_v1_signet_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   14,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

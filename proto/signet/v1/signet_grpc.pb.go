@@ -32,6 +32,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	SignerService_SignCertificateSigningRequest_FullMethodName    = "/signet.v1.SignerService/SignCertificateSigningRequest"
+	SignerService_SignPodCertificateRequest_FullMethodName        = "/signet.v1.SignerService/SignPodCertificateRequest"
 	SignerService_GetTrustAnchors_FullMethodName                  = "/signet.v1.SignerService/GetTrustAnchors"
 	SignerService_ListSigners_FullMethodName                      = "/signet.v1.SignerService/ListSigners"
 	SignerService_ExplainCertificateSigningRequest_FullMethodName = "/signet.v1.SignerService/ExplainCertificateSigningRequest"
@@ -47,6 +48,11 @@ type SignerServiceClient interface {
 	// certificates.k8s.io/v1 CertificateSigningRequest and returns the certificate chain to
 	// write into its status.certificate.
 	SignCertificateSigningRequest(ctx context.Context, in *SignCertificateSigningRequestRequest, opts ...grpc.CallOption) (*SignCertificateSigningRequestResponse, error)
+	// SignPodCertificateRequest issues a certificate for the pod identity named by a
+	// certificates.k8s.io PodCertificateRequest (v1, or v1beta1 from Kubernetes 1.35–1.36), for
+	// the key the kubelet generated, and returns the chain and the times to write into its
+	// status. PodCertificateRequests have no approval step: the signer alone decides.
+	SignPodCertificateRequest(ctx context.Context, in *SignPodCertificateRequestRequest, opts ...grpc.CallOption) (*SignPodCertificateRequestResponse, error)
 	// GetTrustAnchors returns the CA certificates a relying party needs to verify certificates
 	// issued by one signer.
 	GetTrustAnchors(ctx context.Context, in *GetTrustAnchorsRequest, opts ...grpc.CallOption) (*GetTrustAnchorsResponse, error)
@@ -70,6 +76,16 @@ func (c *signerServiceClient) SignCertificateSigningRequest(ctx context.Context,
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SignCertificateSigningRequestResponse)
 	err := c.cc.Invoke(ctx, SignerService_SignCertificateSigningRequest_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *signerServiceClient) SignPodCertificateRequest(ctx context.Context, in *SignPodCertificateRequestRequest, opts ...grpc.CallOption) (*SignPodCertificateRequestResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SignPodCertificateRequestResponse)
+	err := c.cc.Invoke(ctx, SignerService_SignPodCertificateRequest_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -116,6 +132,11 @@ type SignerServiceServer interface {
 	// certificates.k8s.io/v1 CertificateSigningRequest and returns the certificate chain to
 	// write into its status.certificate.
 	SignCertificateSigningRequest(context.Context, *SignCertificateSigningRequestRequest) (*SignCertificateSigningRequestResponse, error)
+	// SignPodCertificateRequest issues a certificate for the pod identity named by a
+	// certificates.k8s.io PodCertificateRequest (v1, or v1beta1 from Kubernetes 1.35–1.36), for
+	// the key the kubelet generated, and returns the chain and the times to write into its
+	// status. PodCertificateRequests have no approval step: the signer alone decides.
+	SignPodCertificateRequest(context.Context, *SignPodCertificateRequestRequest) (*SignPodCertificateRequestResponse, error)
 	// GetTrustAnchors returns the CA certificates a relying party needs to verify certificates
 	// issued by one signer.
 	GetTrustAnchors(context.Context, *GetTrustAnchorsRequest) (*GetTrustAnchorsResponse, error)
@@ -137,6 +158,9 @@ type UnimplementedSignerServiceServer struct{}
 
 func (UnimplementedSignerServiceServer) SignCertificateSigningRequest(context.Context, *SignCertificateSigningRequestRequest) (*SignCertificateSigningRequestResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SignCertificateSigningRequest not implemented")
+}
+func (UnimplementedSignerServiceServer) SignPodCertificateRequest(context.Context, *SignPodCertificateRequestRequest) (*SignPodCertificateRequestResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SignPodCertificateRequest not implemented")
 }
 func (UnimplementedSignerServiceServer) GetTrustAnchors(context.Context, *GetTrustAnchorsRequest) (*GetTrustAnchorsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetTrustAnchors not implemented")
@@ -182,6 +206,24 @@ func _SignerService_SignCertificateSigningRequest_Handler(srv interface{}, ctx c
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(SignerServiceServer).SignCertificateSigningRequest(ctx, req.(*SignCertificateSigningRequestRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SignerService_SignPodCertificateRequest_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SignPodCertificateRequestRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SignerServiceServer).SignPodCertificateRequest(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SignerService_SignPodCertificateRequest_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SignerServiceServer).SignPodCertificateRequest(ctx, req.(*SignPodCertificateRequestRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -250,6 +292,10 @@ var SignerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SignCertificateSigningRequest",
 			Handler:    _SignerService_SignCertificateSigningRequest_Handler,
+		},
+		{
+			MethodName: "SignPodCertificateRequest",
+			Handler:    _SignerService_SignPodCertificateRequest_Handler,
 		},
 		{
 			MethodName: "GetTrustAnchors",
