@@ -35,17 +35,20 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/signet-pki/signet/internal/testcluster"
+	"github.com/signet-pki/signet/server/config"
 	"github.com/signet-pki/signet/server/devpki"
+	"github.com/signet-pki/signet/server/profile"
 )
 
 const (
 	clientSigner = certificatesv1.KubeAPIServerClientSignerName
+	podSigner    = "bench.signet.dev/pods"
 	loadWorkers  = 16
 	runLabel     = "signet-bench-run"
 )
@@ -53,6 +56,7 @@ const (
 type clusterOpts struct {
 	bin           string // folder with signet-server and signet-watcher
 	burst         []int  // burst sizes
+	pcrBurst      []int  // PodCertificateRequest burst sizes (Signet and the ceiling only)
 	pacedN        int
 	pacedRate     float64
 	out, plot     string
@@ -71,6 +75,7 @@ type workload struct {
 	label string
 	n     int
 	rate  float64 // CSRs per second; 0 = burst
+	pcr   bool    // PodCertificateRequests instead of CSRs
 }
 
 type point struct{ at, latency time.Duration } // at: since first create
@@ -128,6 +133,9 @@ type clusterBench struct {
 	watchKC  string
 	requests [][]byte
 	dummy    []byte
+	stubs    [][]byte           // PodCertificateRequest stub PKCS#10 requests
+	stubKeys []*ecdsa.PublicKey // their keys
+	answers  []pcrAnswer        // the ceiling's PodCertificateRequest statuses
 	// planePIDs are the control plane's kube-apiserver and etcd, which run for the whole run.
 	planePIDs []int
 }
@@ -172,11 +180,17 @@ func runCluster(ctx context.Context, opts clusterOpts) error {
 	if err := b.setup(); err != nil {
 		return err
 	}
-	maxN := opts.pacedN
+	maxN, maxPCR := opts.pacedN, 0
 	for _, n := range opts.burst {
 		maxN = max(maxN, n)
 	}
-	if err := b.makeRequests(maxN); err != nil {
+	for _, n := range opts.pcrBurst {
+		maxPCR = max(maxPCR, n)
+	}
+	if err := b.makeRequests(max(maxN, 1)); err != nil {
+		return err
+	}
+	if err := b.makeStubs(max(maxPCR, 1)); err != nil {
 		return err
 	}
 
@@ -194,6 +208,9 @@ func runCluster(ctx context.Context, opts clusterOpts) error {
 	if opts.pacedN > 0 {
 		loads = append(loads, workload{label: fmt.Sprintf("paced %g/s", opts.pacedRate), n: opts.pacedN, rate: opts.pacedRate})
 	}
+	for _, n := range opts.pcrBurst {
+		loads = append(loads, workload{label: fmt.Sprintf("PCR burst %d", n), n: n, pcr: true})
+	}
 	var results []result
 	for _, l := range loads {
 		runs := make([][]result, len(signers))
@@ -201,6 +218,9 @@ func runCluster(ctx context.Context, opts clusterOpts) error {
 			for i, s := range signers {
 				if round > 0 && s.kind == "kcm" && s.qps == 0 && l.rate == 0 {
 					continue // N/20 seconds each, and its rate is the client's QPS limit: once is enough
+				}
+				if l.pcr && s.kind == "kcm" {
+					continue // kube-controller-manager has no PodCertificateRequest signer
 				}
 				r, err := b.scenario(ctx, kcmPath, s, l)
 				if err != nil {
@@ -212,7 +232,9 @@ func runCluster(ctx context.Context, opts clusterOpts) error {
 			}
 		}
 		for _, rs := range runs {
-			results = append(results, medianRun(rs))
+			if len(rs) > 0 {
+				results = append(results, medianRun(rs))
+			}
 		}
 	}
 	table := clusterTable(results, opts.kubeVersion, time.Since(started))
@@ -245,7 +267,8 @@ func kcmBinary(version string) (string, error) {
 }
 
 // setup creates the dev PKI and a Signet configuration serving kubernetes.io/kube-apiserver-client
-// with the kube-apiserver-client profile, and kubeconfigs for KCM and the watcher. Both signers
+// with the kube-apiserver-client profile and podSigner with the pod-identity profile, and
+// kubeconfigs for KCM and the watcher. Both signers
 // run as least-privilege users with the same RBAC rules (testcluster.SignerRules), as they do in
 // production (KCM's csrsigning uses the certificate-controller service account there): an
 // admin in system:masters skips authorization and made KCM's status writes ~0.5 ms faster than
@@ -255,17 +278,7 @@ func (b *clusterBench) setup() error {
 	if err != nil {
 		return err
 	}
-	raw, err := os.ReadFile(cfgPath)
-	if err != nil {
-		return err
-	}
-	cfg := string(raw)
-	i := strings.Index(cfg, "    profile:\n")
-	if i < 0 {
-		return errors.New("devpki config has no profile section")
-	}
-	cfg = cfg[:i] + "    profile:\n      name: kube-apiserver-client\n"
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+	if err := writeSignetConfig(cfgPath); err != nil {
 		return err
 	}
 	kcm, err := b.cluster.AddSigner("kcm-csrsigning", []string{clientSigner})
@@ -276,8 +289,11 @@ func (b *clusterBench) setup() error {
 	if err := b.cluster.WriteKubeconfig(kcm, b.kcmKC); err != nil {
 		return err
 	}
-	u, err := b.cluster.AddSigner("signet-watcher", []string{clientSigner})
+	u, err := b.cluster.AddSigner("signet-watcher", []string{clientSigner, podSigner})
 	if err != nil {
+		return err
+	}
+	if err := b.grantPCRSigning(u.Name); err != nil {
 		return err
 	}
 	b.watchKC = filepath.Join(b.dir, "watcher.kubeconfig")
@@ -309,6 +325,32 @@ func (b *clusterBench) makeRequests(n int) error {
 	}
 	b.dummy = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 	return nil
+}
+
+// writeSignetConfig rewrites the devpki configuration at path to serve clientSigner with the
+// kube-apiserver-client profile and podSigner with the pod-identity profile, both from the dev
+// signer CA.
+func writeSignetConfig(path string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var cfg config.Config
+	if err := yaml.UnmarshalStrict(raw, &cfg); err != nil {
+		return fmt.Errorf("reading %s: %w", path, err)
+	}
+	if len(cfg.Signers) == 0 {
+		return fmt.Errorf("%s has no signer", path)
+	}
+	csrSigner, pcrSigner := cfg.Signers[0], cfg.Signers[0]
+	csrSigner.Name, csrSigner.Profile = clientSigner, profile.Spec{Name: profile.NameKubeAPIServerClient}
+	pcrSigner.Name, pcrSigner.Profile = podSigner, profile.Spec{Name: profile.NamePodIdentity}
+	cfg.Signers = []config.Signer{csrSigner, pcrSigner}
+	out, err := yaml.Marshal(&cfg)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, out, 0o600)
 }
 
 func freePort() (string, error) {
@@ -379,7 +421,7 @@ func (b *clusterBench) startSigner(ctx context.Context, kcmPath string, s signer
 			"--listen", grpcAddr, "--http-listen", httpAddr); err != nil {
 			break
 		}
-		err = start(filepath.Join(b.opts.bin, "signet-watcher"), "--kubeconfig", b.watchKC, "--signer-name", clientSigner,
+		err = start(filepath.Join(b.opts.bin, "signet-watcher"), "--kubeconfig", b.watchKC, "--signer-name", clientSigner, "--signer-name", podSigner,
 			"--server", grpcAddr, "--tls-ca", filepath.Join(b.state, devpki.TLSCACert),
 			"--tls-cert", filepath.Join(b.state, devpki.ClientCert), "--tls-key", filepath.Join(b.state, devpki.ClientKey),
 			"--leader-elect=false", "--metrics-address=127.0.0.1:0")
@@ -393,47 +435,6 @@ func (b *clusterBench) startSigner(ctx context.Context, kcmPath string, s signer
 		return nil, err
 	}
 	return p, nil
-}
-
-func (b *clusterBench) newCSR(name, tag string, i int) *certificatesv1.CertificateSigningRequest {
-	return &certificatesv1.CertificateSigningRequest{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{runLabel: tag}},
-		Spec: certificatesv1.CertificateSigningRequestSpec{
-			Request: b.requests[i], SignerName: clientSigner,
-			Usages: []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
-		},
-	}
-}
-
-func approve(csr *certificatesv1.CertificateSigningRequest) {
-	csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
-		Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue,
-		Reason: "SignetBench", Message: "approved by the benchmark", LastUpdateTime: metav1.Now(),
-	})
-}
-
-// warmUp submits one CSR and waits until it is signed, so the signer is up and synced.
-func (b *clusterBench) warmUp(ctx context.Context, tag string) error {
-	csrs := b.kube.CertificatesV1().CertificateSigningRequests()
-	name := "warm-" + tag
-	csr, err := csrs.Create(ctx, b.newCSR(name, "warm-"+tag, 0), metav1.CreateOptions{})
-	if err != nil {
-		return err
-	}
-	defer func() { _ = csrs.Delete(context.Background(), name, metav1.DeleteOptions{}) }()
-	approve(csr)
-	if _, err := csrs.UpdateApproval(ctx, name, csr, metav1.UpdateOptions{}); err != nil {
-		return err
-	}
-	deadline := time.Now().Add(90 * time.Second)
-	for time.Now().Before(deadline) {
-		got, err := csrs.Get(ctx, name, metav1.GetOptions{})
-		if err == nil && len(got.Status.Certificate) > 0 {
-			return b.checkCertificate(got.Status.Certificate)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return errors.New("signer did not sign the warm-up CSR within 90s (see its log)")
 }
 
 // checkCertificate verifies that an issued certificate chains to the signer CA for client auth.

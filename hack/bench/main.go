@@ -63,6 +63,7 @@ func main() {
 	stats := flag.Bool("stats", false, "print each signet run's ledger batch statistics to stderr")
 	clusterMode := flag.Bool("cluster", false, "compare kube-controller-manager csrsigning, Signet and the apiserver-only ceiling on one real control plane instead")
 	clusterBurst := flag.String("cluster-burst", "1000", "comma-separated burst sizes for -cluster")
+	pcrBurst := flag.String("cluster-pcr-burst", "", "comma-separated PodCertificateRequest burst sizes for -cluster (Signet and the ceiling; empty to skip)")
 	clusterPaced := flag.Int("cluster-paced", 200, "CSRs in the paced stream of -cluster (0 to skip)")
 	clusterRate := flag.Float64("cluster-rate", 10, "CSRs per second of the paced stream of -cluster")
 	rounds := flag.Int("cluster-rounds", 3, "with -cluster, run every scenario this many times, interleaved, and report the median run")
@@ -74,7 +75,11 @@ func main() {
 		if err != nil {
 			fail(fmt.Errorf("-cluster-burst: %w", err))
 		}
-		if err := runCluster(context.Background(), clusterOpts{bin: *bin, burst: bursts, pacedN: *clusterPaced, pacedRate: *clusterRate,
+		pcrBursts, err := parseInts(*pcrBurst)
+		if err != nil {
+			fail(fmt.Errorf("-cluster-pcr-burst: %w", err))
+		}
+		if err := runCluster(context.Background(), clusterOpts{bin: *bin, burst: bursts, pcrBurst: pcrBursts, pacedN: *clusterPaced, pacedRate: *clusterRate,
 			out: *out, plot: *plot, scenarioLimit: 5 * time.Minute, rounds: *rounds, kubeVersion: *kubeVersion}); err != nil {
 			fail(err)
 		}
@@ -370,8 +375,12 @@ func cpuTime() time.Duration {
 var printStats bool
 
 // parseInts parses a comma-separated list of positive integers.
+// parseInts parses a comma-separated list of positive counts; an empty list is none.
 func parseInts(list string) ([]int, error) {
 	var out []int
+	if strings.TrimSpace(list) == "" {
+		return nil, nil
+	}
 	for _, f := range strings.Split(list, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {

@@ -13,15 +13,43 @@ import (
 	"sync"
 	"time"
 
-	certificatesv1 "k8s.io/api/certificates/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
+// objectKind is what a workload submits and observes: CertificateSigningRequests or
+// PodCertificateRequests.
+type objectKind interface {
+	// warmUp submits one object and waits until the signer has answered it.
+	warmUp(ctx context.Context, tag string) error
+	// list returns the resource version to watch the run's objects from.
+	list(ctx context.Context, tag string) (string, error)
+	// watch watches the run's objects from resourceVersion rv.
+	watch(ctx context.Context, tag, rv string) (watch.Interface, error)
+	// outcome reads an event's object: its index in the run, its resource version, and
+	// whether it is answered (issued, or refused).
+	outcome(obj runtime.Object) (index int, rv string, issued, refused bool)
+	// submit creates object i of the run and records when its latency starts (approval for a
+	// CSR, creation for a PodCertificateRequest); with self (the ceiling) it also writes the
+	// answer itself.
+	submit(ctx context.Context, tag string, i int, self bool, start []time.Time) error
+	// deleteAll removes the run's objects.
+	deleteAll(tag string)
+}
+
 func (b *clusterBench) scenario(ctx context.Context, kcmPath string, s signerKind, l workload) (result, error) {
 	tag := fmt.Sprintf("%s%d-%s-%d", s.kind, s.qps, strings.ReplaceAll(strings.ReplaceAll(l.label, " ", ""), "/", ""), time.Now().UnixNano()%1e6)
-	tag = strings.ReplaceAll(tag, ".", "")
+	tag = strings.ToLower(strings.ReplaceAll(tag, ".", ""))
 	res := result{signer: s, load: l}
+	var objects objectKind = csrObjects{b}
+	if l.pcr {
+		objects = pcrObjects{b}
+		if s.kind == "ceiling" {
+			if err := b.makePCRAnswers(l.n); err != nil { // not timed
+				return res, err
+			}
+		}
+	}
 	var proc *signerProc
 	if s.kind != "ceiling" {
 		var err error
@@ -29,14 +57,11 @@ func (b *clusterBench) scenario(ctx context.Context, kcmPath string, s signerKin
 			return res, err
 		}
 		defer proc.stop()
-		if err := b.warmUp(ctx, tag); err != nil {
+		if err := objects.warmUp(ctx, tag); err != nil {
 			return res, err
 		}
 	}
-	csrs := b.kube.CertificatesV1().CertificateSigningRequests()
-	defer func() {
-		_ = csrs.DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: runLabel + "=" + tag})
-	}()
+	defer objects.deleteAll(tag)
 	// Wait for quiet after the signer's start-up and warm-up, right before the timed run.
 	res.busy = waitQuiet(60 * time.Second)
 	cpu0 := 0.0
@@ -46,13 +71,13 @@ func (b *clusterBench) scenario(ctx context.Context, kcmPath string, s signerKin
 	plane0 := cpuSeconds(b.planePIDs)
 
 	// The watch starts before anything is created.
-	list, err := csrs.List(ctx, metav1.ListOptions{LabelSelector: runLabel + "=" + tag})
+	rv0, err := objects.list(ctx, tag)
 	if err != nil {
 		return res, err
 	}
 	n := l.n
 	observed := make([]time.Time, n)
-	approved := make([]time.Time, n)
+	started := make([]time.Time, n)
 	var mu sync.Mutex
 	seen, failed := 0, 0
 	done := make(chan struct{})
@@ -60,9 +85,9 @@ func (b *clusterBench) scenario(ctx context.Context, kcmPath string, s signerKin
 	defer cancelWatch()
 	watchErr := make(chan error, 1)
 	go func() {
-		rv := list.ResourceVersion
+		rv := rv0
 		for wctx.Err() == nil {
-			w, err := csrs.Watch(wctx, metav1.ListOptions{LabelSelector: runLabel + "=" + tag, ResourceVersion: rv, AllowWatchBookmarks: true})
+			w, err := objects.watch(wctx, tag, rv)
 			if err != nil {
 				if wctx.Err() == nil {
 					watchErr <- err
@@ -73,28 +98,20 @@ func (b *clusterBench) scenario(ctx context.Context, kcmPath string, s signerKin
 				if ev.Type == watch.Error {
 					break
 				}
-				csr, ok := ev.Object.(*certificatesv1.CertificateSigningRequest)
-				if !ok {
-					continue
+				i, objRV, issued, refused := objects.outcome(ev.Object)
+				if objRV != "" {
+					rv = objRV
 				}
-				rv = csr.ResourceVersion
-				if ev.Type == watch.Bookmark {
-					continue
-				}
-				i, err := strconv.Atoi(csr.Annotations["bench/index"])
-				if err != nil || i < 0 || i >= n {
+				if ev.Type == watch.Bookmark || i < 0 || i >= n {
 					continue
 				}
 				now := time.Now()
 				mu.Lock()
-				if observed[i].IsZero() {
-					if len(csr.Status.Certificate) > 0 {
-						observed[i] = now
+				if observed[i].IsZero() && (issued || refused) {
+					observed[i] = now
+					if issued {
 						seen++
-					} else if slices.ContainsFunc(csr.Status.Conditions, func(c certificatesv1.CertificateSigningRequestCondition) bool {
-						return c.Type == certificatesv1.CertificateFailed || c.Type == certificatesv1.CertificateDenied
-					}) {
-						observed[i] = now
+					} else {
 						failed++
 					}
 					if seen+failed == n {
@@ -115,7 +132,7 @@ func (b *clusterBench) scenario(ctx context.Context, kcmPath string, s signerKin
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				if err := b.submit(ctx, csrs, tag, i, s.kind == "ceiling", approved); err != nil {
+				if err := objects.submit(ctx, tag, i, s.kind == "ceiling", started); err != nil {
 					select {
 					case errs <- err:
 					default:
@@ -178,8 +195,8 @@ func (b *clusterBench) scenario(ctx context.Context, kcmPath string, s signerKin
 		if observed[i].After(last) {
 			last = observed[i]
 		}
-		lat := observed[i].Sub(approved[i])
-		if approved[i].IsZero() {
+		lat := observed[i].Sub(started[i])
+		if started[i].IsZero() {
 			continue
 		}
 		if lat < 0 {
@@ -195,33 +212,6 @@ func (b *clusterBench) scenario(ctx context.Context, kcmPath string, s signerKin
 	slices.Sort(lats)
 	res.p50, res.p90, res.p99 = quantile(lats, 0.50), quantile(lats, 0.90), quantile(lats, 0.99)
 	return res, nil
-}
-
-// submit creates CSR i, approves it and, for the ceiling, writes the dummy certificate.
-func (b *clusterBench) submit(ctx context.Context, csrs interface {
-	Create(context.Context, *certificatesv1.CertificateSigningRequest, metav1.CreateOptions) (*certificatesv1.CertificateSigningRequest, error)
-	UpdateApproval(context.Context, string, *certificatesv1.CertificateSigningRequest, metav1.UpdateOptions) (*certificatesv1.CertificateSigningRequest, error)
-	UpdateStatus(context.Context, *certificatesv1.CertificateSigningRequest, metav1.UpdateOptions) (*certificatesv1.CertificateSigningRequest, error)
-}, tag string, i int, self bool, approved []time.Time) error {
-	csr := b.newCSR(fmt.Sprintf("%s-%d", tag, i), tag, i)
-	csr.Annotations = map[string]string{"bench/index": strconv.Itoa(i)}
-	csr, err := csrs.Create(ctx, csr, metav1.CreateOptions{})
-	if err != nil {
-		return fmt.Errorf("create: %w", err)
-	}
-	approve(csr)
-	csr, err = csrs.UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{})
-	if err != nil {
-		return fmt.Errorf("approve: %w", err)
-	}
-	approved[i] = time.Now() // each index is written by one worker, read after wg.Wait
-	if self {
-		csr.Status.Certificate = b.dummy
-		if _, err := csrs.UpdateStatus(ctx, csr, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("status: %w", err)
-		}
-	}
-	return nil
 }
 
 // waitQuiet waits up to limit for the machine to be under 15 % busy over one second (other
