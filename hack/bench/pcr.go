@@ -35,7 +35,7 @@ type pcrObjects struct{ b *clusterBench }
 
 // pcrAnswer is what the ceiling writes into a PodCertificateRequest's status.
 type pcrAnswer struct {
-	chain                       string
+	chain                        string
 	notBefore, notAfter, refresh metav1.Time
 }
 

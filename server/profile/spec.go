@@ -40,10 +40,11 @@ const (
 	NameKubeletServing             = "kubelet-serving"
 	NameLegacyUnknown              = "legacy-unknown"
 	NameCustom                     = "custom"
+	NamePodIdentity                = "pod-identity"
 )
 
 // names lists the profile names in the order error messages show them.
-var names = []string{NameKubeAPIServerClient, NameKubeAPIServerClientKubelet, NameKubeletServing, NameLegacyUnknown, NameCustom}
+var names = []string{NameKubeAPIServerClient, NameKubeAPIServerClientKubelet, NameKubeletServing, NameLegacyUnknown, NameCustom, NamePodIdentity}
 
 // defaultPrivilegedGroups is the privileged group list when Spec.PrivilegedGroups is empty.
 var defaultPrivilegedGroups = []string{"system:masters"}
@@ -53,7 +54,7 @@ var defaultPrivilegedGroups = []string{"system:masters"}
 // signer name.
 func KubernetesProfileFor(signerName string) (string, bool) {
 	name, ok := strings.CutPrefix(signerName, "kubernetes.io/")
-	if !ok || name == NameCustom || !slices.Contains(names, name) {
+	if !ok || name == NameCustom || name == NamePodIdentity || !slices.Contains(names, name) {
 		return "", false
 	}
 	return name, true
@@ -63,7 +64,7 @@ func KubernetesProfileFor(signerName string) (string, bool) {
 // required); every other field is optional.
 type Spec struct {
 	// Name selects the profile: kube-apiserver-client, kube-apiserver-client-kubelet,
-	// kubelet-serving, legacy-unknown or custom.
+	// kubelet-serving, legacy-unknown, custom or pod-identity.
 	Name string `json:"name"`
 	// AllowPrivileged opts in to signing client certificates whose subject organizations
 	// include a privileged group. Not allowed on the kubelet profiles (their organization is
@@ -74,6 +75,17 @@ type Spec struct {
 	PrivilegedGroups []string `json:"privilegedGroups,omitempty"`
 	// Custom configures the custom profile; required when Name is custom, refused otherwise.
 	Custom *CustomSpec `json:"custom,omitempty"`
+	// PodIdentity configures the pod-identity profile; optional when Name is pod-identity
+	// (nil: every default), refused otherwise.
+	PodIdentity *PodIdentitySpec `json:"podIdentity,omitempty"`
+}
+
+// PodIdentitySpec configures the pod-identity profile, which serves PodCertificateRequests.
+type PodIdentitySpec struct {
+	// TrustDomain is the SPIFFE trust domain of the URI SAN (default "cluster.local").
+	TrustDomain string `json:"trustDomain,omitempty"`
+	// AllowedAnnotations are the spec.unverifiedUserAnnotations keys the signer accepts (and ignores); any other key is refused. Empty: none.
+	AllowedAnnotations []string `json:"allowedAnnotations,omitempty"`
 }
 
 // CustomSpec configures a custom profile. Every list is an allow-list: an empty list allows
