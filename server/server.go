@@ -103,7 +103,7 @@ func (s *Server) build(ctx context.Context) error {
 		return fmt.Errorf("rate limits: %w", err)
 	}
 	// The idempotency answers are rebuilt from the records Open verifies, in the same read.
-	store := idempotency.New(idempotency.Options{Retention: cfg.Idempotency.Retention.Duration})
+	store := idempotency.New(idempotency.Options{Retention: cfg.Idempotency.Retention.Duration, ReplayUntil: signerapi.ReplayUntil})
 	since, replayed := time.Now().Add(-cfg.Idempotency.Retention.Duration), 0
 	replay := func(r ledger.Record) error {
 		if !r.Time.Before(since) {

@@ -61,11 +61,12 @@ type testServer struct {
 	srv  *server.Server
 }
 
-// devConfig creates a dev PKI in a fresh folder and loads its configuration.
+// devConfig creates a dev PKI in a fresh folder, with the pod-identity signer as
+// signet-server --dev makes it, and loads its configuration.
 func devConfig(t *testing.T) (*config.Config, string) {
 	t.Helper()
 	dir := t.TempDir()
-	path, err := devpki.Ensure(devpki.Options{Dir: dir})
+	path, err := devpki.Ensure(devpki.Options{Dir: dir, PodIdentitySigner: devpki.DefaultPodIdentitySigner})
 	if err != nil {
 		t.Fatalf("devpki.Ensure: %v", err)
 	}

@@ -2,7 +2,7 @@
 // certificate requests forwarded to it over mTLS gRPC.
 //
 //	signet-server --config /etc/signet/server.yaml
-//	signet-server --dev                     # throwaway CA and mTLS certificates in ./.signet-dev
+//	signet-server --dev                     # throwaway CAs and mTLS certificates in ./.signet-dev
 package main
 
 import (
@@ -29,6 +29,7 @@ func run() int {
 		dev        = flag.Bool("dev", false, "development mode: create a CA, server and client certificates and a config in --dev-state-dir on first start, then serve them")
 		devDir     = flag.String("dev-state-dir", ".signet-dev", "state folder of --dev")
 		devSigner  = flag.String("dev-signer-name", devpki.DefaultSigner, "signer name served in --dev mode")
+		devPod     = flag.String("dev-pod-identity-signer", devpki.DefaultPodIdentitySigner, "pod-identity signer (PodCertificateRequests) also served in --dev mode; empty for none")
 		listen     = flag.String("listen", "", "gRPC listen address host:port (overrides grpc.address)")
 		httpListen = flag.String("http-listen", "", "listen address of /metrics, /livez and /readyz (overrides http.address)")
 		reflect    = flag.Bool("enable-reflection", false, "turn on the gRPC reflection service")
@@ -47,7 +48,7 @@ func run() int {
 			fmt.Fprintln(os.Stderr, "signet-server: --dev and --config are exclusive")
 			return 2
 		}
-		p, err := devpki.Ensure(devpki.Options{Dir: *devDir, SignerName: *devSigner, Address: *listen})
+		p, err := devpki.Ensure(devpki.Options{Dir: *devDir, SignerName: *devSigner, PodIdentitySigner: *devPod, Address: *listen})
 		if err != nil {
 			log.Error("preparing dev state", "error", err.Error())
 			return 1

@@ -118,7 +118,8 @@ type Signer struct {
 	Intermediates string `json:"intermediates,omitempty"`
 	// MaxLifetime caps issued lifetimes. Default 24h.
 	MaxLifetime *metav1.Duration `json:"maxLifetime,omitempty"`
-	// Profile is the signer's policy: one of the kubernetes.io profiles or custom.
+	// Profile is the signer's policy: one of the kubernetes.io profiles, custom, or
+	// pod-identity (PodCertificateRequests only).
 	Profile profile.Spec `json:"profile"`
 	// RateLimit bounds the signer's issuance rate across all clients; none by default.
 	RateLimit *access.Rate `json:"rateLimit,omitempty"`
@@ -222,9 +223,12 @@ func (c *Config) Validate() error {
 		if s.Certificate == "" {
 			errs = append(errs, fmt.Errorf("%s.certificate is required", at))
 		}
-		if s.MaxLifetime != nil && s.MaxLifetime.Duration < issuance.MinLifetime {
-			errs = append(errs, fmt.Errorf("%s.maxLifetime %s is below the %s floor", at, s.MaxLifetime.Duration,
-				strings.TrimSuffix(issuance.MinLifetime.String(), "0s")))
+		switch {
+		case s.MaxLifetime != nil && s.MaxLifetime.Duration < issuance.MinLifetime:
+			errs = append(errs, fmt.Errorf("%s.maxLifetime %s is below the %s floor", at, s.MaxLifetime.Duration, shortDuration(issuance.MinLifetime)))
+		case s.MaxLifetime != nil && s.Profile.Name == profile.NamePodIdentity && s.MaxLifetime.Duration < issuance.PodMinLifetime:
+			errs = append(errs, fmt.Errorf("%s.maxLifetime %s is below the %s floor of pod certificates (the kube-apiserver refuses shorter ones)",
+				at, s.MaxLifetime.Duration, shortDuration(issuance.PodMinLifetime)))
 		}
 		if err := s.Profile.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("%s.profile: %w", at, err))
@@ -236,6 +240,18 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// shortDuration formats d without trailing zero units: "10m", "1h".
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 func (c *Config) signerNames() []string {

@@ -293,14 +293,18 @@ signers:
 }
 
 // TestDeployExampleLoads keeps the documented example configuration (README.md and
-// deploy/server/server.yaml) valid.
+// deploy/server/server.yaml, which adds a pod-identity signer) valid.
 func TestDeployExampleLoads(t *testing.T) {
 	t.Parallel()
 	cfg, err := config.Load(filepath.Join("..", "..", "deploy", "server", "server.yaml"))
 	if err != nil {
 		t.Fatalf("deploy/server/server.yaml: %v", err)
 	}
-	if len(cfg.Signers) != 2 || cfg.Signers[1].Profile.Custom == nil || len(cfg.Clients) != 1 {
+	if len(cfg.Signers) != 3 || cfg.Signers[1].Profile.Custom == nil || len(cfg.Clients) != 1 {
 		t.Errorf("example parsed as %+v", cfg)
+	}
+	if pi := cfg.Signers[2].Profile.PodIdentity; cfg.Signers[2].Profile.Name != profile.NamePodIdentity || pi == nil ||
+		pi.TrustDomain != "prod.example.com" || len(pi.AllowedAnnotations) != 1 {
+		t.Errorf("example pod-identity signer parsed as %+v", cfg.Signers[2].Profile)
 	}
 }

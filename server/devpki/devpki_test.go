@@ -253,3 +253,47 @@ func TestClientTLSConfig(t *testing.T) {
 		t.Error("ClientTLSConfig of an empty folder succeeded")
 	}
 }
+
+// TestEnsurePodIdentitySigner: with a pod-identity signer name, the configuration serves it
+// second, with the pod-identity profile and a CA of its own (valid for issuing, key file
+// private), and leaves the first signer as it is; without one there is none.
+func TestEnsurePodIdentitySigner(t *testing.T) {
+	t.Parallel()
+	dir, path := ensure(t, devpki.Options{PodIdentitySigner: devpki.DefaultPodIdentitySigner})
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatalf("config.Load: %v", err)
+	}
+	if len(cfg.Signers) != 2 || cfg.Signers[0].Name != devpki.DefaultSigner || cfg.Signers[0].Profile.Name != "custom" {
+		t.Fatalf("signers = %+v, want the dev signer first, unchanged", cfg.Signers)
+	}
+	pod := cfg.Signers[1]
+	if pod.Name != devpki.DefaultPodIdentitySigner || pod.Profile.Name != "pod-identity" || pod.Profile.PodIdentity == nil || pod.Profile.PodIdentity.TrustDomain != "cluster.local" {
+		t.Fatalf("second signer = %+v, want %s with the pod-identity profile for cluster.local", pod, devpki.DefaultPodIdentitySigner)
+	}
+	if pod.Key != filepath.Join(dir, devpki.PodIdentityCAKey) || pod.Certificate != filepath.Join(dir, devpki.PodIdentityCACert) {
+		t.Errorf("pod-identity CA files %s, %s; want its own files in %s", pod.Key, pod.Certificate, dir)
+	}
+	key, err := keystore.Open(context.Background(), pod.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := &issuance.CA{Certificate: readCert(t, pod.Certificate), Key: key}
+	if err := ca.Validate(); err != nil {
+		t.Errorf("pod-identity CA does not validate: %v", err)
+	}
+	if ca.Certificate.Equal(readCert(t, cfg.Signers[0].Certificate)) {
+		t.Error("the pod-identity signer shares the dev signer's CA")
+	}
+	if info, err := os.Stat(pod.Key); err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("pod-identity CA key: %v, mode %v; want 0600", err, info.Mode().Perm())
+	}
+
+	_, plain := ensure(t, devpki.Options{})
+	if cfg, err := config.Load(plain); err != nil || len(cfg.Signers) != 1 {
+		t.Errorf("without a pod-identity signer: %v, %d signers; want 1", err, len(cfg.Signers))
+	}
+	if _, err := devpki.Ensure(devpki.Options{Dir: t.TempDir(), SignerName: "example.com/x", PodIdentitySigner: "example.com/x"}); err == nil {
+		t.Error("Ensure accepted the same name for both signers")
+	}
+}

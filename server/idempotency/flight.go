@@ -18,7 +18,9 @@ type call struct {
 // Do returns the answer for (objectUID, requestHash), running fn to produce it at most once at
 // a time per UID:
 //
-//   - a stored answer with the same hash: (entry, Hit, nil), fn does not run;
+//   - a stored answer with the same hash, within its replay window: (entry, Hit, nil), fn does
+//     not run; past its ReplayUntil, fn runs as below and its answer, returned with Reissued,
+//     replaces the stored one;
 //   - a stored answer with another hash: (stored entry, Conflict, error wrapping ErrConflict);
 //   - an issuance for the UID already in flight: Do waits for it (or for ctx). With the same
 //     hash it returns that issuance's answer as a Hit, or its error; with another hash it then
@@ -34,7 +36,8 @@ type call struct {
 func (s *Store) Do(ctx context.Context, objectUID string, requestHash []byte, fn func() (Entry, error)) (Entry, Result, error) {
 	for {
 		s.mu.Lock()
-		if e, res := s.lookupLocked(objectUID, requestHash); res != Miss {
+		e, res := s.lookupLocked(objectUID, requestHash)
+		if res == Hit || res == Conflict {
 			s.mu.Unlock()
 			return e, res, resultError(objectUID, res)
 		}
@@ -43,7 +46,7 @@ func (s *Store) Do(ctx context.Context, objectUID string, requestHash []byte, fn
 			c = &call{hash: bytes.Clone(requestHash), done: make(chan struct{})}
 			s.inflight[objectUID] = c
 			s.mu.Unlock()
-			return s.lead(objectUID, c, fn)
+			return s.lead(objectUID, c, fn, res)
 		}
 		s.mu.Unlock()
 		select {
@@ -61,8 +64,9 @@ func (s *Store) Do(ctx context.Context, objectUID string, requestHash []byte, fn
 }
 
 // lead runs fn for the call c it registered, remembers a success and releases the waiters,
-// also when fn panics.
-func (s *Store) lead(objectUID string, c *call, fn func() (Entry, error)) (e Entry, res Result, err error) {
+// also when fn panics. A success is returned with res: Miss, or Reissued when fn replaces a
+// stored answer past its replay window.
+func (s *Store) lead(objectUID string, c *call, fn func() (Entry, error), res Result) (Entry, Result, error) {
 	finished := false
 	defer func() {
 		if !finished {
@@ -77,7 +81,7 @@ func (s *Store) lead(objectUID string, c *call, fn func() (Entry, error)) (e Ent
 		s.mu.Unlock()
 		close(c.done)
 	}()
-	e, err = fn()
+	e, err := fn()
 	finished = true
 	if err != nil {
 		c.err = err
@@ -88,7 +92,7 @@ func (s *Store) lead(objectUID string, c *call, fn func() (Entry, error)) (e Ent
 		e.IssuedAt = s.opts.Clock.Now()
 	}
 	c.entry = e.clone()
-	return e, Miss, nil
+	return e, res, nil
 }
 
 // callerGone reports whether err is a leader's context ending rather than an outcome.

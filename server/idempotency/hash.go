@@ -9,11 +9,18 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"hash"
+	"maps"
 	"slices"
+
+	"github.com/signet-pki/signet/server/issuance"
 )
 
 // requestHashDomain separates this encoding from any other hashed with SHA-256, and versions it.
 const requestHashDomain = "signet.dev/request-hash/v1"
+
+// podRequestHashDomain does the same for PodRequestHash, so a pod request never hashes like a
+// CertificateSigningRequest.
+const podRequestHashDomain = "signet.dev/pod-request-hash/v1"
 
 // Key returns the idempotency key of a request: "<objectUID>/<hex request hash>".
 func Key(objectUID string, requestHash []byte) string {
@@ -55,6 +62,36 @@ func RequestHash(signerName string, request []byte, usages []string, expirationS
 	for _, k := range keys {
 		e.str(k)
 		e.list(extra[k])
+	}
+	return e.h.Sum(nil)
+}
+
+// PodRequestHash returns the SHA-256 of the canonical encoding of everything in a
+// PodCertificateRequest that shapes or gates its certificate: the signer name; the pod
+// identity (namespace, pod name and UID, service account name and UID, node name and UID);
+// the stub request, the PKIX public key and the proof of possession, as sent;
+// maxExpirationSeconds; and the unverified user annotations.
+//
+// The encoding is that of RequestHash under its own domain string: each string or byte field
+// length-prefixed in the order above, maxExpirationSeconds as an int32 (big endian), then the
+// annotations as their key count and, in sorted key order, each key and its value.
+func PodRequestHash(req issuance.PodRequest) []byte {
+	e := encoder{h: sha256.New()}
+	e.str(podRequestHashDomain)
+	e.str(req.SignerName)
+	p := req.Pod
+	for _, f := range []string{p.Namespace, p.PodName, p.PodUID, p.ServiceAccountName, p.ServiceAccountUID, p.NodeName, p.NodeUID} {
+		e.str(f)
+	}
+	e.bytes(req.StubPKCS10Request)
+	e.bytes(req.PKIXPublicKey)
+	e.bytes(req.ProofOfPossession)
+	e.h.Write(binary.BigEndian.AppendUint32(nil, uint32(req.MaxExpirationSeconds)))
+	keys := slices.Sorted(maps.Keys(req.UnverifiedUserAnnotations))
+	e.count(len(keys))
+	for _, k := range keys {
+		e.str(k)
+		e.str(req.UnverifiedUserAnnotations[k])
 	}
 	return e.h.Sum(nil)
 }

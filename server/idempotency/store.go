@@ -34,9 +34,13 @@ const (
 	Hit
 	// Conflict: the UID is stored with a different request hash; see ErrConflict.
 	Conflict
+	// Reissued: the answer stored for the same UID and request hash is past its ReplayUntil,
+	// so it is not returned (Lookup) and a new one is due (Do: fn ran, and its answer
+	// replaced the stored one).
+	Reissued
 )
 
-// String returns "miss", "hit" or "conflict".
+// String returns "miss", "hit", "conflict" or "reissued".
 func (r Result) String() string {
 	switch r {
 	case Miss:
@@ -45,6 +49,8 @@ func (r Result) String() string {
 		return "hit"
 	case Conflict:
 		return "conflict"
+	case Reissued:
+		return "reissued"
 	}
 	return "unknown"
 }
@@ -62,6 +68,11 @@ type Entry struct {
 	NotBefore, NotAfter time.Time
 	// IssuedAt is when the certificate was issued; retention counts from it.
 	IssuedAt time.Time
+	// ReplayUntil, when set, ends the replay of the answer before retention does: from then
+	// on the same request gets a new answer (see Reissued), which replaces this one, while a
+	// different request for the UID is still a Conflict until retention ends. A pod
+	// certificate uses it, because the kube-apiserver only takes one whose NotBefore is recent.
+	ReplayUntil time.Time
 	// LedgerSeq is the seq of the ledger record of the issuance.
 	LedgerSeq uint64
 }
@@ -81,6 +92,10 @@ type Options struct {
 	MaxEntries int
 	// Clock tells the time. Default: the real clock.
 	Clock clock.PassiveClock
+	// ReplayUntil gives the ReplayUntil of an answer Load rebuilds from an issued record, so
+	// replay windows survive a restart. Nil: every loaded answer is replayed until retention
+	// ends.
+	ReplayUntil func(ledger.Record) time.Time
 }
 
 // Stats count a Store's contents and drops.
@@ -119,8 +134,9 @@ func New(opts Options) *Store {
 }
 
 // Lookup returns the answer stored for objectUID: Hit with a copy of the entry when the request
-// hash matches, Conflict with the stored entry when it does not, Miss when nothing (or only an
-// expired entry) is stored.
+// hash matches and the entry is within its replay window, Reissued (and no entry) when it
+// matches but the window is over, Conflict with the stored entry when the hash does not match,
+// Miss when nothing (or only an expired entry) is stored.
 func (s *Store) Lookup(objectUID string, requestHash []byte) (Entry, Result) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -141,12 +157,16 @@ func (s *Store) lookupLocked(objectUID string, requestHash []byte) (Entry, Resul
 	if !bytes.Equal(e.RequestHash, requestHash) {
 		return e.clone(), Conflict
 	}
+	if !e.ReplayUntil.IsZero() && !s.opts.Clock.Now().Before(e.ReplayUntil) {
+		return Entry{}, Reissued
+	}
 	return e.clone(), Hit
 }
 
 // Remember stores e (a copy), keyed by e.ObjectUID. A zero IssuedAt means now. An entry that
 // is already past retention is ignored, and so is one for a UID already stored: the first
-// issuance wins.
+// issuance wins, unless the stored answer is for the same request and past its ReplayUntil,
+// which e then replaces.
 func (s *Store) Remember(e Entry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -168,8 +188,11 @@ func (s *Store) keepLocked(e Entry) bool {
 	if s.expired(&e) {
 		return false
 	}
-	if _, ok := s.lookupLocked(e.ObjectUID, e.RequestHash); ok != Miss {
+	switch _, res := s.lookupLocked(e.ObjectUID, e.RequestHash); res {
+	case Hit, Conflict:
 		return false
+	case Reissued:
+		s.drop(s.entries[e.ObjectUID])
 	}
 	s.sweep()
 	for s.order.Len() >= s.opts.MaxEntries {
@@ -189,7 +212,9 @@ func (s *Store) keepLocked(e Entry) bool {
 }
 
 // Load remembers the Issued records among records that are still within retention (by their
-// Time) and carry an object UID and a request hash, so answers survive a restart. Feed it the
+// Time) and carry an object UID and a request hash, so answers survive a restart. A later
+// record for the same request replaces an earlier one past its ReplayUntil (a reissue), as
+// Remember does. Feed it the
 // records of the last Retention, from ledger.Options.Replay when the server opens its ledger
 // (or ledger.Replay). It returns how many it stored.
 func (s *Store) Load(records ...ledger.Record) int {
@@ -204,10 +229,14 @@ func (s *Store) Load(records ...ledger.Record) int {
 		if err != nil || len(h) == 0 {
 			continue
 		}
-		if s.rememberLocked(Entry{
+		e := Entry{
 			ObjectUID: r.ObjectUID, RequestHash: h, Serial: r.Serial, Chain: []byte(r.Certificate),
 			NotBefore: r.NotBefore, NotAfter: r.NotAfter, IssuedAt: r.Time, LedgerSeq: r.Seq,
-		}) {
+		}
+		if s.opts.ReplayUntil != nil {
+			e.ReplayUntil = s.opts.ReplayUntil(r)
+		}
+		if s.rememberLocked(e) {
 			n++
 		}
 	}

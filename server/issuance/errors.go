@@ -13,4 +13,7 @@ var (
 	ErrUnsupportedKey = errors.New("unsupported key")
 	// ErrPolicyViolation: the request is well formed but the signer's policy refuses it.
 	ErrPolicyViolation = errors.New("policy violation")
+	// ErrUnknownAnnotation: a PodCertificateRequest carries spec.unverifiedUserAnnotations keys
+	// the signer does not recognise.
+	ErrUnknownAnnotation = errors.New("unknown annotation")
 )

@@ -26,6 +26,7 @@ var sentinels = []error{
 	issuance.ErrInvalidSignature,
 	issuance.ErrUnsupportedKey,
 	issuance.ErrPolicyViolation,
+	issuance.ErrUnknownAnnotation,
 }
 
 // newIssuer returns an issuer for signerName over ca, with a fake clock fixed at now.

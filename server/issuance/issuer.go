@@ -1,6 +1,12 @@
 // Package issuance turns a certificate request into a signed certificate in one straight line:
-// parse → policy → template → sign. It is pure: the CA key is a crypto.Signer, and time and
-// randomness are injected.
+// parse → policy → template → lint → sign → verify. It is pure: the CA key is a crypto.Signer,
+// and time and randomness are injected.
+//
+// Two kinds of request enter the line: a CertificateSigningRequest (Issue: a PEM PKCS#10
+// request, spec.usages, spec.expirationSeconds, the requester) and a PodCertificateRequest
+// (IssuePod: a pod identity and the pod's key). They differ in parsing, in the policy's
+// rules and in the validity rule; template, lint, sign and verify are shared. Each signer's
+// policy serves one kind, and the other kind is refused before it is parsed.
 package issuance
 
 import (
@@ -8,12 +14,15 @@ import (
 	"crypto"
 	"crypto/rand"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/asn1"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"math/big"
+	"net"
+	"net/url"
 	"slices"
 	"time"
 
@@ -117,7 +126,8 @@ type Certificate struct {
 	ChainPEM []byte
 }
 
-// Issue runs the pipeline for one request:
+// Issue runs the pipeline for one request from a CertificateSigningRequest:
+//   - kind: the signer's policy must serve CertificateSigningRequests (ErrPolicyViolation);
 //   - parse: ParseCSR (PEM, PKCS#10, proof of possession, key type and size);
 //   - policy: the signer's profile (see Policy);
 //   - template: subject and SANs re-encoded from the request, key usage and extended key usage
@@ -138,7 +148,13 @@ func (i *Issuer) Issue(req Request) (*Certificate, error) {
 	if err != nil {
 		return nil, err
 	}
-	der, err := x509.CreateCertificate(i.rand, p.tmpl, i.ca.Certificate, p.csr.PublicKey, i.ca.Key)
+	return i.sign(p)
+}
+
+// sign signs a prepared template with the CA key, checks the result and returns it with its
+// chain.
+func (i *Issuer) sign(p *prepared) (*Certificate, error) {
+	der, err := x509.CreateCertificate(i.rand, p.tmpl, i.ca.Certificate, p.pub, i.ca.Key)
 	if err != nil {
 		return nil, fmt.Errorf("signing certificate: %w", err)
 	}
@@ -159,39 +175,75 @@ func (i *Issuer) Issue(req Request) (*Certificate, error) {
 
 // prepared is a request that passed every step before signing.
 type prepared struct {
-	csr      *x509.CertificateRequest
+	pub      crypto.PublicKey
 	decision Decision
 	rules    []RuleResult
 	tmpl     *x509.Certificate
 	lintTBS  []byte
 }
 
-// prepare runs parse, policy, template and lint. On a policy refusal the returned prepared
-// still carries the rules evaluated, for Explain.
+// leafNames are the subject and SANs of a leaf certificate.
+type leafNames struct {
+	subject pkix.Name
+	dns     []string
+	ips     []net.IP
+	emails  []string
+	uris    []*url.URL
+}
+
+// prepare runs kind, parse, policy, template and lint for a CertificateSigningRequest. On a
+// kind or policy refusal the returned prepared still carries the rules evaluated, for Explain.
 func (i *Issuer) prepare(req Request) (*prepared, error) {
-	if req.SignerName != i.name {
-		return nil, fmt.Errorf("%w: signer name %q is served by another issuer", ErrPolicyViolation, req.SignerName)
+	if p, err := i.admit(req.SignerName, KindCertificateSigningRequest); err != nil {
+		return p, err
 	}
 	csr, err := ParseCSR(req.PEM)
 	if err != nil {
 		return nil, err
 	}
-	p := &prepared{csr: csr}
+	p := &prepared{pub: csr.PublicKey}
 	p.decision, p.rules, err = i.policy.Evaluate(csr, req)
 	if err != nil {
 		return p, err
 	}
-	if p.tmpl, err = i.template(csr, p.decision); err != nil {
+	notBefore, notAfter, err := i.csrValidity(p.decision.Lifetime)
+	if err != nil {
 		return p, err
 	}
+	names := leafNames{subject: csr.Subject, dns: csr.DNSNames, ips: csr.IPAddresses, emails: csr.EmailAddresses, uris: csr.URIs}
+	return p, i.finish(p, names, notBefore, notAfter)
+}
+
+// admit refuses a request addressed to another signer, or of a kind the signer's policy does
+// not serve; the latter with a prepared holding the failed kind rule, for Explain.
+func (i *Issuer) admit(signerName string, kind Kind) (*prepared, error) {
+	if signerName != i.name {
+		return nil, fmt.Errorf("%w: signer name %q is served by another issuer", ErrPolicyViolation, signerName)
+	}
+	served := i.policy.Kind()
+	if served == kind {
+		return nil, nil
+	}
+	err := fmt.Errorf("%w: signer %q serves %ss only (profile %s), not %ss", ErrPolicyViolation, i.name, served, i.policy.Name(), kind)
+	rule := RuleResult{Rule: fmt.Sprintf("kind: the signer serves %ss", served), Detail: fmt.Sprintf("the request comes from a %s", kind)}
+	return &prepared{rules: []RuleResult{rule}}, err
+}
+
+// finish builds the template of p for names, valid from notBefore to notAfter, and runs the
+// lint gate on it.
+func (i *Issuer) finish(p *prepared, names leafNames, notBefore, notAfter time.Time) error {
+	var err error
+	if p.tmpl, err = i.template(names, p.decision, notBefore, notAfter); err != nil {
+		return err
+	}
 	if i.lint != nil {
-		res, err := i.lint.Check(p.tmpl, i.ca.Certificate, csr.PublicKey)
+		res, err := i.lint.Check(p.tmpl, i.ca.Certificate, p.pub)
 		if err != nil {
-			return p, err
+			return err
 		}
 		p.lintTBS = res.TBS
 	}
-	return p, nil
+	return nil
 }
 
 // verify checks a freshly signed leaf against what was prepared for it.
@@ -205,7 +257,7 @@ func (i *Issuer) verify(leaf *x509.Certificate, p *prepared) error {
 	if !bytes.Equal(leaf.RawIssuer, i.ca.Certificate.RawSubject) {
 		return errors.New("the certificate's issuer is not the CA's subject")
 	}
-	if pub, ok := p.csr.PublicKey.(interface{ Equal(crypto.PublicKey) bool }); !ok || !pub.Equal(leaf.PublicKey) {
+	if pub, ok := p.pub.(interface{ Equal(crypto.PublicKey) bool }); !ok || !pub.Equal(leaf.PublicKey) {
 		return errors.New("the certificate's key is not the request's key")
 	}
 	if !leaf.BasicConstraintsValid || leaf.IsCA {
@@ -248,9 +300,15 @@ type Explanation struct {
 	Err error
 }
 
-// Explain runs parse, policy, template and lint without signing, and reports every rule.
+// Explain runs kind, parse, policy, template and lint without signing, and reports every rule.
 func (i *Issuer) Explain(req Request) Explanation {
 	p, err := i.prepare(req)
+	return i.explain(p, err, "request: one PEM PKCS#10 request, signed by its own key, with a supported key")
+}
+
+// explain assembles the Explanation of a prepare run; parseRule names the parse step, reported
+// as failed when the run stopped there.
+func (i *Issuer) explain(p *prepared, err error, parseRule string) Explanation {
 	var e Explanation
 	if p != nil {
 		e.Rules = p.rules
@@ -258,7 +316,7 @@ func (i *Issuer) Explain(req Request) Explanation {
 	}
 	switch {
 	case p == nil:
-		e.Rules = append(e.Rules, RuleResult{Rule: "request: one PEM PKCS#10 request, signed by its own key, with a supported key", Detail: err.Error()})
+		e.Rules = append(e.Rules, RuleResult{Rule: parseRule, Detail: err.Error()})
 	case p.tmpl != nil && i.lint != nil:
 		r := RuleResult{Rule: "lint: no zlint error on the certificate", Passed: err == nil, Detail: "passed"}
 		if err != nil {
@@ -270,32 +328,41 @@ func (i *Issuer) Explain(req Request) Explanation {
 	return e
 }
 
-// template builds the leaf certificate for a request the policy has allowed.
-func (i *Issuer) template(csr *x509.CertificateRequest, d Decision) (*x509.Certificate, error) {
-	serial, err := i.serial()
-	if err != nil {
-		return nil, err
-	}
+// csrValidity returns the validity of a certificate for a CertificateSigningRequest with
+// lifetime, as kube-controller-manager computes it: NotBefore backdated by Backdate, NotAfter
+// lifetime after the signing time, brought in by Backdate for lifetimes of ShortLifetime or
+// more, and never past the CA's NotAfter. An expired CA is an (internal) error.
+func (i *Issuer) csrValidity(lifetime time.Duration) (notBefore, notAfter time.Time, err error) {
 	now := i.clock.Now()
 	caNotAfter := i.ca.Certificate.NotAfter
 	if !now.Before(caNotAfter) {
-		return nil, fmt.Errorf("the CA certificate expired at %s", caNotAfter.UTC().Format(time.RFC3339))
+		return time.Time{}, time.Time{}, fmt.Errorf("the CA certificate expired at %s", caNotAfter.UTC().Format(time.RFC3339))
 	}
-	notAfter := now.Add(d.Lifetime)
-	if d.Lifetime >= ShortLifetime {
+	notAfter = now.Add(lifetime)
+	if lifetime >= ShortLifetime {
 		notAfter = notAfter.Add(-Backdate)
 	}
 	if notAfter.After(caNotAfter) {
 		notAfter = caNotAfter
 	}
+	return now.Add(-Backdate), notAfter, nil
+}
+
+// template builds the leaf certificate for names under decision d: its key usages, CA:FALSE,
+// a fresh serial and the given validity. No requested extension is ever copied.
+func (i *Issuer) template(n leafNames, d Decision, notBefore, notAfter time.Time) (*x509.Certificate, error) {
+	serial, err := i.serial()
+	if err != nil {
+		return nil, err
+	}
 	return &x509.Certificate{
 		SerialNumber:          serial,
-		Subject:               csr.Subject,
-		DNSNames:              csr.DNSNames,
-		IPAddresses:           csr.IPAddresses,
-		EmailAddresses:        csr.EmailAddresses,
-		URIs:                  csr.URIs,
-		NotBefore:             now.Add(-Backdate),
+		Subject:               n.subject,
+		DNSNames:              n.dns,
+		IPAddresses:           n.ips,
+		EmailAddresses:        n.emails,
+		URIs:                  n.uris,
+		NotBefore:             notBefore,
 		NotAfter:              notAfter,
 		KeyUsage:              d.KeyUsage,
 		ExtKeyUsage:           d.ExtKeyUsage,

@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"encoding/asn1"
 	"fmt"
+	"net/url"
 	"slices"
 	"time"
 
@@ -75,16 +76,38 @@ type Decision struct {
 	// KeyUsage and ExtKeyUsage are the only usage extensions the certificate carries.
 	KeyUsage    x509.KeyUsage
 	ExtKeyUsage []x509.ExtKeyUsage
+	// URIs are the URI SANs of a pod certificate, which the policy derives from the pod
+	// identity (a pod certificate has no other name). Unused for CertificateSigningRequests,
+	// whose subject and SANs are the request's.
+	URIs []*url.URL
 }
+
+// Kind is the kind of Kubernetes object a request comes from.
+type Kind string
+
+// The kinds of request the pipeline issues for.
+const (
+	KindCertificateSigningRequest Kind = "CertificateSigningRequest"
+	KindPodCertificateRequest     Kind = "PodCertificateRequest"
+)
 
 // Policy decides whether a parsed request may be signed, and with which lifetime and usages.
 // The signer profiles in server/profile implement it.
 type Policy interface {
+	// Name names the policy in messages, e.g. "kubelet-serving".
+	Name() string
+	// Kind is the one kind of object whose requests the policy serves. The issuer refuses a
+	// request of the other kind before parsing it.
+	Kind() Kind
 	// Evaluate checks a parsed request (its signature and key already verified by ParseCSR)
 	// against every rule. It returns the rules evaluated, in order, with their outcomes, and
 	// the decision. err is non-nil exactly when a rule failed; it wraps ErrPolicyViolation,
 	// ErrUnsupportedKey or ErrMalformedRequest and names the first failed rule.
 	Evaluate(csr *x509.CertificateRequest, req Request) (Decision, []RuleResult, error)
+	// EvaluatePod is Evaluate for a PodCertificateRequest whose key ParsePodKey has parsed
+	// and verified. The decision's URIs are the certificate's only names. err may also wrap
+	// ErrUnknownAnnotation.
+	EvaluatePod(key *PodKey, req PodRequest) (Decision, []RuleResult, error)
 }
 
 // ParseUsages maps certificates.k8s.io/v1 usage strings to key usage bits and sorted,

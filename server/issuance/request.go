@@ -18,6 +18,9 @@ const maxRequestBytes = 64 << 10
 // pemBegin starts every PEM block.
 var pemBegin = []byte("-----BEGIN ")
 
+// supportedKeys names the keys CheckPublicKey accepts, for refusal messages.
+const supportedKeys = "supported keys: RSA of 2048 to 8192 bits with exponent 65537; ECDSA P-256, P-384 or P-521; Ed25519"
+
 // minRSABits is the smallest RSA modulus the pipeline accepts.
 const minRSABits = 2048
 
@@ -97,7 +100,7 @@ func ParseCSR(data []byte) (*x509.CertificateRequest, error) {
 // ECDSA keys on P-256, P-384 or P-521, and Ed25519 keys. Anything else is refused with an
 // error wrapping ErrUnsupportedKey that names the supported types.
 func CheckPublicKey(pub any) error {
-	const supported = "supported keys: RSA of 2048 to 8192 bits with exponent 65537; ECDSA P-256, P-384 or P-521; Ed25519"
+	const supported = supportedKeys
 	switch k := pub.(type) {
 	case *rsa.PublicKey:
 		if bits := k.N.BitLen(); bits < minRSABits {

@@ -25,8 +25,8 @@
 //
 //	{"seq":7,"time":"2026-11-21T10:00:07Z","decision":"refused","signer":"example.com/serving",
 //	 "client":"spiffe://signet/watcher","requester":"mallory","objectUID":"9a2e",
-//	 "reason":"POLICY_VIOLATION","message":"group system:masters is forbidden",
-//	 "prevHash":"f556b283…","hash":"c3efc397…"}
+//	 "objectKind":"CertificateSigningRequest","reason":"POLICY_VIOLATION",
+//	 "message":"group system:masters is forbidden","prevHash":"f556b283…","hash":"c3efc397…"}
 //
 // A record's Hash is the lower-case hex SHA-256 of its canonical encoding with Hash empty (the
 // field is then omitted, so the hashed bytes are the stored line minus its "hash" member).

@@ -40,6 +40,11 @@ type Record struct {
 	Requester string `json:"requester,omitempty"`
 	// ObjectUID is the UID of the CertificateSigningRequest or PodCertificateRequest.
 	ObjectUID string `json:"objectUID,omitempty"`
+	// ObjectKind is the kind of that object: "CertificateSigningRequest" or
+	// "PodCertificateRequest". Records written before the field existed have none (they are
+	// all CertificateSigningRequests); being empty it is left out of the encoding, so they
+	// still verify.
+	ObjectKind string `json:"objectKind,omitempty"`
 	// IdempotencyKey is idempotency.Key(ObjectUID, request hash).
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 	// RequestHash is the hex SHA-256 of the canonical request (idempotency.RequestHash).
@@ -87,7 +92,7 @@ func (r *Record) validate() error {
 // stored one.
 func (r *Record) normalize() {
 	for _, s := range []*string{
-		&r.Signer, &r.Client, &r.Requester, &r.ObjectUID, &r.IdempotencyKey, &r.RequestHash,
+		&r.Signer, &r.Client, &r.Requester, &r.ObjectUID, &r.ObjectKind, &r.IdempotencyKey, &r.RequestHash,
 		&r.Serial, &r.Reason, &r.Message, &r.Certificate,
 	} {
 		*s = strings.ToValidUTF8(*s, "\uFFFD")

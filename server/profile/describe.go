@@ -69,6 +69,8 @@ func (p Profile) Describe() Description {
 		d.PermittedKeyUsages = "Any known certificates.k8s.io/v1 usage, at least one; an unknown usage is refused." + leafOnlyUsages + usagesOnlySpec
 	case NameCustom:
 		p.custom.describe(&d, p.describePrivileged(false))
+	case NamePodIdentity:
+		p.pod.describe(&d, p.maxLifetime)
 	default:
 		d.TrustDistribution = "This profile is not configured and refuses every request."
 	}

@@ -15,9 +15,9 @@ var kubernetesLintExclusions = []lint.Exclusion{
 //   - configured exclusions (a non-nil Exclude) are kept as they are: the operator decided;
 //   - otherwise the kubernetes.io profiles run the default set minus the lints in
 //     kubernetesLintExclusions, so that what they accept (like kube-controller-manager) also
-//     passes the gate; custom profiles run the default set.
+//     passes the gate; custom and pod-identity profiles run the default set.
 func (p Profile) LintOptions(configured lint.Options) lint.Options {
-	if configured.Exclude != nil || p.spec.Name == NameCustom {
+	if configured.Exclude != nil || p.spec.Name == NameCustom || p.spec.Name == NamePodIdentity {
 		return configured
 	}
 	opts := configured

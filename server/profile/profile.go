@@ -18,7 +18,9 @@ type Profile struct {
 	maxLifetime time.Duration
 	privileged  []string
 	custom      *compiledCustom
-	rules       []rule
+	pod         *compiledPod
+	rules       []rule // for CertificateSigningRequests
+	podRules    []rule // for PodCertificateRequests
 }
 
 var _ issuance.Policy = Profile{}
@@ -31,7 +33,8 @@ type rule struct {
 	check func(in *input) (detail string, err error)
 }
 
-// input is one request as the rules see it.
+// input is one request as the rules see it: a CertificateSigningRequest (csr, req, usages,
+// ekus, usageErr) or a PodCertificateRequest (key, pod).
 type input struct {
 	csr    *x509.CertificateRequest
 	req    issuance.Request
@@ -39,20 +42,24 @@ type input struct {
 	// ekus and usageErr are issuance.ParseUsages' result for usages.
 	ekus     []x509.ExtKeyUsage
 	usageErr error
+
+	key *issuance.PodKey
+	pod issuance.PodRequest
 }
 
 // sentinels are the errors a failed rule may wrap.
-var sentinels = []error{issuance.ErrMalformedRequest, issuance.ErrUnsupportedKey, issuance.ErrPolicyViolation}
+var sentinels = []error{issuance.ErrMalformedRequest, issuance.ErrUnsupportedKey, issuance.ErrPolicyViolation, issuance.ErrUnknownAnnotation}
 
 // New validates spec and maxLifetime and returns the profile. maxLifetime is the signer's
-// maximum certificate lifetime, at least issuance.MinLifetime. Errors name the field (see
-// Spec.Validate; "maxLifetime" for maxLifetime).
+// maximum certificate lifetime, at least issuance.MinLifetime, and for pod-identity at least
+// issuance.PodMinLifetime. Errors name the field (see Spec.Validate; "maxLifetime" for
+// maxLifetime).
 func New(spec Spec, maxLifetime time.Duration) (Profile, error) {
 	var errs []error
-	if maxLifetime < issuance.MinLifetime {
-		errs = append(errs, fmt.Errorf("maxLifetime: %s is below the %s floor", maxLifetime, issuance.MinLifetime))
+	if err := checkMaxLifetime(spec.Name, maxLifetime); err != nil {
+		errs = append(errs, fmt.Errorf("maxLifetime: %w", err))
 	}
-	custom, err := spec.compile()
+	c, err := spec.compile()
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -63,9 +70,22 @@ func New(spec Spec, maxLifetime time.Duration) (Profile, error) {
 	if len(p.privileged) == 0 {
 		p.privileged = slices.Clone(defaultPrivilegedGroups)
 	}
-	p.custom = custom
-	p.rules = p.buildRules()
+	p.custom, p.pod = c.custom, c.pod
+	p.rules, p.podRules = p.buildRules()
 	return p, nil
+}
+
+// checkMaxLifetime checks a signer's maximum lifetime for the profile named name: at least
+// issuance.MinLifetime, and at least issuance.PodMinLifetime for pod-identity (the
+// kube-apiserver refuses shorter pod certificates, so a lower maximum could issue nothing).
+func checkMaxLifetime(name string, maxLifetime time.Duration) error {
+	if maxLifetime < issuance.MinLifetime {
+		return fmt.Errorf("%s is below the %s floor", maxLifetime, issuance.MinLifetime)
+	}
+	if name == NamePodIdentity && maxLifetime < issuance.PodMinLifetime {
+		return fmt.Errorf("%s is below the %s floor of pod certificates", maxLifetime, issuance.PodMinLifetime)
+	}
+	return nil
 }
 
 // cloneSpec deep-copies spec, so later changes by the caller do not reach the profile.
@@ -81,6 +101,11 @@ func cloneSpec(s Spec) Spec {
 		c.KeyTypes = slices.Clone(c.KeyTypes)
 		s.Custom = &c
 	}
+	if s.PodIdentity != nil {
+		pi := *s.PodIdentity
+		pi.AllowedAnnotations = slices.Clone(pi.AllowedAnnotations)
+		s.PodIdentity = &pi
+	}
 	return s
 }
 
@@ -93,8 +118,21 @@ func (p Profile) Spec() Spec { return cloneSpec(p.spec) }
 // MaxLifetime returns the longest lifetime the profile grants.
 func (p Profile) MaxLifetime() time.Duration { return p.maxLifetime }
 
-// buildRules returns the ordered rules of the profile: the common rules, then the profile's.
-func (p Profile) buildRules() []rule {
+// Kind is the kind of object whose requests the profile serves: PodCertificateRequests for
+// pod-identity, CertificateSigningRequests for every other profile.
+func (p Profile) Kind() issuance.Kind {
+	if p.spec.Name == NamePodIdentity {
+		return issuance.KindPodCertificateRequest
+	}
+	return issuance.KindCertificateSigningRequest
+}
+
+// buildRules returns the ordered rules of the profile for each kind of request: the common
+// rules, then the profile's; for the kind the profile does not serve, one rule that refuses.
+func (p Profile) buildRules() (csrRules, podRules []rule) {
+	if p.spec.Name == NamePodIdentity {
+		return []rule{p.kindRule(issuance.KindCertificateSigningRequest)}, p.pod.rules(p.maxLifetime)
+	}
 	rules := []rule{p.keyRule(), caRule(), usagesKnownRule(), leafUsagesRule()}
 	switch p.spec.Name {
 	case NameKubeAPIServerClient:
@@ -110,7 +148,17 @@ func (p Profile) buildRules() []rule {
 		rules = append(rules, p.custom.rules()...)
 		rules = append(rules, p.privilegedRule(false))
 	}
-	return rules
+	return rules, []rule{p.kindRule(issuance.KindPodCertificateRequest)}
+}
+
+// kindRule refuses every request of kind, which the profile does not serve. The issuer
+// refuses such requests before they reach the profile; the rule keeps the profile closed
+// when it is called directly.
+func (p Profile) kindRule(kind issuance.Kind) rule {
+	served := p.Kind()
+	return rule{name: fmt.Sprintf("kind: the signer serves %ss", served), check: func(*input) (string, error) {
+		return fmt.Sprintf("profile %s serves %ss only, not %ss", p.spec.Name, served, kind), issuance.ErrPolicyViolation
+	}}
 }
 
 // Evaluate applies every rule of the profile to a parsed request, even after one fails, and
@@ -122,14 +170,14 @@ func (p Profile) buildRules() []rule {
 //   - nil when every rule passed; otherwise an error naming the first failed rule and
 //     wrapping issuance.ErrUnsupportedKey (key rules), issuance.ErrMalformedRequest (an
 //     unparsable basic constraints extension) or issuance.ErrPolicyViolation.
+//
+// The pod-identity profile refuses every CertificateSigningRequest.
 func (p Profile) Evaluate(csr *x509.CertificateRequest, req issuance.Request) (issuance.Decision, []issuance.RuleResult, error) {
 	d := issuance.Decision{Lifetime: issuance.ClampLifetime(req.ExpirationSeconds, p.maxLifetime)}
 	rules := p.rules
 	switch {
 	case len(rules) == 0:
-		rules = []rule{{name: "profile: built with profile.New", check: func(*input) (string, error) {
-			return "the profile is not configured", issuance.ErrPolicyViolation
-		}}}
+		rules = unconfiguredRules()
 	case csr == nil:
 		rules = []rule{{name: "request: parsed", check: func(*input) (string, error) {
 			return "no parsed request", issuance.ErrMalformedRequest
@@ -141,6 +189,43 @@ func (p Profile) Evaluate(csr *x509.CertificateRequest, req issuance.Request) (i
 		d.KeyUsage, d.ExtKeyUsage = ku, ekus
 	}
 	in.ekus, in.usageErr = ekus, err
+	results, err := run(rules, in)
+	return d, results, err
+}
+
+// EvaluatePod applies every rule of the profile to a PodCertificateRequest whose key
+// issuance.ParsePodKey has verified, as Evaluate does. Failed rules wrap
+// issuance.ErrUnsupportedKey, issuance.ErrMalformedRequest (pod identity),
+// issuance.ErrUnknownAnnotation or issuance.ErrPolicyViolation. Every profile but
+// pod-identity refuses every PodCertificateRequest; see podRules for pod-identity's rules
+// and decision.
+func (p Profile) EvaluatePod(key *issuance.PodKey, req issuance.PodRequest) (issuance.Decision, []issuance.RuleResult, error) {
+	rules := p.podRules
+	switch {
+	case len(rules) == 0:
+		rules = unconfiguredRules()
+	case key == nil || key.PublicKey == nil:
+		rules = []rule{{name: "request: parsed", check: func(*input) (string, error) {
+			return "no parsed key", issuance.ErrMalformedRequest
+		}}}
+	}
+	results, err := run(rules, &input{key: key, pod: req})
+	if err != nil || p.pod == nil {
+		return issuance.Decision{}, results, err
+	}
+	return p.pod.decision(key, req, p.maxLifetime), results, nil
+}
+
+// unconfiguredRules are the rules of the zero Profile: one that refuses.
+func unconfiguredRules() []rule {
+	return []rule{{name: "profile: built with profile.New", check: func(*input) (string, error) {
+		return "the profile is not configured", issuance.ErrPolicyViolation
+	}}}
+}
+
+// run applies every rule to in, even after one fails, and returns the results and an error
+// naming the first failed rule (and how many more failed), nil when all passed.
+func run(rules []rule, in *input) ([]issuance.RuleResult, error) {
 	results := make([]issuance.RuleResult, 0, len(rules))
 	var first error
 	failed := 0
@@ -157,7 +242,7 @@ func (p Profile) Evaluate(csr *x509.CertificateRequest, req issuance.Request) (i
 	if failed > 1 {
 		first = fmt.Errorf("%w (%d more %s failed)", first, failed-1, plural(failed-1, "rule", "rules"))
 	}
-	return d, results, first
+	return results, first
 }
 
 // plural returns one or many by n.

@@ -152,10 +152,16 @@ func (s Spec) Validate() error {
 	return err
 }
 
-// compile validates s (see Validate) and returns its compiled custom rules, nil for the
-// kubernetes.io profiles.
-func (s Spec) compile() (*compiledCustom, error) {
-	var custom *compiledCustom
+// compiled is a validated spec's compiled configuration: the custom rules of a custom
+// profile, the pod-identity settings of a pod-identity profile, nil otherwise.
+type compiled struct {
+	custom *compiledCustom
+	pod    *compiledPod
+}
+
+// compile validates s (see Validate) and returns its compiled configuration.
+func (s Spec) compile() (compiled, error) {
+	var c compiled
 	var errs []error
 	switch {
 	case s.Name == "":
@@ -163,12 +169,12 @@ func (s Spec) compile() (*compiledCustom, error) {
 	case !slices.Contains(names, s.Name):
 		errs = append(errs, fmt.Errorf("name: %q is not one of %s", s.Name, strings.Join(names, ", ")))
 	}
-	if pinned := s.Name == NameKubeAPIServerClientKubelet || s.Name == NameKubeletServing; pinned {
+	if why, pinned := subjectPinned[s.Name]; pinned {
 		if s.AllowPrivileged {
-			errs = append(errs, fmt.Errorf("allowPrivileged: not allowed on %s (the organization is pinned to system:nodes)", s.Name))
+			errs = append(errs, fmt.Errorf("allowPrivileged: not allowed on %s (%s)", s.Name, why))
 		}
 		if len(s.PrivilegedGroups) != 0 {
-			errs = append(errs, fmt.Errorf("privilegedGroups: not allowed on %s (the organization is pinned to system:nodes)", s.Name))
+			errs = append(errs, fmt.Errorf("privilegedGroups: not allowed on %s (%s)", s.Name, why))
 		}
 	}
 	errs = append(errs, validateList("privilegedGroups", s.PrivilegedGroups, func(g string) error {
@@ -181,13 +187,29 @@ func (s Spec) compile() (*compiledCustom, error) {
 		errs = append(errs, fmt.Errorf("custom: only allowed when name is custom, not %q", s.Name))
 	case s.Custom != nil:
 		var cerrs []error
-		custom, cerrs = compileCustom(*s.Custom)
+		c.custom, cerrs = compileCustom(*s.Custom)
 		errs = append(errs, cerrs...)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	switch {
+	case s.Name != NamePodIdentity && s.PodIdentity != nil:
+		errs = append(errs, fmt.Errorf("podIdentity: only allowed when name is pod-identity, not %q", s.Name))
+	case s.Name == NamePodIdentity:
+		var perrs []error
+		c.pod, perrs = compilePodIdentity(s.PodIdentity)
+		errs = append(errs, perrs...)
 	}
-	return custom, nil
+	if err := errors.Join(errs...); err != nil {
+		return compiled{}, err
+	}
+	return c, nil
+}
+
+// subjectPinned are the profiles whose subject the profile fixes, so the privileged-group
+// settings make no sense there, with the reason.
+var subjectPinned = map[string]string{
+	NameKubeAPIServerClientKubelet: "the organization is pinned to system:nodes",
+	NameKubeletServing:             "the organization is pinned to system:nodes",
+	NamePodIdentity:                "its certificates have no subject",
 }
 
 // validateList checks every entry of a list with check and refuses duplicates. Errors name

@@ -141,6 +141,7 @@ func TestKubernetesProfileFor(t *testing.T) {
 		"kubernetes.io/kubelet-serving":               profile.NameKubeletServing,
 		"kubernetes.io/legacy-unknown":                profile.NameLegacyUnknown,
 		"kubernetes.io/custom":                        "",
+		"kubernetes.io/pod-identity":                  "",
 		"kubernetes.io/kube-apiserver-serving":        "",
 		"example.com/kubelet-serving":                 "",
 		"kubelet-serving":                             "",

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
+	"k8s.io/utils/clock"
 
 	"github.com/signet-pki/signet/internal/testpki"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
@@ -56,6 +57,10 @@ type harness struct {
 	led *ledger.Ledger
 	dir string
 	ca  *testpki.Authority
+	// signers, access and clock are what svc was built with, for restart.
+	signers []*signerapi.Signer
+	access  signerapi.Access
+	clock   clock.PassiveClock
 }
 
 type harnessOptions struct {
@@ -63,6 +68,8 @@ type harnessOptions struct {
 	access  signerapi.Access
 	// wrap, if set, wraps the ledger's segment file (fault injection).
 	wrap func(ledger.File) ledger.File
+	// clock, if set, is the clock of the issuers, the idempotency store and the service.
+	clock clock.PassiveClock
 }
 
 func newHarness(t *testing.T, o harnessOptions) *harness {
@@ -82,6 +89,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 			SignerName: s.name,
 			CA:         &issuance.CA{Certificate: ca.Cert, Key: ca.Key},
 			Policy:     prof,
+			Clock:      o.clock,
 		}
 		if s.lint {
 			if gate == nil {
@@ -98,16 +106,17 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		signers = append(signers, &signerapi.Signer{Issuer: is, Profile: prof})
 	}
 	dir := t.TempDir()
-	led, err := ledger.Open(dir, ledger.Options{WrapFile: o.wrap, Logger: slog.New(slog.DiscardHandler)})
+	led, err := ledger.Open(dir, ledger.Options{WrapFile: o.wrap, Logger: slog.New(slog.DiscardHandler), Clock: o.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = led.Close() })
 	svc := signerapi.New(signers, o.access, signerapi.Options{
 		Ledger: led,
-		Store:  idempotency.New(idempotency.Options{}),
+		Store:  idempotency.New(idempotency.Options{Clock: o.clock, ReplayUntil: signerapi.ReplayUntil}),
+		Clock:  o.clock,
 	})
-	return &harness{svc: svc, led: led, dir: dir, ca: ca}
+	return &harness{svc: svc, led: led, dir: dir, ca: ca, signers: signers, access: o.access, clock: o.clock}
 }
 
 // asClient returns a context whose peer presented a verified client certificate with the

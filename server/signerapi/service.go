@@ -25,6 +25,7 @@ import (
 const (
 	logKeySigner    = "signer"
 	logKeyClient    = "client"
+	logKeyKind      = "kind"
 	logKeyObjectUID = "object_uid"
 	logKeyObject    = "object"
 	logKeyRequester = "requester"

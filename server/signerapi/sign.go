@@ -19,7 +19,7 @@ import (
 	"github.com/signet-pki/signet/server/metrics"
 )
 
-// SignCertificateSigningRequest decides on one request, in this order:
+// SignCertificateSigningRequest decides on one CertificateSigningRequest, in this order:
 //   - the client's and the signer's rate limits (ResourceExhausted; not recorded);
 //   - the signer must be served and the client allowed to use it (NotFound, PermissionDenied);
 //   - object.uid is required: it is the idempotency key;
@@ -33,57 +33,36 @@ import (
 func (s *Service) SignCertificateSigningRequest(ctx context.Context, req *signetv1.SignCertificateSigningRequestRequest) (*signetv1.SignCertificateSigningRequestResponse, error) {
 	start := s.opts.Clock.Now()
 	d := decisionContext{
-		identity: ClientIdentity(ctx),
-		signer:   req.GetSignerName(),
-		req:      req,
+		identity:  ClientIdentity(ctx),
+		signer:    req.GetSignerName(),
+		kind:      issuance.KindCertificateSigningRequest,
+		objectUID: req.GetObject().GetUid(),
+		requester: req.GetRequester().GetUsername(),
 	}
 	d.log = s.opts.Log.With(
 		logKeySigner, d.signer,
 		logKeyClient, d.identity,
-		logKeyObjectUID, req.GetObject().GetUid(),
+		logKeyKind, d.kind,
+		logKeyObjectUID, d.objectUID,
 		logKeyObject, req.GetObject().GetName(),
-		logKeyRequester, req.GetRequester().GetUsername(),
+		logKeyRequester, d.requester,
 	)
-	// Rate limits come first, so that no client can make the server do (or record) more than
-	// its share, refusals included.
-	if ok, which := s.access.Load().Limiter.Allow(d.identity, d.signer); !ok {
-		// Metrics label unserved signer names "unknown" themselves (bounded cardinality).
-		s.opts.Metrics.ObserveRateLimited(d.signer, which)
-		s.opts.Metrics.ObserveRequest(d.signer, metrics.OutcomeRateLimited, s.since(start))
-		d.log.Info("request rate limited", logKeyOutcome, metrics.OutcomeRateLimited, "limit", which)
-		return nil, toStatus(fmt.Errorf("%w: the %s rate limit is exhausted; retry later", errRateLimited, which))
-	}
-	sg, err := s.lookupSigner(d.identity, d.signer)
+	sg, err := s.admit(ctx, d)
 	if err != nil {
-		return nil, s.refuse(ctx, d, err)
-	}
-	uid := req.GetObject().GetUid()
-	if uid == "" {
-		return nil, s.refuse(ctx, d, fmt.Errorf("%w: object.uid is required (it is the idempotency key)", issuance.ErrMalformedRequest))
+		return nil, err
 	}
 	issReq := requestFromProto(req)
 	d.hash = idempotency.RequestHash(issReq.SignerName, issReq.PEM, issReq.Usages, issReq.ExpirationSeconds,
 		issReq.Requester.Username, issReq.Requester.UID, issReq.Requester.Groups, issReq.Requester.Extra)
-	entry, res, err := s.opts.Store.Do(ctx, uid, d.hash, func() (idempotency.Entry, error) {
-		return s.issue(ctx, d, sg, issReq)
+	entry, res, err := s.opts.Store.Do(ctx, d.objectUID, d.hash, func() (idempotency.Entry, error) {
+		cert, err := sg.Issuer.Issue(issReq)
+		if err != nil {
+			return idempotency.Entry{}, err
+		}
+		return s.recordIssued(ctx, d, cert, "")
 	})
-	switch {
-	case err != nil && ctx.Err() != nil:
-		// The caller went away (or its deadline passed) while waiting: not a decision.
-		d.log.Info("caller gone before the answer", logKeyError, err.Error())
-		return nil, status.FromContextError(ctx.Err()).Err()
-	case err != nil && errors.Is(err, errLedgerUnavailable):
-		s.opts.Metrics.ObserveRequest(d.signer, metrics.OutcomeError, s.since(start))
-		d.log.Error("nothing issued: the decision could not be recorded", logKeyOutcome, metrics.OutcomeError, logKeyError, err.Error())
-		return nil, toStatus(err)
-	case err != nil:
-		return nil, s.refuse(ctx, d, err)
-	case res == idempotency.Hit:
-		s.opts.Metrics.ObserveRequest(d.signer, metrics.OutcomeIdempotentReplay, s.since(start))
-		d.log.Info("certificate returned again for the same object and request", logKeyOutcome, metrics.OutcomeIdempotentReplay, logKeySerial, entry.Serial)
-	default:
-		s.opts.Metrics.ObserveRequest(d.signer, metrics.OutcomeIssued, s.since(start))
-		d.log.Info("certificate issued", logKeyOutcome, metrics.OutcomeIssued, logKeySerial, entry.Serial, logKeyNotAfter, entry.NotAfter, logKeyLedgerSeq, entry.LedgerSeq)
+	if err := s.settle(ctx, d, start, entry, res, err); err != nil {
+		return nil, err
 	}
 	return &signetv1.SignCertificateSigningRequestResponse{
 		CertificateChainPem: string(entry.Chain),
@@ -93,21 +72,75 @@ func (s *Service) SignCertificateSigningRequest(ctx context.Context, req *signet
 	}, nil
 }
 
-// decisionContext is what every ledger record of one call shares.
+// admit applies the steps before a request is decided: the client's and the signer's rate
+// limits (ResourceExhausted; not recorded, so that no client can make the server do or record
+// more than its share), the signer must be served and the client allowed to use it, and the
+// object UID (the idempotency key) must be set. It returns the signer, or the status to return
+// (the refusals after the rate limits are recorded).
+func (s *Service) admit(ctx context.Context, d decisionContext) (*Signer, error) {
+	if ok, which := s.access.Load().Limiter.Allow(d.identity, d.signer); !ok {
+		// Metrics label unserved signer names "unknown" themselves (bounded cardinality).
+		s.opts.Metrics.ObserveRateLimited(d.signer, which)
+		s.opts.Metrics.ObserveRequest(d.signer, metrics.OutcomeRateLimited, 0)
+		d.log.Info("request rate limited", logKeyOutcome, metrics.OutcomeRateLimited, "limit", which)
+		return nil, toStatus(fmt.Errorf("%w: the %s rate limit is exhausted; retry later", errRateLimited, which))
+	}
+	sg, err := s.lookupSigner(d.identity, d.signer)
+	if err != nil {
+		return nil, s.refuse(ctx, d, err)
+	}
+	if d.objectUID == "" {
+		return nil, s.refuse(ctx, d, fmt.Errorf("%w: object.uid is required (it is the idempotency key)", issuance.ErrMalformedRequest))
+	}
+	return sg, nil
+}
+
+// settle reports the outcome of an idempotent issuance (Store.Do's results) in metrics and
+// logs, and returns the status to return, nil when entry is the answer.
+func (s *Service) settle(ctx context.Context, d decisionContext, start time.Time, entry idempotency.Entry, res idempotency.Result, err error) error {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// The caller went away (or its deadline passed) while waiting: not a decision.
+		d.log.Info("caller gone before the answer", logKeyError, err.Error())
+		return status.FromContextError(ctx.Err()).Err()
+	case err != nil && errors.Is(err, errLedgerUnavailable):
+		s.opts.Metrics.ObserveRequest(d.signer, metrics.OutcomeError, s.since(start))
+		d.log.Error("nothing issued: the decision could not be recorded", logKeyOutcome, metrics.OutcomeError, logKeyError, err.Error())
+		return toStatus(err)
+	case err != nil:
+		return s.refuse(ctx, d, err)
+	case res == idempotency.Hit:
+		s.opts.Metrics.ObserveRequest(d.signer, metrics.OutcomeIdempotentReplay, s.since(start))
+		d.log.Info("certificate returned again for the same object and request", logKeyOutcome, metrics.OutcomeIdempotentReplay, logKeySerial, entry.Serial)
+	case res == idempotency.Reissued:
+		s.opts.Metrics.ObserveRequest(d.signer, metrics.OutcomeIssued, s.since(start))
+		d.log.Info("certificate issued again: the one issued for this request is past its replay window", logKeyOutcome, metrics.OutcomeIssued,
+			logKeySerial, entry.Serial, logKeyNotAfter, entry.NotAfter, logKeyLedgerSeq, entry.LedgerSeq)
+	default:
+		s.opts.Metrics.ObserveRequest(d.signer, metrics.OutcomeIssued, s.since(start))
+		d.log.Info("certificate issued", logKeyOutcome, metrics.OutcomeIssued, logKeySerial, entry.Serial, logKeyNotAfter, entry.NotAfter, logKeyLedgerSeq, entry.LedgerSeq)
+	}
+	return nil
+}
+
+// decisionContext is what every ledger record and log line of one call shares.
 type decisionContext struct {
 	identity, signer string
-	req              *signetv1.SignCertificateSigningRequestRequest
+	kind             issuance.Kind
+	objectUID        string
+	requester        string // the object's creator; a PodCertificateRequest records none
 	hash             []byte
 	log              *slog.Logger
 }
 
 func (d decisionContext) record(decision ledger.Decision) ledger.Record {
 	r := ledger.Record{
-		Decision:  decision,
-		Signer:    d.signer,
-		Client:    d.identity,
-		Requester: d.req.GetRequester().GetUsername(),
-		ObjectUID: d.req.GetObject().GetUid(),
+		Decision:   decision,
+		Signer:     d.signer,
+		Client:     d.identity,
+		Requester:  d.requester,
+		ObjectUID:  d.objectUID,
+		ObjectKind: string(d.kind),
 	}
 	if d.hash != nil {
 		r.RequestHash = hex.EncodeToString(d.hash)
@@ -116,28 +149,26 @@ func (d decisionContext) record(decision ledger.Decision) ledger.Record {
 	return r
 }
 
-// issue runs the pipeline and records the issuance; it returns the certificate only once the
-// record is durable.
-func (s *Service) issue(ctx context.Context, d decisionContext, sg *Signer, req issuance.Request) (idempotency.Entry, error) {
-	cert, err := sg.Issuer.Issue(req)
-	if err != nil {
-		return idempotency.Entry{}, err
-	}
+// recordIssued records the issuance of cert, with message, and returns its idempotent answer
+// only once the record is durable (an error wrapping errLedgerUnavailable otherwise).
+func (s *Service) recordIssued(ctx context.Context, d decisionContext, cert *issuance.Certificate, message string) (idempotency.Entry, error) {
 	rec := d.record(ledger.Issued)
 	rec.Serial = hex.EncodeToString(cert.Leaf.SerialNumber.Bytes())
 	rec.NotBefore, rec.NotAfter = cert.Leaf.NotBefore, cert.Leaf.NotAfter
 	rec.Certificate = string(cert.ChainPEM)
-	rec, err = s.appendRecord(ctx, rec)
+	rec.Message = message
+	rec, err := s.appendRecord(ctx, rec)
 	if err != nil {
 		return idempotency.Entry{}, fmt.Errorf("%w: %w", errLedgerUnavailable, err)
 	}
 	return idempotency.Entry{
-		Serial:    rec.Serial,
-		Chain:     cert.ChainPEM,
-		NotBefore: cert.Leaf.NotBefore,
-		NotAfter:  cert.Leaf.NotAfter,
-		IssuedAt:  rec.Time,
-		LedgerSeq: rec.Seq,
+		Serial:      rec.Serial,
+		Chain:       cert.ChainPEM,
+		NotBefore:   cert.Leaf.NotBefore,
+		NotAfter:    cert.Leaf.NotAfter,
+		IssuedAt:    rec.Time,
+		LedgerSeq:   rec.Seq,
+		ReplayUntil: ReplayUntil(rec),
 	}, nil
 }
 

@@ -34,6 +34,8 @@ func classify(err error) (codes.Code, signetv1.ErrorReason, bool) {
 		return codes.InvalidArgument, signetv1.ErrorReason_ERROR_REASON_INVALID_SIGNATURE, true
 	case errors.Is(err, issuance.ErrUnsupportedKey):
 		return codes.InvalidArgument, signetv1.ErrorReason_ERROR_REASON_UNSUPPORTED_KEY, true
+	case errors.Is(err, issuance.ErrUnknownAnnotation):
+		return codes.InvalidArgument, signetv1.ErrorReason_ERROR_REASON_UNKNOWN_ANNOTATION, true
 	case errors.Is(err, issuance.ErrPolicyViolation):
 		return codes.FailedPrecondition, signetv1.ErrorReason_ERROR_REASON_POLICY_VIOLATION, true
 	case errors.Is(err, lint.ErrLintFailed):
