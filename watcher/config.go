@@ -1,6 +1,7 @@
 // Package watcher runs Signet's in-cluster controllers: it watches approved
-// CertificateSigningRequests for the configured signer names, forwards them to the signing
-// server over gRPC with mTLS, and writes the answer into the object's status.
+// CertificateSigningRequests and pending PodCertificateRequests for the configured signer
+// names, forwards them to the signing server over gRPC with mTLS, and writes the answer into
+// the object's status.
 package watcher
 
 import (
@@ -29,6 +30,12 @@ const (
 	DefaultRPCTimeout     = 10 * time.Second
 	DefaultBackoffInitial = 250 * time.Millisecond
 	DefaultBackoffMax     = 30 * time.Second
+
+	// DefaultPCRGiveUpAfter is the default podCertificateRequests.giveUpAfter, and
+	// MaxPCRGiveUpAfter its maximum: the age at which kube-controller-manager's cleaner
+	// deletes a PodCertificateRequest.
+	DefaultPCRGiveUpAfter = 10 * time.Minute
+	MaxPCRGiveUpAfter     = 15 * time.Minute
 
 	DefaultLeaseName     = "signet-watcher"
 	DefaultLeaseDuration = 15 * time.Second
@@ -66,11 +73,12 @@ type Config struct {
 	SignerNames []string `json:"signerNames"`
 	// Server is how to reach the signing server.
 	Server ServerConfig `json:"server"`
-	// Workers is the number of CSRs processed in parallel (default 32). A worker spends most
-	// of a CSR waiting on two round trips, the signing call and the status write, each tens of
-	// milliseconds when the API server is busy; with 4 workers a burst queued for seconds in
-	// the watcher while both servers idled (see docs/benchmarks.md). Workers cost a goroutine
-	// each; the signing server batches their ledger syncs.
+	// Workers is the number of CSRs processed in parallel (default 32), and separately the
+	// number of PodCertificateRequests. A worker spends most of an object waiting on two
+	// round trips, the signing call and the status write, each tens of milliseconds when the
+	// API server is busy; with 4 workers a burst queued for seconds in the watcher while both
+	// servers idled (see docs/benchmarks.md). Workers cost a goroutine each; the signing
+	// server batches their ledger syncs.
 	Workers int `json:"workers,omitempty"`
 	// RPCTimeout bounds each call to the signing server (default 10s).
 	RPCTimeout metav1.Duration `json:"rpcTimeout,omitempty"`
@@ -88,9 +96,33 @@ type Config struct {
 	// Events. Not "all" by default, as kube-controller-manager's signer records none: an
 	// Event is one more API write and one more stored object per certificate (5,000 for a
 	// burst of 5,000), while the certificate itself, the watcher's log line and the server's
-	// ledger already record the issuance.
+	// ledger already record the issuance. The same applies to PodCertificateRequests.
 	SignedEvents string `json:"signedEvents,omitempty"`
+	// PodCertificateRequests configures the signing of PodCertificateRequests for the same
+	// signer names.
+	PodCertificateRequests PodCertificateRequestsConfig `json:"podCertificateRequests"`
 }
+
+// PodCertificateRequestsConfig configures the PodCertificateRequest signing controller. It
+// runs next to the CSR controller, with the same signer names, signing server, workers,
+// back-off and signedEvents, when the cluster serves PodCertificateRequests
+// (certificates.k8s.io/v1 from Kubernetes 1.37, else v1beta1, found by discovery) and the
+// watcher may list, watch and update the status of them; otherwise the watcher logs why and
+// signs CSRs only.
+type PodCertificateRequestsConfig struct {
+	// Enabled turns PodCertificateRequest signing on (default true); false leaves
+	// PodCertificateRequests alone even where the cluster serves them.
+	Enabled *bool `json:"enabled,omitempty"`
+	// GiveUpAfter is the age (since creation) after which a request whose signing still fails
+	// transiently is no longer retried (default 10m, at most 15m): kube-controller-manager
+	// deletes every PodCertificateRequest 15 minutes after creation, and the kubelet replaces
+	// a request that stays pending. Such a request gets a Warning Event, never a Failed
+	// condition, which the kubelet would treat as permanent for the pod.
+	GiveUpAfter metav1.Duration `json:"giveUpAfter,omitempty"`
+}
+
+// IsEnabled reports whether PodCertificateRequest signing is on: Enabled unset or true.
+func (p *PodCertificateRequestsConfig) IsEnabled() bool { return p.Enabled == nil || *p.Enabled }
 
 // Values of Config.SignedEvents.
 const (
@@ -209,6 +241,14 @@ func (c *Config) Default() {
 	if c.Backoff.Max.Duration == 0 {
 		c.Backoff.Max.Duration = DefaultBackoffMax
 	}
+	pcr := &c.PodCertificateRequests
+	if pcr.Enabled == nil {
+		enabled := true
+		pcr.Enabled = &enabled
+	}
+	if pcr.GiveUpAfter.Duration == 0 {
+		pcr.GiveUpAfter.Duration = DefaultPCRGiveUpAfter
+	}
 	le := &c.LeaderElection
 	if le.LeaseName == "" {
 		le.LeaseName = DefaultLeaseName
@@ -283,6 +323,10 @@ func (c *Config) Validate() error {
 	}
 	if c.Backoff.Max.Duration < c.Backoff.Initial.Duration {
 		add("backoff.max", "is %s, must be at least backoff.initial (%s)", c.Backoff.Max.Duration, c.Backoff.Initial.Duration)
+	}
+	if giveUp := c.PodCertificateRequests.GiveUpAfter.Duration; giveUp <= c.Backoff.Max.Duration || giveUp > MaxPCRGiveUpAfter {
+		add("podCertificateRequests.giveUpAfter", "is %s, must be more than backoff.max (%s) and at most %s",
+			giveUp, c.Backoff.Max.Duration, MaxPCRGiveUpAfter)
 	}
 	if c.MetricsEnabled() {
 		if err := validateListenAddress(c.MetricsAddress); err != nil {

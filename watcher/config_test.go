@@ -75,6 +75,25 @@ func TestGoConfigLeavesOptionalServicesOff(t *testing.T) {
 	}
 }
 
+// TestPodCertificateRequestsDefaultOn: PodCertificateRequest signing is on unless turned
+// off, in a file and in a Config built in Go, and Default keeps an explicit false.
+func TestPodCertificateRequestsDefaultOn(t *testing.T) {
+	var zero PodCertificateRequestsConfig
+	if !zero.IsEnabled() {
+		t.Error("zero PodCertificateRequestsConfig is disabled, want enabled")
+	}
+	cfg := validConfig()
+	if !cfg.PodCertificateRequests.IsEnabled() || cfg.PodCertificateRequests.GiveUpAfter.Duration != DefaultPCRGiveUpAfter {
+		t.Errorf("defaulted Config: %+v, want enabled with giveUpAfter %s", cfg.PodCertificateRequests, DefaultPCRGiveUpAfter)
+	}
+	disabled := false
+	cfg = Config{PodCertificateRequests: PodCertificateRequestsConfig{Enabled: &disabled}}
+	cfg.Default()
+	if cfg.PodCertificateRequests.IsEnabled() {
+		t.Error("Default turned an explicitly disabled podCertificateRequests on")
+	}
+}
+
 func TestDefaultKeepsSetFields(t *testing.T) {
 	cfg := Config{Workers: 9, RPCTimeout: metav1.Duration{Duration: time.Second}}
 	cfg.Default()
@@ -94,7 +113,7 @@ func TestLoadConfigExample(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("Validate: %v", err)
 	}
-	enabled := true
+	enabled, disabled := true, false
 	want := Config{
 		APIVersion:  APIVersion,
 		Kind:        Kind,
@@ -114,6 +133,10 @@ func TestLoadConfigExample(t *testing.T) {
 		},
 		MetricsAddress: "127.0.0.1:9465",
 		SignedEvents:   SignedEventsAll,
+		PodCertificateRequests: PodCertificateRequestsConfig{
+			Enabled:     &disabled,
+			GiveUpAfter: metav1.Duration{Duration: DefaultPCRGiveUpAfter},
+		},
 		LeaderElection: LeaderElectionConfig{
 			Enabled:       &enabled,
 			Namespace:     "signet-system",
@@ -208,6 +231,11 @@ func TestValidate(t *testing.T) {
 		{"lease not above renew deadline", func(c *Config) { c.LeaderElection.LeaseDuration.Duration = 10 * time.Second }, []string{"leaderElection.leaseDuration: is 10s, must be more than renewDeadline (10s)"}},
 		{"renew deadline within jitter of retry", func(c *Config) { c.LeaderElection.RenewDeadline.Duration = 2 * time.Second }, []string{"leaderElection.renewDeadline"}},
 		{"negative retry", func(c *Config) { c.LeaderElection.RetryPeriod.Duration = -time.Second }, []string{"leaderElection.retryPeriod"}},
+		{"PCR give-up at the cleaner's age", func(c *Config) { c.PodCertificateRequests.GiveUpAfter.Duration = MaxPCRGiveUpAfter }, nil},
+		{"PCR give-up past the cleaner's age", func(c *Config) { c.PodCertificateRequests.GiveUpAfter.Duration = 16 * time.Minute },
+			[]string{"podCertificateRequests.giveUpAfter: is 16m0s, must be more than backoff.max (30s) and at most 15m0s"}},
+		{"PCR give-up within back-off", func(c *Config) { c.PodCertificateRequests.GiveUpAfter.Duration = 30 * time.Second },
+			[]string{"podCertificateRequests.giveUpAfter"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -22,23 +22,27 @@ import (
 	"github.com/signet-pki/signet/watcher/csrsigner"
 	"github.com/signet-pki/signet/watcher/leader"
 	"github.com/signet-pki/signet/watcher/metrics"
+	"github.com/signet-pki/signet/watcher/pcrsigner"
 	"github.com/signet-pki/signet/watcher/signerclient"
 )
 
 // Component is the source component of the watcher's Events.
 const Component = "signet-watcher"
 
-// Run defaults and validates a copy of cfg, connects to the signing server, and runs the CSR
-// signing controller until ctx is done. It returns nil after a clean stop and an error if the
-// configuration is invalid, the client cannot be built, the metrics listener cannot bind, or
-// the controller fails.
+// Run defaults and validates a copy of cfg, connects to the signing server, and runs the
+// signing controllers until ctx is done: the CSR controller always, the PodCertificateRequest
+// controller when podCertificateRequests is enabled, the cluster serves PodCertificateRequests
+// (certificates.k8s.io/v1, else v1beta1; see pcrsigner.Discover) and the watcher may list,
+// watch and update their status. Otherwise it logs once why it signs CSRs only. It returns nil
+// after a clean stop and an error if the configuration is invalid, discovery keeps failing,
+// the client cannot be built, the metrics listener cannot bind, or a controller fails.
 //
 // With metricsAddress set it serves /metrics, /livez (always 200) and /readyz (200 on a
-// standby, and on the leader once the controller's caches have synced) for as long as it
-// runs. It records Events on CSRs as component signet-watcher.
+// standby, and on the leader once every controller's caches have synced) for as long as it
+// runs. It records Events on CSRs and PodCertificateRequests as component signet-watcher.
 //
-// With leader election enabled only the holder of the Lease runs the controller; a standby
-// waits, ready. When the leader loses the Lease it stops the controller and Run returns an
+// With leader election enabled only the holder of the Lease runs the controllers; a standby
+// waits, ready. When the leader loses the Lease it stops the controllers and Run returns an
 // error wrapping leader.ErrLeaseLost: the process should exit and start over.
 func Run(ctx context.Context, cfg *Config, kube kubernetes.Interface, logger klog.Logger) error {
 	c := *cfg
@@ -54,7 +58,7 @@ func Run(ctx context.Context, cfg *Config, kube kubernetes.Interface, logger klo
 		}
 	}
 	clk := clock.RealClock{}
-	m := metrics.New(c.SignerNames, csrsigner.Outcomes())
+	m := metrics.New(c.SignerNames, csrsigner.Outcomes(), pcrsigner.Outcomes())
 
 	client, err := signerclient.New(c.signerClientConfig(clk, logger, m))
 	if err != nil {
@@ -79,21 +83,27 @@ func Run(ctx context.Context, cfg *Config, kube kubernetes.Interface, logger klo
 	}
 	defer stopHTTP()
 
-	runController := func(ctx context.Context) error {
-		return c.runController(ctx, kube, client, recorder, m, state, clk, logger)
+	// After the listener is up: /livez answers while discovery retries.
+	pcrVersion, err := c.podCertificateVersion(ctx, kube, logger)
+	if err != nil {
+		return fmt.Errorf("running watcher: %w", err)
 	}
+	deps := controllerDeps{kube: kube, client: client, recorder: recorder, metrics: m, state: state,
+		clock: clk, logger: logger, pcrVersion: pcrVersion}
+	runControllers := func(ctx context.Context) error { return c.runControllers(ctx, deps) }
 	logger.Info("Starting watcher", "servers", c.serverAddresses(), "signerNames", c.SignerNames,
+		"podCertificateRequests", pcrVersion != pcrsigner.NotServed, "podCertificateRequestAPI", pcrVersion,
 		"leaderElection", c.LeaderElection.IsEnabled(), "metricsAddress", c.MetricsAddress)
 	if !c.LeaderElection.IsEnabled() {
 		// Without election this replica leads for the whole run.
 		m.SetLeader(true)
 		defer m.SetLeader(false)
-		err = runController(ctx)
+		err = runControllers(ctx)
 	} else {
 		election.Recorder = recorder
 		election.Leases = kube.CoordinationV1()
 		election.OnLeading = m.SetLeader
-		err = leader.Run(klog.NewContext(ctx, logger.WithName("leader")), election, runController)
+		err = leader.Run(klog.NewContext(ctx, logger.WithName("leader")), election, runControllers)
 	}
 	if err != nil {
 		return fmt.Errorf("running watcher: %w", err)
@@ -101,28 +111,79 @@ func Run(ctx context.Context, cfg *Config, kube kubernetes.Interface, logger klo
 	return nil
 }
 
-// runController runs one CSR signing controller until ctx ends (a leader term, or the whole
-// run without leader election), publishing it to the readiness probe and the queue gauges.
-func (c *Config) runController(ctx context.Context, kube kubernetes.Interface, client *signerclient.Client,
-	recorder record.EventRecorder, m *metrics.Metrics, state *runState, clk clock.PassiveClock, logger klog.Logger,
-) error {
-	controller, err := csrsigner.New(kube, client, csrsigner.Options{
+// controllerDeps is what the controllers of a leader term are built from.
+type controllerDeps struct {
+	kube       kubernetes.Interface
+	client     *signerclient.Client
+	recorder   record.EventRecorder
+	metrics    *metrics.Metrics
+	state      *runState
+	clock      clock.PassiveClock
+	logger     klog.Logger
+	pcrVersion pcrsigner.APIVersion // NotServed: no PodCertificateRequest controller
+}
+
+// runControllers runs the CSR signing controller and, if d.pcrVersion is set, the
+// PodCertificateRequest signing controller until ctx ends (a leader term, or the whole run
+// without leader election), publishing them to the readiness probe and the queue gauges. If
+// one fails, the other is stopped too and the errors are returned.
+func (c *Config) runControllers(ctx context.Context, d controllerDeps) error {
+	csrController, err := csrsigner.New(d.kube, d.client, csrsigner.Options{
 		SignerNames:       c.SignerNames,
 		BackoffInitial:    c.Backoff.Initial.Duration,
 		BackoffMax:        c.Backoff.Max.Duration,
-		Clock:             clk,
-		Recorder:          recorder,
+		Clock:             d.clock,
+		Recorder:          d.recorder,
 		SignedEventAlways: c.SignedEvents == SignedEventsAll,
-		Metrics:           m,
+		Metrics:           d.metrics,
 	})
 	if err != nil {
 		return err
 	}
-	state.setController(controller)
-	defer state.setController(nil)
-	m.SetQueue(controller)
-	defer m.SetQueue(nil)
-	return controller.Run(klog.NewContext(ctx, logger.WithName("csrsigner")), c.Workers)
+	d.metrics.SetQueue(csrController)
+	defer d.metrics.SetQueue(nil)
+	runs := map[string]func(context.Context, int) error{"csrsigner": csrController.Run}
+	synced := []syncer{csrController}
+	if d.pcrVersion != pcrsigner.NotServed {
+		pcrController, err := pcrsigner.New(d.kube, d.client, pcrsigner.Options{
+			Version:           d.pcrVersion,
+			SignerNames:       c.SignerNames,
+			BackoffInitial:    c.Backoff.Initial.Duration,
+			BackoffMax:        c.Backoff.Max.Duration,
+			GiveUpAfter:       c.PodCertificateRequests.GiveUpAfter.Duration,
+			Clock:             d.clock,
+			Recorder:          d.recorder,
+			SignedEventAlways: c.SignedEvents == SignedEventsAll,
+			Metrics:           d.metrics.PodCertificates(),
+		})
+		if err != nil {
+			return err
+		}
+		d.metrics.PodCertificates().SetQueue(pcrController)
+		defer d.metrics.PodCertificates().SetQueue(nil)
+		runs["pcrsigner"] = pcrController.Run
+		synced = append(synced, pcrController)
+	}
+	d.state.setControllers(synced)
+	defer d.state.setControllers(nil)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(runs))
+	for name, run := range runs {
+		go func() {
+			err := run(klog.NewContext(ctx, d.logger.WithName(name)), c.Workers)
+			if err != nil {
+				cancel() // one controller failed: stop the term
+			}
+			errs <- err
+		}()
+	}
+	var all []error
+	for range runs {
+		all = append(all, <-errs)
+	}
+	return errors.Join(all...)
 }
 
 // serveOperational binds the metrics listener, if enabled, and serves /metrics, /livez and
@@ -193,25 +254,36 @@ func (c *Config) serverAddresses() []string {
 	return append([]string{c.Server.Address}, c.Server.Addresses...)
 }
 
-// runState is what /readyz reads: the controller of the current leader term, if any.
+// syncer is a running controller as /readyz sees it.
+type syncer interface{ HasSynced() bool }
+
+// runState is what /readyz reads: the controllers of the current leader term, if any.
 type runState struct {
-	controller atomic.Pointer[csrsigner.Controller]
+	controllers atomic.Pointer[[]syncer]
 }
 
-func (s *runState) setController(c *csrsigner.Controller) { s.controller.Store(c) }
+func (s *runState) setControllers(c []syncer) {
+	if c == nil {
+		s.controllers.Store(nil)
+		return
+	}
+	s.controllers.Store(&c)
+}
 
 // errNotSynced is /readyz's answer while the leader's caches are filling.
-var errNotSynced = errors.New("CSR informer caches have not synced")
+var errNotSynced = errors.New("informer caches have not synced")
 
-// ready is /readyz: a standby (no controller) is ready; the leader once its controller's
+// ready is /readyz: a standby (no controller) is ready; the leader once every controller's
 // caches have synced.
 func (s *runState) ready() error {
-	c := s.controller.Load()
-	if c == nil {
+	controllers := s.controllers.Load()
+	if controllers == nil {
 		return nil
 	}
-	if !c.HasSynced() {
-		return errNotSynced
+	for _, c := range *controllers {
+		if !c.HasSynced() {
+			return errNotSynced
+		}
 	}
 	return nil
 }

@@ -1,5 +1,6 @@
-// Command signet-watcher signs approved Kubernetes CertificateSigningRequests for the
-// configured signer names by forwarding them to a Signet signing server over gRPC with mTLS.
+// Command signet-watcher signs approved Kubernetes CertificateSigningRequests, and
+// PodCertificateRequests where the cluster serves them, for the configured signer names by
+// forwarding them to a Signet signing server over gRPC with mTLS.
 package main
 
 import (
@@ -43,6 +44,7 @@ type options struct {
 	metricsAddress   string
 	leaderElect      optionalBool
 	leaderElectionNS string
+	podCertificates  optionalBool
 	kubeQPS          float64
 	kubeBurst        int
 	validateConfig   bool
@@ -109,6 +111,7 @@ func newFlagSet() (*flag.FlagSet, *options) {
 	fs.StringVar(&opts.metricsAddress, "metrics-address", "", `host:port serving /metrics, /livez and /readyz, "0" to disable (overrides metricsAddress; default ":9465")`)
 	fs.Var(&opts.leaderElect, "leader-elect", "run only while holding the leader Lease (overrides leaderElection.enabled; default true)")
 	fs.StringVar(&opts.leaderElectionNS, "leader-election-namespace", "", "namespace of the leader Lease (overrides leaderElection.namespace; default $POD_NAMESPACE, else the pod's service-account namespace)")
+	fs.Var(&opts.podCertificates, "pod-certificate-requests", "sign PodCertificateRequests of the signer names where the cluster serves them (overrides podCertificateRequests.enabled; default true)")
 	fs.Float64Var(&opts.kubeQPS, "kube-api-qps", defaultKubeQPS, "client-side queries per second to the kube-apiserver; API Priority and Fairness guards the server")
 	fs.IntVar(&opts.kubeBurst, "kube-api-burst", defaultKubeBurst, "client-side burst of queries to the kube-apiserver")
 	fs.BoolVar(&opts.validateConfig, "validate-config", false, "validate the configuration, print any problems, and exit")
@@ -140,6 +143,10 @@ func buildConfig(opts options) (*watcher.Config, error) {
 	if opts.leaderElect.set {
 		enabled := opts.leaderElect.value
 		cfg.LeaderElection.Enabled = &enabled
+	}
+	if opts.podCertificates.set {
+		enabled := opts.podCertificates.value
+		cfg.PodCertificateRequests.Enabled = &enabled
 	}
 	override(&cfg.LeaderElection.Namespace, opts.leaderElectionNS)
 	override(&cfg.MetricsAddress, opts.metricsAddress)
@@ -237,5 +244,5 @@ func (b *optionalBool) Set(s string) error {
 	return nil
 }
 
-// IsBoolFlag makes --leader-elect alone mean true.
+// IsBoolFlag makes --leader-elect (--pod-certificate-requests) alone mean true.
 func (b *optionalBool) IsBoolFlag() bool { return true }

@@ -62,6 +62,9 @@ func TestBuildConfigFlagsOnly(t *testing.T) {
 	if cfg.Workers != watcher.DefaultWorkers {
 		t.Errorf("workers = %d, want the default %d", cfg.Workers, watcher.DefaultWorkers)
 	}
+	if !cfg.PodCertificateRequests.IsEnabled() {
+		t.Error("flags alone: PodCertificateRequest signing off, want on by default")
+	}
 	if !cfg.LeaderElection.IsEnabled() || cfg.MetricsAddress != ":9465" {
 		t.Errorf("flags alone: leader election %v, metrics %q; want a deployment's defaults", cfg.LeaderElection.IsEnabled(), cfg.MetricsAddress)
 	}
@@ -76,6 +79,7 @@ func TestFlags(t *testing.T) {
 		"--tls-ca=ca.pem", "--tls-cert=c.pem", "--tls-key=k.pem",
 		"--leader-elect=false", "--leader-election-namespace=ops",
 		"--metrics-address=0", "--kube-api-qps=50", "--kube-api-burst=70",
+		"--pod-certificate-requests=false",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -98,6 +102,9 @@ func TestFlags(t *testing.T) {
 	}
 	if cfg.MetricsEnabled() {
 		t.Errorf("metrics address %q, want disabled", cfg.MetricsAddress)
+	}
+	if cfg.PodCertificateRequests.IsEnabled() {
+		t.Error("--pod-certificate-requests=false left PodCertificateRequest signing on")
 	}
 
 	fs, opts = newFlagSet()

@@ -289,11 +289,10 @@ func (b *clusterBench) setup() error {
 	if err := b.cluster.WriteKubeconfig(kcm, b.kcmKC); err != nil {
 		return err
 	}
-	u, err := b.cluster.AddSigner("signet-watcher", []string{clientSigner, podSigner})
+	// The watcher's rules are its deployment's (testcluster.AddWatcher): the CSR rules KCM has,
+	// plus PodCertificateRequests.
+	u, err := b.cluster.AddWatcher("signet-watcher", []string{clientSigner, podSigner})
 	if err != nil {
-		return err
-	}
-	if err := b.grantPCRSigning(u.Name); err != nil {
 		return err
 	}
 	b.watchKC = filepath.Join(b.dir, "watcher.kubeconfig")

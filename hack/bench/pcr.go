@@ -21,7 +21,6 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -80,26 +79,6 @@ func (b *clusterBench) makePCRAnswers(n int) error {
 		}
 		b.answers[i] = pcrAnswer{chain: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
 			notBefore: metav1.NewTime(nb), notAfter: metav1.NewTime(na), refresh: metav1.NewTime(na.Add(-8 * time.Hour))}
-	}
-	return nil
-}
-
-// grantPCRSigning lets user read PodCertificateRequests and write their status, as the
-// watcher's deployment does (its sign permission on podSigner comes with AddSigner).
-func (b *clusterBench) grantPCRSigning(user string) error {
-	ctx := context.Background()
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "signet-bench-pcr"}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{certificatesv1.GroupName}, Resources: []string{"podcertificaterequests"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{certificatesv1.GroupName}, Resources: []string{"podcertificaterequests/status"}, Verbs: []string{"update"}},
-	}}
-	if _, err := b.kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("creating the PodCertificateRequest role: %w", err)
-	}
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "signet-bench-pcr"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: user}}}
-	if _, err := b.kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("binding the PodCertificateRequest role: %w", err)
 	}
 	return nil
 }

@@ -53,7 +53,7 @@ func watcherMemory(ctx context.Context, bin, kubeVersion string, foreign, own in
 	if _, err := devpki.Ensure(devpki.Options{Dir: state, SignerName: ownSigner}); err != nil {
 		return "", err
 	}
-	u, err := cluster.AddSigner("bench-watcher", []string{ownSigner})
+	u, err := cluster.AddWatcher("bench-watcher", []string{ownSigner})
 	if err != nil {
 		return "", err
 	}

@@ -89,7 +89,7 @@ func run(ctx context.Context, bin, version string, keep bool) error {
 	}
 	done("signet-server is serving %s", signerName)
 
-	watcherUser, err := cluster.AddSigner("signet-watcher", []string{signerName})
+	watcherUser, err := cluster.AddWatcher("signet-watcher", []string{signerName})
 	if err != nil {
 		return err
 	}

@@ -139,6 +139,30 @@ func TestSignerMayOnlySignItsSigner(t *testing.T) {
 	}
 }
 
+// TestWatcherRules: AddWatcher's user may read PodCertificateRequests in every namespace and
+// not create them; AddSigner's (a CSR-only signer) may not read them.
+func TestWatcherRules(t *testing.T) {
+	ctx := t.Context()
+	watcher, err := cluster.AddWatcher("pcr-watcher", []string{"example.com/pods"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := cluster.AddSigner("csr-only-signer", []string{"example.com/pods"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := watcher.Client().CertificatesV1().PodCertificateRequests("").List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("watcher listing PodCertificateRequests in every namespace: %v", err)
+	}
+	pcr := &certificatesv1.PodCertificateRequest{ObjectMeta: metav1.ObjectMeta{Name: "x"}}
+	if _, err := watcher.Client().CertificatesV1().PodCertificateRequests("default").Create(ctx, pcr, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("watcher creating a PodCertificateRequest: err = %v, want Forbidden", err)
+	}
+	if _, err := signer.Client().CertificatesV1().PodCertificateRequests("").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("CSR-only signer listing PodCertificateRequests: err = %v, want Forbidden", err)
+	}
+}
+
 func TestDeny(t *testing.T) {
 	ctx := t.Context()
 	_, admin := cluster.Admin()

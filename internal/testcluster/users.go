@@ -89,6 +89,38 @@ func (c *Cluster) AddSigner(name string, signerNames []string) (*User, error) {
 	return c.addUserWithRules("signer", name, nil, SignerRules(signerNames))
 }
 
+// AddWatcher provisions signet-watcher's least-privilege identity for signerNames: the rules
+// of AddSigner (CSRs, `sign`, Events) and those of PodCertificateSignerRules (get, list and
+// watch PodCertificateRequests in every namespace, update their status). It may not approve
+// CSRs nor create PodCertificateRequests.
+func (c *Cluster) AddWatcher(name string, signerNames []string) (*User, error) {
+	if len(signerNames) == 0 {
+		return nil, fmt.Errorf("adding watcher %s: no signer names", name)
+	}
+	rules := append(SignerRules(signerNames), PodCertificateSignerRules()...)
+	return c.addUserWithRules("watcher", name, nil, rules)
+}
+
+// PodCertificateSignerRules returns the RBAC rules a PodCertificateRequest signer needs on top
+// of SignerRules (which grants `sign` on its signer names, and Events): get, list and watch
+// podcertificaterequests and update podcertificaterequests/status, in every namespace. They
+// are separate so that a CSR-only signer (kube-controller-manager's in the benchmark) keeps
+// exactly SignerRules.
+func PodCertificateSignerRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{
+			APIGroups: []string{certificatesv1.GroupName},
+			Resources: []string{"podcertificaterequests"},
+			Verbs:     []string{"get", "list", "watch"},
+		},
+		{
+			APIGroups: []string{certificatesv1.GroupName},
+			Resources: []string{"podcertificaterequests/status"},
+			Verbs:     []string{"update"},
+		},
+	}
+}
+
 // SignerRules returns the RBAC rules AddSigner grants for signerNames.
 func SignerRules(signerNames []string) []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{

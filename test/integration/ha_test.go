@@ -101,7 +101,7 @@ func TestLeaderDiesMidStream(t *testing.T) {
 	bin := buildWatcher(t)
 	s := newSignet(t, "it.signet.dev/ha", time.Hour)
 	s.startServer()
-	u, err := cluster.AddSigner("watcher-ha", []string{s.signerName})
+	u, err := cluster.AddWatcher("watcher-ha", []string{s.signerName})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -105,15 +105,25 @@ func loadDeployedRBAC(t *testing.T, signerName, namespace string) *deployedRBAC 
 }
 
 // TestDeployedRBACIsMinimal reads the shipped rbac.yaml: every binding names the watcher's
-// ServiceAccount, no rule grants approve or anything on approval, `sign` is limited to the
-// configured signer, and the Events Role is in the namespace where CSR Events land.
+// ServiceAccount, no rule grants approve or anything on approval, nor create, update or
+// delete of PodCertificateRequests themselves, `sign` is limited to the configured signer,
+// and the Events Role is in the namespace where CSR Events land.
 func TestDeployedRBACIsMinimal(t *testing.T) {
 	r := loadDeployedRBAC(t, rbacSignerName, rbacNamespace)
-	if len(r.clusterRoles) != 1 || len(r.clusterRoleBindings) != 1 {
-		t.Fatalf("got %d ClusterRoles and %d ClusterRoleBindings, want one of each", len(r.clusterRoles), len(r.clusterRoleBindings))
+	// signet-watcher (CSRs, sign) and signet-watcher:pod-certificates.
+	if len(r.clusterRoles) != 2 || len(r.clusterRoleBindings) != 2 {
+		t.Fatalf("got %d ClusterRoles and %d ClusterRoleBindings, want two of each", len(r.clusterRoles), len(r.clusterRoleBindings))
 	}
 	var rules []rbacv1.PolicyRule
-	rules = append(rules, r.clusterRoles[0].Rules...)
+	for _, cr := range r.clusterRoles {
+		rules = append(rules, cr.Rules...)
+	}
+	for _, rule := range rules {
+		if slices.Contains(rule.Resources, "podcertificaterequests") &&
+			slices.ContainsFunc(rule.Verbs, func(v string) bool { return v != "get" && v != "list" && v != "watch" }) {
+			t.Errorf("rule %+v does more than read PodCertificateRequests", rule)
+		}
+	}
 	namespaces := map[string]bool{}
 	for _, role := range r.roles {
 		rules = append(rules, role.Rules...)
@@ -137,7 +147,10 @@ func TestDeployedRBACIsMinimal(t *testing.T) {
 			}
 		}
 	}
-	subjects := slices.Clone(r.clusterRoleBindings[0].Subjects)
+	var subjects []rbacv1.Subject
+	for _, b := range r.clusterRoleBindings {
+		subjects = append(subjects, b.Subjects...)
+	}
 	for _, b := range r.roleBindings {
 		subjects = append(subjects, b.Subjects...)
 	}
@@ -191,6 +204,9 @@ func applyDeployedRBAC(t *testing.T, u *testcluster.User, signerName, namespace 
 		{Verb: "create", Group: "coordination.k8s.io", Resource: "leases", Namespace: namespace},
 		{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: namespace, Name: rbacLeaseName},
 		{Verb: "create", Resource: "events", Namespace: eventsNamespaceOfCSR},
+		{Verb: "watch", Group: "certificates.k8s.io", Resource: "podcertificaterequests"},
+		{Verb: "update", Group: "certificates.k8s.io", Resource: "podcertificaterequests", Subresource: "status"},
+		{Verb: "create", Resource: "events", Namespace: "any-pod-namespace"},
 	} {
 		if !allowed(ctx, t, admin, u, attrs) {
 			t.Fatalf("the deployed RBAC does not allow %+v", attrs)

@@ -83,15 +83,16 @@ func (s *signet) startStoppableServer() (stop func()) {
 	return stop
 }
 
-// startWatcher runs a watcher for the signer, as a user with only the signer's RBAC.
+// startWatcher runs a watcher for the signer, as a user with only the watcher's RBAC.
 func (s *signet) startWatcher() {
 	s.startWatcherAt(s.addr, 2*time.Second)
 }
 
-// startWatcherAt runs a watcher for the signer that calls the signing server at addr.
+// startWatcherAt runs a watcher for the signer that calls the signing server at addr, as a
+// user with the watcher's least-privilege RBAC (CSRs and PodCertificateRequests).
 func (s *signet) startWatcherAt(addr string, rpcTimeout time.Duration) {
 	t := s.t
-	u, err := cluster.AddSigner("watcher-"+strings.ReplaceAll(s.signerName, "/", "-"), []string{s.signerName})
+	u, err := cluster.AddWatcher("watcher-"+strings.ReplaceAll(s.signerName, "/", "-"), []string{s.signerName})
 	if err != nil {
 		t.Fatal(err)
 	}

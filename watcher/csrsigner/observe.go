@@ -2,11 +2,6 @@ package csrsigner
 
 import (
 	"context"
-	"crypto/x509"
-	"encoding/hex"
-	"encoding/pem"
-	"errors"
-	"fmt"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -93,40 +88,12 @@ func (c *Controller) event(csr *certificatesv1.CertificateSigningRequest, eventT
 	c.recorder.Eventf(csr, eventType, reason, messageFmt, args...)
 }
 
-// signedMessage describes the issued leaf for the Signed Event: "certificate issued by
-// <signer>, serial <hex>, valid until <RFC 3339>". It uses the serial number and NotAfter the
-// server reported and parses the chain only if either is missing; the serial is the hex of
-// its big-endian bytes, as the server logs and records it. If the leaf is needed and does not
-// parse, the message names only the signer and the problem is logged.
+// signedMessage describes the issued leaf for the Signed Event (see signerclient.Issued.Summary);
+// a leaf that is needed and does not parse is logged and the message names only the signer.
 func signedMessage(ctx context.Context, signerName string, issued signerclient.Issued) string {
-	serial, notAfter := issued.Serial, issued.NotAfter
-	if serial == "" || notAfter.IsZero() {
-		leaf, err := parseLeaf(issued.Chain)
-		if err != nil {
-			klog.FromContext(ctx).Error(err, "Describing the issued certificate")
-			return "certificate issued by " + signerName
-		}
-		serial, notAfter = hex.EncodeToString(leaf.SerialNumber.Bytes()), leaf.NotAfter
+	message, err := issued.Summary(signerName)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Describing the issued certificate")
 	}
-	return fmt.Sprintf("certificate issued by %s, serial %s, valid until %s",
-		signerName, serial, notAfter.UTC().Format(time.RFC3339))
-}
-
-// parseLeaf parses the first CERTIFICATE block of a PEM chain.
-func parseLeaf(chain []byte) (*x509.Certificate, error) {
-	for rest := chain; ; {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			return nil, errors.New("parsing the issued chain: no CERTIFICATE block")
-		}
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		leaf, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("parsing the issued leaf certificate: %w", err)
-		}
-		return leaf, nil
-	}
+	return message
 }

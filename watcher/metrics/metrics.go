@@ -1,9 +1,9 @@
 // Package metrics holds the Prometheus metrics of signet-watcher, on a registry of their own
 // (with the Go runtime and process collectors), and serves them over HTTP.
 //
-// Label values are bounded: signer is a served signer name, outcome one of the CSR signing
-// controller's outcomes, method a gRPC method of the signing service and code a gRPC status
-// code name.
+// Label values are bounded: signer is a served signer name, outcome one of the CSR or
+// PodCertificateRequest signing controller's outcomes, method a gRPC method of the signing
+// service and code a gRPC status code name.
 package metrics
 
 import (
@@ -30,12 +30,12 @@ var issuanceBuckets = []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10
 // rpcBuckets cover a local signing server (a millisecond) to the RPC timeout.
 var rpcBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
-// Queue is what the queue gauges read at scrape time: the running CSR signing controller.
+// Queue is what the queue gauges read at scrape time: a running signing controller.
 type Queue interface {
-	// QueueDepth is the number of CSRs waiting in the work queue.
+	// QueueDepth is the number of objects waiting in the work queue.
 	QueueDepth() int
-	// OldestPending is, per signer name, the age of the oldest approved CSR not yet signed
-	// or failed.
+	// OldestPending is, per signer name, the age of the oldest object still to be signed:
+	// since approval for a CSR, since creation for a PodCertificateRequest.
 	OldestPending() map[string]time.Duration
 }
 
@@ -54,15 +54,23 @@ type Metrics struct {
 	queueDepth    *prometheus.Desc
 	oldestPending *prometheus.Desc
 
-	mu    sync.RWMutex
-	queue Queue
+	pcrHandled       *prometheus.CounterVec
+	pcrIssuance      *prometheus.HistogramVec
+	pcrQueueDepth    *prometheus.Desc
+	pcrOldestPending *prometheus.Desc
+
+	mu       sync.RWMutex
+	queue    Queue
+	pcrQueue Queue
 }
 
 // New creates the metrics for the served signers on a new registry holding them and the Go
 // runtime and process collectors. signet_watcher_objects_handled_total has a series per
-// signer and outcome in outcomes, and signet_watcher_oldest_pending_approved_seconds one per
-// signer, from the start (at 0), so an empty dashboard never means "not scraped".
-func New(signers, outcomes []string) *Metrics {
+// signer and CSR outcome in outcomes, signet_watcher_pod_certificate_requests_handled_total
+// one per signer and PodCertificateRequest outcome in pcrOutcomes, and the oldest-pending
+// gauges one per signer, from the start (at 0), so an empty dashboard never means "not
+// scraped".
+func New(signers, outcomes, pcrOutcomes []string) *Metrics {
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
 		signers:  slices.Compact(slices.Sorted(slices.Values(signers))),
@@ -94,17 +102,40 @@ func New(signers, outcomes []string) *Metrics {
 			"Age of the oldest approved CertificateSigningRequest not yet signed or failed, by signer (0 when none, or on a standby).",
 			[]string{"signer"}, nil),
 	}
+	m.addPodCertificateMetrics()
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.handled, m.issuance, m.rpcDuration, m.rpcErrors, m.leader, queueCollector{m},
+		m.pcrHandled, m.pcrIssuance,
 	)
 	for _, signer := range m.signers {
 		for _, outcome := range outcomes {
 			m.handled.WithLabelValues(signer, outcome)
 		}
+		for _, outcome := range pcrOutcomes {
+			m.pcrHandled.WithLabelValues(signer, outcome)
+		}
 	}
 	return m
+}
+
+// addPodCertificateMetrics creates the PodCertificateRequest controller's metrics.
+func (m *Metrics) addPodCertificateMetrics() {
+	m.pcrHandled = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: subsystem, Name: "pod_certificate_requests_handled_total",
+		Help: "PodCertificateRequests handled by the signing controller, by signer and outcome.",
+	}, []string{"signer", "outcome"})
+	m.pcrIssuance = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace, Subsystem: subsystem, Name: "pod_certificate_issuance_latency_seconds",
+		Help:    "Time from a PodCertificateRequest's creation to its Issued status written, by signer.",
+		Buckets: issuanceBuckets,
+	}, []string{"signer"})
+	m.pcrQueueDepth = prometheus.NewDesc(prometheus.BuildFQName(namespace, subsystem, "pod_certificate_queue_depth"),
+		"PodCertificateRequests waiting in the signing controller's work queue (0 on a standby or without the controller).", nil, nil)
+	m.pcrOldestPending = prometheus.NewDesc(prometheus.BuildFQName(namespace, subsystem, "oldest_pending_pod_certificate_seconds"),
+		"Age of the oldest PodCertificateRequest not yet issued or denied, by signer (0 when none, on a standby, or without the controller).",
+		[]string{"signer"}, nil)
 }
 
 // Handler serves the registry in the Prometheus exposition format, at most four scrapes at
@@ -168,6 +199,46 @@ func (m *Metrics) SetQueue(q Queue) {
 	m.queue = q
 }
 
+// PodCertificateMetrics records the PodCertificateRequest signing controller's metrics. A
+// nil *PodCertificateMetrics records nothing.
+type PodCertificateMetrics struct{ m *Metrics }
+
+// PodCertificates returns the recorder of the PodCertificateRequest controller's metrics;
+// nil for a nil m.
+func (m *Metrics) PodCertificates() *PodCertificateMetrics {
+	if m == nil {
+		return nil
+	}
+	return &PodCertificateMetrics{m}
+}
+
+// ObserveHandled counts one PodCertificateRequest handled for signer with outcome.
+func (p *PodCertificateMetrics) ObserveHandled(signer, outcome string) {
+	if p == nil {
+		return
+	}
+	p.m.pcrHandled.WithLabelValues(signer, outcome).Inc()
+}
+
+// ObserveIssuanceLatency records the time from creation to Issued written for signer.
+func (p *PodCertificateMetrics) ObserveIssuanceLatency(signer string, d time.Duration) {
+	if p == nil {
+		return
+	}
+	p.m.pcrIssuance.WithLabelValues(signer).Observe(d.Seconds())
+}
+
+// SetQueue sets the PodCertificateRequest controller the queue gauges read at scrape time;
+// nil reports zeros.
+func (p *PodCertificateMetrics) SetQueue(q Queue) {
+	if p == nil {
+		return
+	}
+	p.m.mu.Lock()
+	defer p.m.mu.Unlock()
+	p.m.pcrQueue = q
+}
+
 // queueCollector reads the queue gauges from the current Queue on every scrape.
 type queueCollector struct{ m *Metrics }
 
@@ -175,21 +246,29 @@ type queueCollector struct{ m *Metrics }
 func (c queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.m.queueDepth
 	ch <- c.m.oldestPending
+	ch <- c.m.pcrQueueDepth
+	ch <- c.m.pcrOldestPending
 }
 
 // Collect implements prometheus.Collector.
 func (c queueCollector) Collect(ch chan<- prometheus.Metric) {
 	c.m.mu.RLock()
-	q := c.m.queue
+	q, pcrQ := c.m.queue, c.m.pcrQueue
 	c.m.mu.RUnlock()
+	c.collect(ch, q, c.m.queueDepth, c.m.oldestPending)
+	c.collect(ch, pcrQ, c.m.pcrQueueDepth, c.m.pcrOldestPending)
+}
+
+// collect sends q's depth and oldest-pending gauges (zeros for a nil q).
+func (c queueCollector) collect(ch chan<- prometheus.Metric, q Queue, depthDesc, oldestDesc *prometheus.Desc) {
 	depth := 0
 	var oldest map[string]time.Duration
 	if q != nil {
 		depth = q.QueueDepth()
 		oldest = q.OldestPending()
 	}
-	ch <- prometheus.MustNewConstMetric(c.m.queueDepth, prometheus.GaugeValue, float64(depth))
+	ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(depth))
 	for _, signer := range c.m.signers {
-		ch <- prometheus.MustNewConstMetric(c.m.oldestPending, prometheus.GaugeValue, oldest[signer].Seconds(), signer)
+		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, oldest[signer].Seconds(), signer)
 	}
 }

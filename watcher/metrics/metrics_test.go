@@ -48,7 +48,7 @@ func checkLines(t *testing.T, got string, want ...string) {
 // TestMetricsExposition scrapes every watcher metric (without prometheus/testutil, whose
 // dependencies this module does not carry; see server/metrics).
 func TestMetricsExposition(t *testing.T) {
-	m := New([]string{"example.com/b", "example.com/a", "example.com/a"}, []string{"signed", "failed"})
+	m := New([]string{"example.com/b", "example.com/a", "example.com/a"}, []string{"signed", "failed"}, []string{"signed", "denied"})
 	m.ObserveHandled("example.com/a", "signed")
 	m.ObserveHandled("example.com/a", "signed")
 	m.ObserveIssuanceLatency("example.com/a", 1500*time.Millisecond)
@@ -56,6 +56,10 @@ func TestMetricsExposition(t *testing.T) {
 	m.ObserveRPC("SignCertificateSigningRequest", codes.Unavailable, time.Second)
 	m.SetLeader(true)
 	m.SetQueue(fakeQueue{depth: 7, oldest: map[string]time.Duration{"example.com/a": 90 * time.Second}})
+	pcr := m.PodCertificates()
+	pcr.ObserveHandled("example.com/b", "denied")
+	pcr.ObserveIssuanceLatency("example.com/b", 300*time.Millisecond)
+	pcr.SetQueue(fakeQueue{depth: 3, oldest: map[string]time.Duration{"example.com/b": 42 * time.Second}})
 
 	checkLines(t, scrape(t, m),
 		"# TYPE signet_watcher_leader gauge",
@@ -79,6 +83,16 @@ func TestMetricsExposition(t *testing.T) {
 		`signet_watcher_server_rpc_duration_seconds_count{code="Unavailable",method="SignCertificateSigningRequest"} 1`,
 		"# TYPE signet_watcher_server_rpc_errors_total counter",
 		`signet_watcher_server_rpc_errors_total{code="Unavailable",method="SignCertificateSigningRequest"} 1`,
+		"# TYPE signet_watcher_pod_certificate_requests_handled_total counter",
+		`signet_watcher_pod_certificate_requests_handled_total{outcome="denied",signer="example.com/b"} 1`,
+		`signet_watcher_pod_certificate_requests_handled_total{outcome="signed",signer="example.com/a"} 0`,
+		`signet_watcher_pod_certificate_requests_handled_total{outcome="signed",signer="example.com/b"} 0`,
+		"# TYPE signet_watcher_pod_certificate_issuance_latency_seconds histogram",
+		`signet_watcher_pod_certificate_issuance_latency_seconds_bucket{signer="example.com/b",le="0.25"} 0`,
+		`signet_watcher_pod_certificate_issuance_latency_seconds_bucket{signer="example.com/b",le="0.5"} 1`,
+		"signet_watcher_pod_certificate_queue_depth 3",
+		`signet_watcher_oldest_pending_pod_certificate_seconds{signer="example.com/a"} 0`,
+		`signet_watcher_oldest_pending_pod_certificate_seconds{signer="example.com/b"} 42`,
 	)
 	if got := scrape(t, m); strings.Contains(got, `signet_watcher_server_rpc_errors_total{code="OK"`) {
 		t.Error("an OK call was counted as an error")
@@ -86,16 +100,19 @@ func TestMetricsExposition(t *testing.T) {
 
 	// A standby: no controller, zeros, leader 0.
 	m.SetQueue(nil)
+	pcr.SetQueue(nil)
 	m.SetLeader(false)
 	checkLines(t, scrape(t, m),
 		"signet_watcher_leader 0",
 		"signet_watcher_queue_depth 0",
 		`signet_watcher_oldest_pending_approved_seconds{signer="example.com/a"} 0`,
+		"signet_watcher_pod_certificate_queue_depth 0",
+		`signet_watcher_oldest_pending_pod_certificate_seconds{signer="example.com/b"} 0`,
 	)
 }
 
 func TestHandlerServesRuntimeAndOwnMetrics(t *testing.T) {
-	body := scrape(t, New([]string{"example.com/a"}, nil))
+	body := scrape(t, New([]string{"example.com/a"}, nil, nil))
 	for _, want := range []string{"go_goroutines", "process_start_time_seconds"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
@@ -110,4 +127,8 @@ func TestNilMetricsRecordsNothing(t *testing.T) {
 	m.ObserveRPC("M", codes.Internal, time.Second)
 	m.SetLeader(true)
 	m.SetQueue(nil)
+	pcr := m.PodCertificates()
+	pcr.ObserveHandled("s", "signed")
+	pcr.ObserveIssuanceLatency("s", time.Second)
+	pcr.SetQueue(nil)
 }

@@ -19,9 +19,10 @@ const (
 	ReasonSignerUnavailable = "SignerUnavailable"
 )
 
-// Classify tells what a SignCSR error means for the object:
+// Classify tells what a SignCSR or SignPCR error means for the object:
 //   - terminal is true iff the gRPC code is InvalidArgument or FailedPrecondition: retrying
-//     cannot help and the object should be marked Failed;
+//     cannot help and the object should be marked Failed (a CSR) or Denied (a
+//     PodCertificateRequest);
 //   - reason is the ErrorInfo reason of domain signet.dev in TitleCase ("UNSUPPORTED_KEY" →
 //     "UnsupportedKey"), fit for a Kubernetes condition reason; without one, SignerRefused
 //     (terminal) or SignerUnavailable (transient);

@@ -1,7 +1,8 @@
 // Package signerclient is the watcher's gRPC client of the Signet signing servers: it dials
 // every endpoint with mTLS, spreads calls over the healthy ones (fail-over), turns a
-// CertificateSigningRequest into a SignCertificateSigningRequestRequest, and classifies the
-// server's errors as terminal or transient.
+// CertificateSigningRequest into a SignCertificateSigningRequestRequest and a
+// PodCertificateRequest (v1 or v1beta1) into a SignPodCertificateRequestRequest, and
+// classifies the server's errors as terminal or transient.
 package signerclient
 
 import (
@@ -81,7 +82,7 @@ type Config struct {
 	ObserveRPC func(method string, code codes.Code, d time.Duration)
 }
 
-// Client signs CertificateSigningRequests with the signing server. It is safe for concurrent
+// Client signs CertificateSigningRequests and PodCertificateRequests with the signing server. It is safe for concurrent
 // use.
 type Client struct {
 	conn    *grpc.ClientConn
@@ -202,15 +203,22 @@ func clientTLSConfig(cfg Config, clk clock.PassiveClock) (*tls.Config, error) {
 	}, nil
 }
 
-// Issued is what the server returned for one signed CSR.
+// Issued is what the server returned for one signed CSR or PodCertificateRequest.
 type Issued struct {
-	// Chain is the PEM chain for status.certificate, leaf first.
+	// Chain is the PEM chain for status.certificate (status.certificateChain), leaf first.
 	Chain []byte
 	// Serial is the leaf's serial number in lower-case hexadecimal, as the server records it;
 	// empty if the server did not say.
 	Serial string
-	// NotAfter is the leaf's NotAfter; zero if the server did not say.
+	// NotBefore is the leaf's NotBefore; zero if the server did not say (always set for a
+	// PodCertificateRequest).
+	NotBefore time.Time
+	// NotAfter is the leaf's NotAfter; zero if the server did not say (always set for a
+	// PodCertificateRequest).
 	NotAfter time.Time
+	// BeginRefreshAt is when the kubelet should start refreshing the certificate, for a
+	// PodCertificateRequest's status.beginRefreshAt; zero for a CSR.
+	BeginRefreshAt time.Time
 }
 
 // SignCSR asks the server to sign csr and returns the PEM chain for status.certificate, leaf
@@ -227,6 +235,9 @@ func (c *Client) SignCSR(ctx context.Context, csr *certificatesv1.CertificateSig
 		return Issued{}, fmt.Errorf("signing CSR %s: %w", csr.Name, errEmptyChain)
 	}
 	issued := Issued{Chain: []byte(resp.GetCertificateChainPem()), Serial: resp.GetSerialNumber()}
+	if ts := resp.GetNotBefore(); ts != nil {
+		issued.NotBefore = ts.AsTime()
+	}
 	if ts := resp.GetNotAfter(); ts != nil {
 		issued.NotAfter = ts.AsTime()
 	}

@@ -1,0 +1,232 @@
+package pcrsigner
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	certificatesv1beta1 "k8s.io/api/certificates/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/signet-pki/signet/watcher/signerclient"
+)
+
+// APIVersion is a version of certificates.k8s.io in which the cluster serves
+// PodCertificateRequests.
+type APIVersion string
+
+const (
+	// V1 is certificates.k8s.io/v1: Kubernetes 1.37 and later.
+	V1 APIVersion = "v1"
+	// V1beta1 is certificates.k8s.io/v1beta1: Kubernetes 1.35–1.36 with the
+	// PodCertificateRequest feature gate and the v1beta1 runtime config on.
+	V1beta1 APIVersion = "v1beta1"
+	// NotServed: the cluster serves no PodCertificateRequests.
+	NotServed APIVersion = ""
+)
+
+// resource is the PodCertificateRequest resource name.
+const resource = "podcertificaterequests"
+
+// Discover returns the newest version of certificates.k8s.io that serves
+// PodCertificateRequests: V1, else V1beta1, else NotServed. A group version the API server
+// does not serve (404) counts as not serving them; any other discovery error is returned.
+func Discover(ctx context.Context, disc discovery.ServerResourcesInterface) (APIVersion, error) {
+	client := discovery.ToServerResourcesInterfaceWithContext(disc)
+	for _, v := range []APIVersion{V1, V1beta1} {
+		gv := certificatesv1.GroupName + "/" + string(v)
+		list, err := client.ServerResourcesForGroupVersionWithContext(ctx, gv)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return NotServed, fmt.Errorf("discovering %s: %w", gv, err)
+		}
+		for _, r := range list.APIResources {
+			if r.Name == resource {
+				return v, nil
+			}
+		}
+	}
+	return NotServed, nil
+}
+
+// MissingPermissions asks the API server, with SelfSubjectAccessReviews, whether the
+// client's user may do what the controller needs on version's PodCertificateRequests in
+// every namespace: list and watch them, and update their status. It returns the missing ones
+// as "verb resource" strings, none when all are allowed. (The `sign` permission on the
+// signer names is shared with the CSR controller and not checked here.)
+func MissingPermissions(ctx context.Context, kube kubernetes.Interface, version APIVersion) ([]string, error) {
+	var missing []string
+	for _, need := range []struct{ verb, subresource string }{{"list", ""}, {"watch", ""}, {"update", "status"}} {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Verb: need.verb, Group: certificatesv1.GroupName, Version: string(version),
+				Resource: resource, Subresource: need.subresource,
+			},
+		}}
+		got, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("checking permission to %s %s: %w", need.verb, resource, err)
+		}
+		if !got.Status.Allowed {
+			name := resource
+			if need.subresource != "" {
+				name += "/" + need.subresource
+			}
+			missing = append(missing, need.verb+" "+name)
+		}
+	}
+	return missing, nil
+}
+
+// request is one PodCertificateRequest as the controller reads it, from either version.
+type request struct {
+	// object is the typed object (cached or read from the API server); never mutated.
+	object runtime.Object
+	// pcr is the object's identity and spec, as sent to the signing server.
+	pcr signerclient.PCR
+	// status is the object's status (v1beta1's has the same fields).
+	status certificatesv1.PodCertificateRequestStatus
+	// created is the object's creation time.
+	created time.Time
+	// generation is metadata.generation, for the condition's observedGeneration.
+	generation int64
+}
+
+// key is the work-queue key of r: namespace/name.
+func (r *request) key() string { return r.pcr.Namespace + "/" + r.pcr.Name }
+
+// cacheReader reads one informer's cache.
+type cacheReader struct {
+	// get returns the cached object namespace/name; a NotFound error if absent.
+	get func(namespace, name string) (*request, error)
+	// list returns every cached object.
+	list func() ([]*request, error)
+}
+
+// versionClient reads and writes the PodCertificateRequests of one API version.
+type versionClient interface {
+	// informer returns factory's PodCertificateRequest informer for this version and a
+	// reader of its cache.
+	informer(factory informers.SharedInformerFactory) (cache.SharedIndexInformer, cacheReader)
+	// get reads namespace/name from the API server.
+	get(ctx context.Context, namespace, name string) (*request, error)
+	// updateStatus writes a copy of r.object with status, with UpdateStatus (conditional on
+	// r's resourceVersion).
+	updateStatus(ctx context.Context, r *request, status *certificatesv1.PodCertificateRequestStatus) error
+}
+
+// newVersionClient returns the versionClient of version, or an error for NotServed or an
+// unknown version.
+func newVersionClient(kube kubernetes.Interface, version APIVersion) (versionClient, error) {
+	switch version {
+	case V1:
+		return v1Client{kube}, nil
+	case V1beta1:
+		return v1beta1Client{kube}, nil
+	}
+	return nil, fmt.Errorf("PodCertificateRequest API version %q is not supported", version)
+}
+
+// v1Client is the versionClient of certificates.k8s.io/v1.
+type v1Client struct{ kube kubernetes.Interface }
+
+func fromV1(o *certificatesv1.PodCertificateRequest) *request {
+	return &request{object: o, pcr: signerclient.PCRFromV1(o), status: o.Status,
+		created: o.CreationTimestamp.Time, generation: o.Generation}
+}
+
+func (v1Client) informer(factory informers.SharedInformerFactory) (cache.SharedIndexInformer, cacheReader) {
+	inf := factory.Certificates().V1().PodCertificateRequests()
+	lister := inf.Lister()
+	return inf.Informer(), cacheReader{
+		get: func(namespace, name string) (*request, error) {
+			o, err := lister.PodCertificateRequests(namespace).Get(name)
+			if err != nil {
+				return nil, err
+			}
+			return fromV1(o), nil
+		},
+		list: func() ([]*request, error) {
+			objs, err := lister.List(labels.Everything())
+			out := make([]*request, 0, len(objs))
+			for _, o := range objs {
+				out = append(out, fromV1(o))
+			}
+			return out, err
+		},
+	}
+}
+
+func (c v1Client) get(ctx context.Context, namespace, name string) (*request, error) {
+	o, err := c.kube.CertificatesV1().PodCertificateRequests(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return fromV1(o), nil
+}
+
+func (c v1Client) updateStatus(ctx context.Context, r *request, status *certificatesv1.PodCertificateRequestStatus) error {
+	o := r.object.(*certificatesv1.PodCertificateRequest).DeepCopy()
+	o.Status = *status.DeepCopy()
+	_, err := c.kube.CertificatesV1().PodCertificateRequests(o.Namespace).UpdateStatus(ctx, o,
+		metav1.UpdateOptions{FieldManager: FieldManager})
+	return err
+}
+
+// v1beta1Client is the versionClient of certificates.k8s.io/v1beta1.
+type v1beta1Client struct{ kube kubernetes.Interface }
+
+func fromV1beta1(o *certificatesv1beta1.PodCertificateRequest) *request {
+	return &request{object: o, pcr: signerclient.PCRFromV1beta1(o),
+		status:  certificatesv1.PodCertificateRequestStatus(*o.Status.DeepCopy()),
+		created: o.CreationTimestamp.Time, generation: o.Generation}
+}
+
+func (v1beta1Client) informer(factory informers.SharedInformerFactory) (cache.SharedIndexInformer, cacheReader) {
+	inf := factory.Certificates().V1beta1().PodCertificateRequests()
+	lister := inf.Lister()
+	return inf.Informer(), cacheReader{
+		get: func(namespace, name string) (*request, error) {
+			o, err := lister.PodCertificateRequests(namespace).Get(name)
+			if err != nil {
+				return nil, err
+			}
+			return fromV1beta1(o), nil
+		},
+		list: func() ([]*request, error) {
+			objs, err := lister.List(labels.Everything())
+			out := make([]*request, 0, len(objs))
+			for _, o := range objs {
+				out = append(out, fromV1beta1(o))
+			}
+			return out, err
+		},
+	}
+}
+
+func (c v1beta1Client) get(ctx context.Context, namespace, name string) (*request, error) {
+	o, err := c.kube.CertificatesV1beta1().PodCertificateRequests(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return fromV1beta1(o), nil
+}
+
+func (c v1beta1Client) updateStatus(ctx context.Context, r *request, status *certificatesv1.PodCertificateRequestStatus) error {
+	o := r.object.(*certificatesv1beta1.PodCertificateRequest).DeepCopy()
+	o.Status = certificatesv1beta1.PodCertificateRequestStatus(*status.DeepCopy())
+	_, err := c.kube.CertificatesV1beta1().PodCertificateRequests(o.Namespace).UpdateStatus(ctx, o,
+		metav1.UpdateOptions{FieldManager: FieldManager})
+	return err
+}

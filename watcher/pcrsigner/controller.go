@@ -1,0 +1,305 @@
+// Package pcrsigner is the controller that signs PodCertificateRequests for the served signer
+// names: it forwards each pending one to the signing server and writes, in one status update,
+// either the Issued condition with the chain and the times the server chose, or a Denied
+// condition for a terminal refusal. PodCertificateRequests have no approval step, and the
+// kubelet treats Denied and Failed as permanent for the pod: transient failures are only ever
+// retried, never written.
+//
+// The cluster serves PodCertificateRequests as certificates.k8s.io/v1 (Kubernetes 1.37+) or
+// v1beta1 (1.35–1.36); see Discover.
+package pcrsigner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/signet-pki/signet/watcher/signerclient"
+)
+
+// FieldManager is the field manager of every status write.
+const FieldManager = "signet-watcher"
+
+// Signer issues the certificate of one PodCertificateRequest. Its errors are classified
+// with signerclient.Classify.
+type Signer interface {
+	SignPCR(ctx context.Context, pcr signerclient.PCR) (signerclient.Issued, error)
+}
+
+// Options configures a Controller.
+type Options struct {
+	// Version is the served API version (V1 or V1beta1); see Discover.
+	Version APIVersion
+	// SignerNames are the served spec.signerName values; at least one.
+	SignerNames []string
+	// BackoffInitial and BackoffMax bound the per-object exponential retry delay; both
+	// positive, and BackoffMax below the give-up deadline.
+	BackoffInitial, BackoffMax time.Duration
+	// GiveUpAfter is the age (since creation) past which an object whose signing still fails
+	// transiently is dropped (Warning Event, no condition) instead of retried; 0 means
+	// DefaultGiveUpAfter.
+	GiveUpAfter time.Duration
+	// Clock stamps conditions and measures ages and latencies; nil means the real clock.
+	Clock clock.PassiveClock
+	// Recorder receives the Events (Signed, refusals, retries, give-ups); nil means none.
+	Recorder record.EventRecorder
+	// SignedEventAlways records the Normal Event Signed for every certificate written; by
+	// default only for objects whose signing was retried.
+	SignedEventAlways bool
+	// Metrics receives outcomes and latencies; nil means none.
+	Metrics Metrics
+}
+
+// DefaultGiveUpAfter is the default Options.GiveUpAfter. kube-controller-manager's cleaner
+// deletes every PodCertificateRequest 15 minutes after creation, and a kubelet whose request
+// was lost makes a new one after about 10 minutes: retrying longer only races both.
+const DefaultGiveUpAfter = 10 * time.Minute
+
+// Metrics receives what the controller observes. Implementations must be safe for
+// concurrent use.
+type Metrics interface {
+	// ObserveHandled counts one handled object of signerName by outcome (see Outcomes).
+	ObserveHandled(signerName, outcome string)
+	// ObserveIssuanceLatency observes the time from the object's creation to its Issued
+	// status written.
+	ObserveIssuanceLatency(signerName string, d time.Duration)
+}
+
+// Outcomes passed to Metrics.ObserveHandled.
+const (
+	// OutcomeSigned: Issued, with the chain and times, was written.
+	OutcomeSigned = "signed"
+	// OutcomeDenied: Denied was written (terminal refusal).
+	OutcomeDenied = "denied"
+	// OutcomeRetried: a transient error, or a first status rejection; re-queued with back-off.
+	OutcomeRetried = "retried"
+	// OutcomeConflict: the status write conflicted and the object, read again, no longer
+	// needed it: dropped.
+	OutcomeConflict = "conflict"
+	// OutcomeGone: deleted or replaced before its status was written: dropped.
+	OutcomeGone = "gone"
+	// OutcomeAbandoned: still failing transiently past the give-up deadline: dropped without
+	// a condition.
+	OutcomeAbandoned = "abandoned"
+	// OutcomeRejected: the API server refused the status write as invalid twice in a row:
+	// dropped without a condition.
+	OutcomeRejected = "rejected"
+)
+
+// Outcomes lists every outcome passed to Metrics.ObserveHandled.
+func Outcomes() []string {
+	return []string{OutcomeSigned, OutcomeDenied, OutcomeRetried, OutcomeConflict, OutcomeGone, OutcomeAbandoned, OutcomeRejected}
+}
+
+type noMetrics struct{}
+
+func (noMetrics) ObserveHandled(string, string)                {}
+func (noMetrics) ObserveIssuanceLatency(string, time.Duration) {}
+
+// Controller signs the PodCertificateRequests of its signer names. Create it with New and
+// call Run once; a later run (a new leader term) needs a new Controller.
+type Controller struct {
+	api         versionClient
+	version     APIVersion
+	signer      Signer
+	clock       clock.PassiveClock
+	recorder    record.EventRecorder
+	signedEvent bool
+	metrics     Metrics
+	signerNames map[string]bool
+
+	backoffInitial, backoffMax time.Duration
+	giveUpAfter                time.Duration
+
+	factories []informers.SharedInformerFactory
+	readers   []cacheReader
+	handles   []cache.ResourceEventHandlerRegistration
+
+	queue workqueue.TypedRateLimitingInterface[string]
+
+	// rejected holds, by key, the UID of objects whose last status write was refused as
+	// invalid (422): a second refusal drops them.
+	rejectedMu sync.Mutex
+	rejected   map[string]types.UID
+}
+
+// New builds a Controller for opts.Version with one informer per signer name (field
+// selector spec.signerName=<name>, every namespace, managedFields dropped), all feeding one
+// work queue keyed by namespace/name with exponential per-item back-off. It returns an error
+// for an unsupported version, without signer names, or with an invalid back-off.
+func New(kube kubernetes.Interface, signer Signer, opts Options) (*Controller, error) {
+	api, err := newVersionClient(kube, opts.Version)
+	if err != nil {
+		return nil, fmt.Errorf("creating PodCertificateRequest signing controller: %w", err)
+	}
+	if len(opts.SignerNames) == 0 {
+		return nil, errors.New("creating PodCertificateRequest signing controller: no signer names")
+	}
+	giveUpAfter := opts.GiveUpAfter
+	if giveUpAfter == 0 {
+		giveUpAfter = DefaultGiveUpAfter
+	}
+	if opts.BackoffInitial <= 0 || opts.BackoffMax < opts.BackoffInitial || opts.BackoffMax >= giveUpAfter {
+		return nil, fmt.Errorf("creating PodCertificateRequest signing controller: invalid back-off %s..%s (give-up deadline %s)",
+			opts.BackoffInitial, opts.BackoffMax, giveUpAfter)
+	}
+	c := &Controller{
+		api:            api,
+		version:        opts.Version,
+		signer:         signer,
+		clock:          opts.Clock,
+		recorder:       opts.Recorder,
+		signedEvent:    opts.SignedEventAlways,
+		metrics:        opts.Metrics,
+		signerNames:    make(map[string]bool, len(opts.SignerNames)),
+		backoffInitial: opts.BackoffInitial,
+		backoffMax:     opts.BackoffMax,
+		giveUpAfter:    giveUpAfter,
+		rejected:       make(map[string]types.UID),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.BackoffInitial, opts.BackoffMax),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "signet_pcr_signer"},
+		),
+	}
+	if c.clock == nil {
+		c.clock = clock.RealClock{}
+	}
+	if c.metrics == nil {
+		c.metrics = noMetrics{}
+	}
+	for _, name := range opts.SignerNames {
+		if c.signerNames[name] {
+			continue
+		}
+		c.signerNames[name] = true
+		if err := c.addInformer(kube, name); err != nil {
+			return nil, fmt.Errorf("creating PodCertificateRequest signing controller for %s: %w", name, err)
+		}
+	}
+	return c, nil
+}
+
+// addInformer creates the informer factory for one signer name, without periodic resync, and
+// registers the handlers.
+func (c *Controller) addInformer(kube kubernetes.Interface, signerName string) error {
+	selector := fields.OneTermEqualSelector("spec.signerName", signerName).String()
+	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = selector }),
+		informers.WithTransform(dropManagedFields),
+	)
+	informer, reader := c.api.informer(factory)
+	handle, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueue,
+		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
+	})
+	if err != nil {
+		return fmt.Errorf("adding event handler: %w", err)
+	}
+	c.factories = append(c.factories, factory)
+	c.readers = append(c.readers, reader)
+	c.handles = append(c.handles, handle)
+	return nil
+}
+
+// dropManagedFields is the informers' transform: managedFields are never read here.
+func dropManagedFields(obj any) (any, error) {
+	if accessor, err := meta.Accessor(obj); err == nil {
+		accessor.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// enqueue adds the object's namespace/name to the queue.
+func (c *Controller) enqueue(obj any) {
+	key, err := cache.MetaNamespaceKeyFunc(obj)
+	if err != nil {
+		utilruntime.HandleError(fmt.Errorf("queueing PodCertificateRequest: %w", err))
+		return
+	}
+	c.queue.Add(key)
+}
+
+// Run starts the informers, waits for their caches, and runs workers until ctx is done; it
+// then shuts the queue down and waits for the workers and informers to stop. It returns an
+// error if workers is not positive or the caches could not sync.
+func (c *Controller) Run(ctx context.Context, workers int) error {
+	if workers < 1 {
+		return fmt.Errorf("running PodCertificateRequest signing controller: %d workers", workers)
+	}
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx)
+	defer func() {
+		for _, f := range c.factories {
+			f.Shutdown()
+		}
+	}()
+	defer c.queue.ShutDown()
+
+	logger.Info("Starting PodCertificateRequest signing controller", "apiVersion", c.version,
+		"signerNames", c.servedNames(), "workers", workers, "giveUpAfter", c.giveUpAfter)
+	for _, f := range c.factories {
+		f.StartWithContext(ctx)
+	}
+	synced := make([]cache.DoneChecker, 0, len(c.handles))
+	for _, h := range c.handles {
+		synced = append(synced, h.HasSyncedChecker())
+	}
+	if !cache.WaitFor(ctx, "PodCertificateRequest caches", synced...) {
+		return fmt.Errorf("running PodCertificateRequest signing controller: waiting for caches: %w", context.Cause(ctx))
+	}
+
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
+	}
+	<-ctx.Done()
+	logger.Info("Stopping PodCertificateRequest signing controller")
+	c.queue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+// runWorker processes items until the queue shuts down.
+func (c *Controller) runWorker(ctx context.Context) {
+	for c.processNextWorkItem(ctx) {
+	}
+}
+
+// processNextWorkItem syncs one object. An error re-queues it with back-off (sync has logged
+// why); success forgets its back-off. It returns false once the queue is shut down.
+func (c *Controller) processNextWorkItem(ctx context.Context) bool {
+	key, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(key)
+	if err := c.sync(ctx, key); err != nil {
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+// servedNames lists the served signer names, for logs.
+func (c *Controller) servedNames() []string {
+	return slices.Sorted(maps.Keys(c.signerNames))
+}

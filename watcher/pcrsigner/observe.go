@@ -1,0 +1,55 @@
+package pcrsigner
+
+import (
+	"time"
+)
+
+// QueueDepth is the number of PodCertificateRequests waiting in the work queue (not counting
+// those waiting out their back-off, nor those being synced).
+func (c *Controller) QueueDepth() int {
+	return c.queue.Len()
+}
+
+// HasSynced reports whether every informer's cache has synced and delivered its initial
+// events. It is false before Run has started them.
+func (c *Controller) HasSynced() bool {
+	for _, h := range c.handles {
+		if !h.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// OldestPending returns, for every served signer name, the age (since creation) of the
+// oldest cached PodCertificateRequest still to be signed (no Issued, Denied or Failed
+// condition, no chain), or 0 if there is none.
+func (c *Controller) OldestPending() map[string]time.Duration {
+	oldest := make(map[string]time.Duration, len(c.signerNames))
+	for name := range c.signerNames {
+		oldest[name] = 0
+	}
+	for _, reader := range c.readers {
+		requests, err := reader.list()
+		if err != nil {
+			continue // a cache lister never fails
+		}
+		for _, r := range requests {
+			if skipReason(r, c.signerNames) != "" {
+				continue
+			}
+			if age := c.age(r); age > oldest[r.pcr.SignerName] {
+				oldest[r.pcr.SignerName] = age
+			}
+		}
+	}
+	return oldest
+}
+
+// event records an Event on r's object (in its namespace) if there is a recorder.
+func (c *Controller) event(r *request, eventType, reason, messageFmt string, args ...any) {
+	if c.recorder == nil {
+		return
+	}
+	c.recorder.Eventf(r.object, eventType, reason, messageFmt, args...)
+}

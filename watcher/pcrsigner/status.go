@@ -1,0 +1,263 @@
+package pcrsigner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/signet-pki/signet/watcher/signerclient"
+)
+
+// Reasons written or recorded by the controller.
+const (
+	// ReasonIssued is the reason of the Issued condition.
+	ReasonIssued = "Issued"
+	// ReasonSigned is the reason of the Normal Event emitted when a certificate is written,
+	// as for CSRs.
+	ReasonSigned = "Signed"
+	// ReasonStatusRejected is the reason of the Warning Event emitted when the API server
+	// refuses a status write as invalid (422).
+	ReasonStatusRejected = "StatusRejected"
+)
+
+// writeResult is what became of a status write.
+type writeResult int
+
+const (
+	// written: the status is stored.
+	written writeResult = iota
+	// superseded: after a conflict, the object read again no longer needs the write.
+	superseded
+	// gone: the object was deleted or replaced by another with the same name.
+	gone
+	// rejected: the API server refused the write as invalid a second time in a row: dropped.
+	rejected
+	// notWritten: the write failed; the error says why and the object is re-queued.
+	notWritten
+)
+
+// writeIssued writes, in one status update, the Issued condition (reason Issued, the
+// certificate's summary as message), the chain, and notBefore, notAfter and beginRefreshAt
+// exactly as the server chose them. It then observes the outcome and the latency since
+// creation, logs the issuance and, if the object was retried before (or every certificate
+// gets one), emits the Signed Event.
+func (c *Controller) writeIssued(ctx context.Context, r *request, issued signerclient.Issued, retried bool) error {
+	message, err := issued.Summary(r.pcr.SignerName)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Describing the issued certificate")
+	}
+	result, err := c.writeStatus(ctx, r, func(status *certificatesv1.PodCertificateRequestStatus) {
+		status.Conditions = append(status.Conditions, c.condition(r, certificatesv1.PodCertificateRequestConditionTypeIssued, ReasonIssued, message))
+		status.CertificateChain = string(issued.Chain)
+		status.NotBefore = timePtr(issued.NotBefore)
+		status.NotAfter = timePtr(issued.NotAfter)
+		status.BeginRefreshAt = timePtr(issued.BeginRefreshAt)
+	})
+	if result != written {
+		c.observeNotWritten(r, result)
+		return err
+	}
+	c.clearRejected(r.key())
+	latency := c.age(r)
+	c.metrics.ObserveIssuanceLatency(r.pcr.SignerName, latency)
+	c.metrics.ObserveHandled(r.pcr.SignerName, OutcomeSigned)
+	if retried || c.signedEvent {
+		c.event(r, corev1.EventTypeNormal, ReasonSigned, "%s", message)
+	}
+	klog.FromContext(ctx).Info("Issued PodCertificateRequest", "sinceCreation", latency, "certificate", message,
+		"beginRefreshAt", issued.BeginRefreshAt)
+	return nil
+}
+
+// markDenied writes the Denied condition with reason and message (and nothing else, as the
+// API requires), then emits a Warning Event with the same reason and message.
+func (c *Controller) markDenied(ctx context.Context, r *request, reason, message string) error {
+	result, err := c.writeStatus(ctx, r, func(status *certificatesv1.PodCertificateRequestStatus) {
+		status.Conditions = append(status.Conditions, c.condition(r, certificatesv1.PodCertificateRequestConditionTypeDenied, reason, message))
+	})
+	if result != written {
+		c.observeNotWritten(r, result)
+		return err
+	}
+	c.clearRejected(r.key())
+	c.metrics.ObserveHandled(r.pcr.SignerName, OutcomeDenied)
+	c.event(r, corev1.EventTypeWarning, reason, "%s", message)
+	klog.FromContext(ctx).Info("Denied PodCertificateRequest", "reason", reason, "message", message)
+	return nil
+}
+
+// condition is a True condition of type t stamped now, for r's generation.
+func (c *Controller) condition(r *request, t, reason, message string) metav1.Condition {
+	return metav1.Condition{
+		Type:               t,
+		Status:             metav1.ConditionTrue,
+		ObservedGeneration: r.generation,
+		LastTransitionTime: metav1.NewTime(c.clock.Now()),
+		Reason:             reason,
+		Message:            message,
+	}
+}
+
+// timePtr returns t as a *metav1.Time, which serialises whole seconds: the server's times
+// are whole seconds, as x509 keeps them.
+func timePtr(t time.Time) *metav1.Time {
+	mt := metav1.NewTime(t)
+	return &mt
+}
+
+// observeNotWritten counts a write that did not happen.
+func (c *Controller) observeNotWritten(r *request, result writeResult) {
+	outcome := OutcomeRetried
+	switch result {
+	case superseded:
+		outcome = OutcomeConflict
+	case gone:
+		outcome = OutcomeGone
+	case rejected:
+		outcome = OutcomeRejected
+	}
+	c.metrics.ObserveHandled(r.pcr.SignerName, outcome)
+}
+
+// writeStatus writes a copy of r (the cached object, with its resourceVersion) whose status
+// is changed by apply, with UpdateStatus. A deleted object is dropped (gone). On Conflict it
+// reads the object from the API server and decides again at once:
+//   - deleted, or another object with the same name (UID changed): dropped (gone);
+//   - no longer to be signed (issued, denied or failed meanwhile) or a different spec:
+//     dropped (superseded);
+//   - otherwise apply is written once more on the fresh object, without asking the signing
+//     server again.
+//
+// An Invalid answer (422: for example a notBefore no longer within five minutes of the API
+// server's clock, a missing `sign` permission, or a certificate the API server's checks
+// refuse) is logged with the API server's causes and gets a Warning Event StatusRejected;
+// the first one is returned (notWritten), so that the object is retried with back-off and a
+// fresh answer from the signing server; a second one in a row for the same object drops it
+// (rejected). Any other error, and a second conflict, is returned (notWritten).
+func (c *Controller) writeStatus(ctx context.Context, r *request, apply func(*certificatesv1.PodCertificateRequestStatus)) (writeResult, error) {
+	logger := klog.FromContext(ctx)
+	err := c.updateStatus(ctx, r, apply)
+	switch {
+	case err == nil:
+		return written, nil
+	case apierrors.IsNotFound(err):
+		logger.Info("Dropping PodCertificateRequest", "why", "deleted before its status was written")
+		return gone, nil
+	case apierrors.IsInvalid(err):
+		return c.statusRejected(ctx, r, err)
+	case !apierrors.IsConflict(err):
+		logger.Error(err, "Writing PodCertificateRequest status")
+		return notWritten, err
+	}
+
+	logger.V(2).Info("Status write conflicted, reading the PodCertificateRequest again", "err", err)
+	fresh, err := c.api.get(ctx, r.pcr.Namespace, r.pcr.Name)
+	switch {
+	case apierrors.IsNotFound(err):
+		logger.Info("Dropping PodCertificateRequest", "why", "deleted before its status was written")
+		return gone, nil
+	case err != nil:
+		logger.Error(err, "Reading PodCertificateRequest after a status conflict")
+		return notWritten, fmt.Errorf("reading PodCertificateRequest %s after a status conflict: %w", r.key(), err)
+	case fresh.pcr.UID != r.pcr.UID:
+		logger.Info("Dropping PodCertificateRequest", "why", "replaced by another object with the same name", "newUID", fresh.pcr.UID)
+		return gone, nil
+	}
+	if why := c.supersededReason(r, fresh); why != "" {
+		logger.Info("Dropping PodCertificateRequest after a status conflict", "why", why)
+		return superseded, nil
+	}
+	err = c.updateStatus(ctx, fresh, apply)
+	switch {
+	case err == nil:
+		logger.V(2).Info("Status written after a conflict")
+		return written, nil
+	case apierrors.IsNotFound(err):
+		logger.Info("Dropping PodCertificateRequest", "why", "deleted before its status was written")
+		return gone, nil
+	case apierrors.IsInvalid(err):
+		return c.statusRejected(ctx, fresh, err)
+	default:
+		logger.Error(err, "Writing PodCertificateRequest status after a conflict, will retry")
+		return notWritten, err
+	}
+}
+
+// statusRejected handles an Invalid answer to a status write of r: see writeStatus.
+func (c *Controller) statusRejected(ctx context.Context, r *request, err error) (writeResult, error) {
+	reason := invalidReason(err)
+	key := r.key()
+	c.rejectedMu.Lock()
+	again := c.rejected[key] == r.pcr.UID
+	c.rejected[key] = r.pcr.UID
+	c.rejectedMu.Unlock()
+	logger := klog.FromContext(ctx)
+	if again {
+		logger.Info("Dropping PodCertificateRequest: the API server refused its status twice", "reason", reason)
+		c.event(r, corev1.EventTypeWarning, ReasonStatusRejected, "the API server refused the status write again: %s; no longer retried", reason)
+		c.clearRejected(key)
+		return rejected, nil
+	}
+	logger.Info("The API server refused the status write, will retry once", "reason", reason)
+	c.event(r, corev1.EventTypeWarning, ReasonStatusRejected, "the API server refused the status write: %s; retrying once", reason)
+	return notWritten, err
+}
+
+// clearRejected forgets an earlier status rejection of key.
+func (c *Controller) clearRejected(key string) {
+	c.rejectedMu.Lock()
+	delete(c.rejected, key)
+	c.rejectedMu.Unlock()
+}
+
+// invalidReason extracts the API server's causes from an Invalid error ("field: message;
+// ..."), else its message.
+func invalidReason(err error) string {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return err.Error()
+	}
+	details := status.Status().Details
+	if details == nil || len(details.Causes) == 0 {
+		return status.Status().Message
+	}
+	causes := make([]string, 0, len(details.Causes))
+	for _, cause := range details.Causes {
+		causes = append(causes, cause.Field+": "+cause.Message)
+	}
+	return strings.Join(causes, "; ")
+}
+
+// supersededReason returns why fresh, the object read again after a conflict, must not get
+// the write decided for old, or "" if it must.
+func (c *Controller) supersededReason(old, fresh *request) string {
+	if why := skipReason(fresh, c.signerNames); why != "" {
+		return why
+	}
+	// The spec is immutable in Kubernetes; a certificate is only ever written for the
+	// request it was issued for.
+	if !equality.Semantic.DeepEqual(old.pcr, fresh.pcr) {
+		return "spec changed"
+	}
+	return ""
+}
+
+// updateStatus writes base's status changed by apply (on a deep copy) with UpdateStatus.
+// Errors wrap the API error.
+func (c *Controller) updateStatus(ctx context.Context, base *request, apply func(*certificatesv1.PodCertificateRequestStatus)) error {
+	status := base.status.DeepCopy()
+	apply(status)
+	if err := c.api.updateStatus(ctx, base, status); err != nil {
+		return fmt.Errorf("updating status of PodCertificateRequest %s: %w", base.key(), err)
+	}
+	return nil
+}
