@@ -5,27 +5,19 @@ package csrsigner
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	certificateslisters "k8s.io/client-go/listers/certificates/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/signet-pki/signet/watcher/internal/workloop"
 	"github.com/signet-pki/signet/watcher/signerclient"
 )
 
@@ -116,30 +108,18 @@ type Controller struct {
 	recorder    record.EventRecorder
 	signedEvent bool // Signed Event for every certificate, not only after retries
 	metrics     Metrics
-	signerNames map[string]bool
+	giveUpAfter time.Duration // ≤ 0: never give up
 
-	backoffInitial, backoffMax time.Duration
-	giveUpAfter                time.Duration // ≤ 0: never give up
-
-	factories []informers.SharedInformerFactory
-	listers   []certificateslisters.CertificateSigningRequestLister
-	handles   []cache.ResourceEventHandlerRegistration
-
-	queue workqueue.TypedRateLimitingInterface[string]
+	loop    *workloop.Loop
+	listers []certificateslisters.CertificateSigningRequestLister
 }
 
 // New builds a Controller with one informer per signer name, each filtered by the field
 // selector spec.signerName=<name> and stripped of managedFields, all feeding one work queue
-// keyed by CSR name with exponential per-item back-off. It returns an error without signer
-// names, with a back-off that is not positive or whose max is below its initial delay, or
-// whose max is not below the give-up deadline.
+// keyed by CSR name with exponential per-item back-off (see workloop). It returns an error
+// without signer names, with a back-off that is not positive or whose max is below its
+// initial delay, or whose max is not below the give-up deadline.
 func New(kube kubernetes.Interface, signer Signer, opts Options) (*Controller, error) {
-	if len(opts.SignerNames) == 0 {
-		return nil, errors.New("creating CSR signing controller: no signer names")
-	}
-	if opts.BackoffInitial <= 0 || opts.BackoffMax < opts.BackoffInitial {
-		return nil, fmt.Errorf("creating CSR signing controller: invalid back-off %s..%s", opts.BackoffInitial, opts.BackoffMax)
-	}
 	giveUpAfter := opts.GiveUpAfter
 	if giveUpAfter == 0 {
 		giveUpAfter = DefaultGiveUpAfter
@@ -156,142 +136,37 @@ func New(kube kubernetes.Interface, signer Signer, opts Options) (*Controller, e
 		metrics = opts.Metrics
 	}
 	c := &Controller{
-		kube:           kube,
-		signer:         signer,
-		clock:          clk,
-		recorder:       opts.Recorder,
-		signedEvent:    opts.SignedEventAlways,
-		metrics:        metrics,
-		signerNames:    make(map[string]bool, len(opts.SignerNames)),
-		backoffInitial: opts.BackoffInitial,
-		backoffMax:     opts.BackoffMax,
-		giveUpAfter:    giveUpAfter,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.BackoffInitial, opts.BackoffMax),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "signet_csr_signer"},
-		),
+		kube:        kube,
+		signer:      signer,
+		clock:       clk,
+		recorder:    opts.Recorder,
+		signedEvent: opts.SignedEventAlways,
+		metrics:     metrics,
+		giveUpAfter: giveUpAfter,
 	}
-	for _, name := range opts.SignerNames {
-		if c.signerNames[name] {
-			continue
-		}
-		c.signerNames[name] = true
-		if err := c.addInformer(kube, name); err != nil {
-			return nil, fmt.Errorf("creating CSR signing controller for %s: %w", name, err)
-		}
-	}
-	return c, nil
-}
-
-// addInformer creates the informer factory for one signer name, without periodic resync, and
-// registers the handlers.
-func (c *Controller) addInformer(kube kubernetes.Interface, signerName string) error {
-	selector := fields.OneTermEqualSelector("spec.signerName", signerName).String()
-	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = selector }),
-		informers.WithTransform(dropManagedFields),
-	)
-	csrs := factory.Certificates().V1().CertificateSigningRequests()
-	handle, err := csrs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueue,
-		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
+	loop, err := workloop.New(kube, workloop.Options{
+		Kind: "CSR", QueueName: "signet_csr_signer", SignerNames: opts.SignerNames,
+		BackoffInitial: opts.BackoffInitial, BackoffMax: opts.BackoffMax,
+		Informer: func(_ string, factory informers.SharedInformerFactory) cache.SharedIndexInformer {
+			csrs := factory.Certificates().V1().CertificateSigningRequests()
+			c.listers = append(c.listers, csrs.Lister())
+			return csrs.Informer()
+		},
 	})
 	if err != nil {
-		return fmt.Errorf("adding event handler: %w", err)
+		return nil, fmt.Errorf("creating CSR signing controller: %w", err)
 	}
-	c.factories = append(c.factories, factory)
-	c.listers = append(c.listers, csrs.Lister())
-	c.handles = append(c.handles, handle)
-	return nil
-}
-
-// dropManagedFields is the informers' transform: managedFields are never read here and are
-// a large part of every cached object.
-func dropManagedFields(obj any) (any, error) {
-	if accessor, err := meta.Accessor(obj); err == nil {
-		accessor.SetManagedFields(nil)
-	}
-	return obj, nil
-}
-
-// enqueue adds the CSR's name to the queue.
-func (c *Controller) enqueue(obj any) {
-	key, err := cache.MetaNamespaceKeyFunc(obj)
-	if err != nil {
-		utilruntime.HandleError(fmt.Errorf("queueing CSR: %w", err))
-		return
-	}
-	c.queue.Add(key)
+	c.loop = loop
+	return c, nil
 }
 
 // Run starts the informers, waits for their caches, and runs workers until ctx is done; it
 // then shuts the queue down and waits for the workers and informers to stop. It returns an
 // error if workers is not positive or the caches could not sync.
 func (c *Controller) Run(ctx context.Context, workers int) error {
-	if workers < 1 {
-		return fmt.Errorf("running CSR signing controller: %d workers", workers)
-	}
-	defer utilruntime.HandleCrashWithContext(ctx)
-	logger := klog.FromContext(ctx)
-	defer func() {
-		for _, f := range c.factories {
-			f.Shutdown()
-		}
-	}()
-	defer c.queue.ShutDown()
-
-	logger.Info("Starting CSR signing controller", "signerNames", c.servedNames(), "workers", workers)
-	for _, f := range c.factories {
-		f.StartWithContext(ctx)
-	}
-	// A handler has synced once its informer has and every initial event has been delivered.
-	synced := make([]cache.DoneChecker, 0, len(c.handles))
-	for _, h := range c.handles {
-		synced = append(synced, h.HasSyncedChecker())
-	}
-	if !cache.WaitFor(ctx, "CSR caches", synced...) {
-		return fmt.Errorf("running CSR signing controller: waiting for caches: %w", context.Cause(ctx))
-	}
-
-	done := make(chan struct{})
-	for range workers {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			wait.UntilWithContext(ctx, c.runWorker, time.Second)
-		}()
-	}
-	<-ctx.Done()
-	logger.Info("Stopping CSR signing controller")
-	c.queue.ShutDown()
-	for range workers {
-		<-done
+	klog.FromContext(ctx).Info("Starting CSR signing controller", "signerNames", c.loop.SignerNames(), "workers", workers)
+	if err := c.loop.Run(ctx, workers, c.sync); err != nil {
+		return fmt.Errorf("running CSR signing controller: %w", err)
 	}
 	return nil
-}
-
-// runWorker processes items until the queue shuts down.
-func (c *Controller) runWorker(ctx context.Context) {
-	for c.processNextWorkItem(ctx) {
-	}
-}
-
-// processNextWorkItem syncs one CSR. An error re-queues it with back-off (sync has logged
-// why); success forgets its back-off. It returns false once the queue is shut down.
-func (c *Controller) processNextWorkItem(ctx context.Context) bool {
-	name, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(name)
-	if err := c.sync(ctx, name); err != nil {
-		c.queue.AddRateLimited(name)
-		return true
-	}
-	c.queue.Forget(name)
-	return true
-}
-
-// servedNames lists the served signer names, for logs.
-func (c *Controller) servedNames() []string {
-	return slices.Sorted(maps.Keys(c.signerNames))
 }

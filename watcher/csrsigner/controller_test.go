@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -136,20 +135,13 @@ func newTestControllerWith(t *testing.T, signer *fakeSigner, mutate func(*Option
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	for _, f := range c.factories {
-		f.StartWithContext(ctx)
-	}
+	c.loop.Start(ctx)
 	t.Cleanup(func() {
 		cancel()
-		for _, f := range c.factories {
-			f.Shutdown()
-		}
-		c.queue.ShutDown()
+		c.loop.Shutdown()
 	})
-	for _, h := range c.handles {
-		if !cache.WaitFor(ctx, "", h.HasSyncedChecker()) {
-			t.Fatal("caches did not sync")
-		}
+	if !c.loop.WaitForCacheSync(ctx) {
+		t.Fatal("caches did not sync")
 	}
 	// Wait for the informers' watches too: the fake tracker hands the objects stored between
 	// the list and the watch to the new watch without copying them (the informer's transform
@@ -162,7 +154,7 @@ func newTestControllerWith(t *testing.T, signer *fakeSigner, mutate func(*Option
 				watches++
 			}
 		}
-		return watches >= len(c.factories), nil
+		return watches >= len(c.loop.SignerNames()), nil
 	})
 	if err != nil {
 		t.Fatalf("informers did not watch: %v", err)

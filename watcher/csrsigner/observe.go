@@ -13,27 +13,18 @@ import (
 
 // QueueDepth is the number of CSRs waiting in the work queue (not counting those waiting out
 // their back-off, nor those being synced).
-func (c *Controller) QueueDepth() int {
-	return c.queue.Len()
-}
+func (c *Controller) QueueDepth() int { return c.loop.QueueDepth() }
 
 // HasSynced reports whether every informer's cache has synced and delivered its initial
 // events. It is false before Run has started them.
-func (c *Controller) HasSynced() bool {
-	for _, h := range c.handles {
-		if !h.HasSynced() {
-			return false
-		}
-	}
-	return true
-}
+func (c *Controller) HasSynced() bool { return c.loop.HasSynced() }
 
 // OldestPending returns, for every served signer name, the time since approval of the
 // oldest CSR in the cache that is to be signed (approved, not denied or failed, no
 // certificate), or 0 if there is none.
 func (c *Controller) OldestPending() map[string]time.Duration {
-	oldest := make(map[string]time.Duration, len(c.signerNames))
-	for name := range c.signerNames {
+	oldest := make(map[string]time.Duration)
+	for _, name := range c.loop.SignerNames() {
 		oldest[name] = 0
 	}
 	for _, lister := range c.listers {
@@ -42,7 +33,7 @@ func (c *Controller) OldestPending() map[string]time.Duration {
 			continue // a cache lister never fails
 		}
 		for _, csr := range csrs {
-			if skipReason(csr, c.signerNames) != "" {
+			if skipReason(csr, c.loop.Serves) != "" {
 				continue
 			}
 			if age := c.sinceApproval(csr); age > oldest[csr.Spec.SignerName] {

@@ -148,7 +148,7 @@ func TestEventsAndMetrics(t *testing.T) {
 				o.Metrics, o.Recorder, o.GiveUpAfter, o.SignedEventAlways = metrics, rec, tt.giveUpAfter, tt.always
 			}, tt.csr)
 			for range tt.requeues {
-				c.queue.AddRateLimited("csr")
+				c.loop.Queue().AddRateLimited("csr")
 			}
 
 			if err := c.sync(ctx, "csr"); (err != nil) != tt.wantErr {
@@ -200,17 +200,6 @@ func TestSignedMessageSerialFromChain(t *testing.T) {
 	}
 }
 
-func TestRetryDelay(t *testing.T) {
-	c := &Controller{backoffInitial: 250 * time.Millisecond, backoffMax: 30 * time.Second}
-	for attempt, want := range map[int]time.Duration{
-		1: 250 * time.Millisecond, 2: 500 * time.Millisecond, 7: 16 * time.Second, 8: 30 * time.Second, 1000: 30 * time.Second,
-	} {
-		if got := c.retryDelay(attempt); got != want {
-			t.Errorf("retryDelay(%d) = %s, want %s", attempt, got, want)
-		}
-	}
-}
-
 // TestReadOuts checks QueueDepth, HasSynced and OldestPending, the values polled for gauges.
 func TestReadOuts(t *testing.T) {
 	const secondSigner = "example.com/second"
@@ -250,13 +239,13 @@ func TestReadOuts(t *testing.T) {
 	}
 
 	// The informers queued every cached CSR; drain them, then count.
-	for c.queue.Len() > 0 {
-		key, _ := c.queue.Get()
-		c.queue.Done(key)
+	for c.loop.Queue().Len() > 0 {
+		key, _ := c.loop.Queue().Get()
+		c.loop.Queue().Done(key)
 	}
-	c.queue.Add("a")
-	c.queue.Add("b")
-	c.queue.Add("a")
+	c.loop.Queue().Add("a")
+	c.loop.Queue().Add("b")
+	c.loop.Queue().Add("a")
 	if got := c.QueueDepth(); got != 2 {
 		t.Errorf("QueueDepth() = %d, want 2", got)
 	}

@@ -152,7 +152,7 @@ func (c *Controller) writeStatus(ctx context.Context, csr *certificatesv1.Certif
 // supersededReason returns why fresh, the object read again after a conflict, must not get
 // the write decided for old, or "" if it must.
 func (c *Controller) supersededReason(old, fresh *certificatesv1.CertificateSigningRequest) string {
-	if why := skipReason(fresh, c.signerNames); why != "" {
+	if why := skipReason(fresh, c.loop.Serves); why != "" {
 		return why
 	}
 	// The spec is immutable in Kubernetes; a certificate is only ever written for the

@@ -3,7 +3,6 @@ package csrsigner
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -39,7 +38,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		return nil
 	}
 	logger = logger.WithValues("uid", csr.UID, "signerName", csr.Spec.SignerName)
-	if why := skipReason(csr, c.signerNames); why != "" {
+	if why := skipReason(csr, c.loop.Serves); why != "" {
 		logger.V(4).Info("Skipping CSR", "why", why)
 		return nil
 	}
@@ -47,7 +46,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 
 	issued, err := c.signer.SignCSR(ctx, csr)
 	if err == nil {
-		return c.writeCertificate(ctx, csr, issued, c.queue.NumRequeues(name) > 0)
+		return c.writeCertificate(ctx, csr, issued, c.loop.Queue().NumRequeues(name) > 0)
 	}
 	reason, message, terminal := signerclient.Classify(err)
 	if terminal {
@@ -56,8 +55,8 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	if age := c.sinceApproval(csr); c.giveUpAfter > 0 && age >= c.giveUpAfter {
 		return c.giveUp(ctx, csr, age, reason, message)
 	}
-	attempt := c.queue.NumRequeues(name) + 1
-	delay := c.retryDelay(attempt)
+	attempt := c.loop.Queue().NumRequeues(name) + 1
+	delay := c.loop.RetryDelay(attempt)
 	logger.Info("Signer unavailable, will retry", "reason", reason, "message", message,
 		"attempt", attempt, "retryIn", delay, "err", err)
 	c.event(csr, corev1.EventTypeWarning, reason, "%s; retrying in %s (attempt %d)", message, delay, attempt)
@@ -86,16 +85,6 @@ func (c *Controller) giveUp(ctx context.Context, csr *certificatesv1.Certificate
 // marked Failed because it could not be signed before the give-up deadline.
 const ReasonSigningDeadlineExceeded = "SigningDeadlineExceeded"
 
-// retryDelay is the back-off before the given attempt's retry, as the queue's exponential
-// rate limiter computes it: BackoffInitial·2^(attempt−1), capped at BackoffMax.
-func (c *Controller) retryDelay(attempt int) time.Duration {
-	d := float64(c.backoffInitial) * math.Pow(2, float64(attempt-1))
-	if d >= float64(c.backoffMax) {
-		return c.backoffMax
-	}
-	return time.Duration(d)
-}
-
 // get returns the CSR called name from whichever signer's cache holds it, or nil if none
 // does.
 func (c *Controller) get(name string) (*certificatesv1.CertificateSigningRequest, error) {
@@ -112,9 +101,9 @@ func (c *Controller) get(name string) (*certificatesv1.CertificateSigningRequest
 }
 
 // skipReason returns why csr must not be signed now, or "" if it must.
-func skipReason(csr *certificatesv1.CertificateSigningRequest, served map[string]bool) string {
+func skipReason(csr *certificatesv1.CertificateSigningRequest, served func(signerName string) bool) string {
 	switch {
-	case !served[csr.Spec.SignerName]:
+	case !served(csr.Spec.SignerName):
 		// Defence in depth: the informers' field selectors should never let one through.
 		return "signer name not served"
 	case !hasCondition(csr, certificatesv1.CertificateApproved):

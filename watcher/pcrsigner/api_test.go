@@ -202,7 +202,7 @@ func TestReadOuts(t *testing.T) {
 			if got := c.OldestPending(); len(got) != 1 || got[servedSigner] != 7*time.Minute {
 				t.Errorf("OldestPending() = %v, want %s: 7m", got, servedSigner)
 			}
-			c.queue.Add("a/b")
+			c.loop.Queue().Add("a/b")
 			if got := c.QueueDepth(); got < 1 {
 				t.Errorf("QueueDepth() = %d, want at least 1", got)
 			}

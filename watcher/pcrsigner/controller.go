@@ -11,27 +11,19 @@ package pcrsigner
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/signet-pki/signet/watcher/internal/workloop"
 	"github.com/signet-pki/signet/watcher/signerclient"
 )
 
@@ -124,16 +116,10 @@ type Controller struct {
 	recorder    record.EventRecorder
 	signedEvent bool
 	metrics     Metrics
-	signerNames map[string]bool
+	giveUpAfter time.Duration
 
-	backoffInitial, backoffMax time.Duration
-	giveUpAfter                time.Duration
-
-	factories []informers.SharedInformerFactory
-	readers   []cacheReader
-	handles   []cache.ResourceEventHandlerRegistration
-
-	queue workqueue.TypedRateLimitingInterface[string]
+	loop    *workloop.Loop
+	readers []cacheReader
 
 	// rejected holds, by key, the UID of objects whose last status write was refused as
 	// invalid (422): a second refusal drops them.
@@ -143,41 +129,32 @@ type Controller struct {
 
 // New builds a Controller for opts.Version with one informer per signer name (field
 // selector spec.signerName=<name>, every namespace, managedFields dropped), all feeding one
-// work queue keyed by namespace/name with exponential per-item back-off. It returns an error
-// for an unsupported version, without signer names, or with an invalid back-off.
+// work queue keyed by namespace/name with exponential per-item back-off (see workloop). It
+// returns an error for an unsupported version, without signer names, or with an invalid
+// back-off.
 func New(kube kubernetes.Interface, signer Signer, opts Options) (*Controller, error) {
 	api, err := newVersionClient(kube, opts.Version)
 	if err != nil {
 		return nil, fmt.Errorf("creating PodCertificateRequest signing controller: %w", err)
 	}
-	if len(opts.SignerNames) == 0 {
-		return nil, errors.New("creating PodCertificateRequest signing controller: no signer names")
-	}
 	giveUpAfter := opts.GiveUpAfter
 	if giveUpAfter == 0 {
 		giveUpAfter = DefaultGiveUpAfter
 	}
-	if opts.BackoffInitial <= 0 || opts.BackoffMax < opts.BackoffInitial || opts.BackoffMax >= giveUpAfter {
-		return nil, fmt.Errorf("creating PodCertificateRequest signing controller: invalid back-off %s..%s (give-up deadline %s)",
-			opts.BackoffInitial, opts.BackoffMax, giveUpAfter)
+	if opts.BackoffMax >= giveUpAfter {
+		return nil, fmt.Errorf("creating PodCertificateRequest signing controller: back-off max %s is not below the give-up deadline %s",
+			opts.BackoffMax, giveUpAfter)
 	}
 	c := &Controller{
-		api:            api,
-		version:        opts.Version,
-		signer:         signer,
-		clock:          opts.Clock,
-		recorder:       opts.Recorder,
-		signedEvent:    opts.SignedEventAlways,
-		metrics:        opts.Metrics,
-		signerNames:    make(map[string]bool, len(opts.SignerNames)),
-		backoffInitial: opts.BackoffInitial,
-		backoffMax:     opts.BackoffMax,
-		giveUpAfter:    giveUpAfter,
-		rejected:       make(map[string]types.UID),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.BackoffInitial, opts.BackoffMax),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "signet_pcr_signer"},
-		),
+		api:         api,
+		version:     opts.Version,
+		signer:      signer,
+		clock:       opts.Clock,
+		recorder:    opts.Recorder,
+		signedEvent: opts.SignedEventAlways,
+		metrics:     opts.Metrics,
+		giveUpAfter: giveUpAfter,
+		rejected:    make(map[string]types.UID),
 	}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
@@ -185,121 +162,30 @@ func New(kube kubernetes.Interface, signer Signer, opts Options) (*Controller, e
 	if c.metrics == nil {
 		c.metrics = noMetrics{}
 	}
-	for _, name := range opts.SignerNames {
-		if c.signerNames[name] {
-			continue
-		}
-		c.signerNames[name] = true
-		if err := c.addInformer(kube, name); err != nil {
-			return nil, fmt.Errorf("creating PodCertificateRequest signing controller for %s: %w", name, err)
-		}
-	}
-	return c, nil
-}
-
-// addInformer creates the informer factory for one signer name, without periodic resync, and
-// registers the handlers.
-func (c *Controller) addInformer(kube kubernetes.Interface, signerName string) error {
-	selector := fields.OneTermEqualSelector("spec.signerName", signerName).String()
-	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = selector }),
-		informers.WithTransform(dropManagedFields),
-	)
-	informer, reader := c.api.informer(factory)
-	handle, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueue,
-		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
+	loop, err := workloop.New(kube, workloop.Options{
+		Kind: "PodCertificateRequest", QueueName: "signet_pcr_signer", SignerNames: opts.SignerNames,
+		BackoffInitial: opts.BackoffInitial, BackoffMax: opts.BackoffMax,
+		Informer: func(_ string, factory informers.SharedInformerFactory) cache.SharedIndexInformer {
+			informer, reader := api.informer(factory)
+			c.readers = append(c.readers, reader)
+			return informer
+		},
 	})
 	if err != nil {
-		return fmt.Errorf("adding event handler: %w", err)
+		return nil, fmt.Errorf("creating PodCertificateRequest signing controller: %w", err)
 	}
-	c.factories = append(c.factories, factory)
-	c.readers = append(c.readers, reader)
-	c.handles = append(c.handles, handle)
-	return nil
-}
-
-// dropManagedFields is the informers' transform: managedFields are never read here.
-func dropManagedFields(obj any) (any, error) {
-	if accessor, err := meta.Accessor(obj); err == nil {
-		accessor.SetManagedFields(nil)
-	}
-	return obj, nil
-}
-
-// enqueue adds the object's namespace/name to the queue.
-func (c *Controller) enqueue(obj any) {
-	key, err := cache.MetaNamespaceKeyFunc(obj)
-	if err != nil {
-		utilruntime.HandleError(fmt.Errorf("queueing PodCertificateRequest: %w", err))
-		return
-	}
-	c.queue.Add(key)
+	c.loop = loop
+	return c, nil
 }
 
 // Run starts the informers, waits for their caches, and runs workers until ctx is done; it
 // then shuts the queue down and waits for the workers and informers to stop. It returns an
 // error if workers is not positive or the caches could not sync.
 func (c *Controller) Run(ctx context.Context, workers int) error {
-	if workers < 1 {
-		return fmt.Errorf("running PodCertificateRequest signing controller: %d workers", workers)
+	klog.FromContext(ctx).Info("Starting PodCertificateRequest signing controller", "apiVersion", c.version,
+		"signerNames", c.loop.SignerNames(), "workers", workers, "giveUpAfter", c.giveUpAfter)
+	if err := c.loop.Run(ctx, workers, c.sync); err != nil {
+		return fmt.Errorf("running PodCertificateRequest signing controller: %w", err)
 	}
-	defer utilruntime.HandleCrashWithContext(ctx)
-	logger := klog.FromContext(ctx)
-	defer func() {
-		for _, f := range c.factories {
-			f.Shutdown()
-		}
-	}()
-	defer c.queue.ShutDown()
-
-	logger.Info("Starting PodCertificateRequest signing controller", "apiVersion", c.version,
-		"signerNames", c.servedNames(), "workers", workers, "giveUpAfter", c.giveUpAfter)
-	for _, f := range c.factories {
-		f.StartWithContext(ctx)
-	}
-	synced := make([]cache.DoneChecker, 0, len(c.handles))
-	for _, h := range c.handles {
-		synced = append(synced, h.HasSyncedChecker())
-	}
-	if !cache.WaitFor(ctx, "PodCertificateRequest caches", synced...) {
-		return fmt.Errorf("running PodCertificateRequest signing controller: waiting for caches: %w", context.Cause(ctx))
-	}
-
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
-	}
-	<-ctx.Done()
-	logger.Info("Stopping PodCertificateRequest signing controller")
-	c.queue.ShutDown()
-	wg.Wait()
 	return nil
-}
-
-// runWorker processes items until the queue shuts down.
-func (c *Controller) runWorker(ctx context.Context) {
-	for c.processNextWorkItem(ctx) {
-	}
-}
-
-// processNextWorkItem syncs one object. An error re-queues it with back-off (sync has logged
-// why); success forgets its back-off. It returns false once the queue is shut down.
-func (c *Controller) processNextWorkItem(ctx context.Context) bool {
-	key, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
-}
-
-// servedNames lists the served signer names, for logs.
-func (c *Controller) servedNames() []string {
-	return slices.Sorted(maps.Keys(c.signerNames))
 }

@@ -131,7 +131,7 @@ func TestSync(t *testing.T) {
 				o.Metrics, o.Recorder, o.SignedEventAlways = metrics, rec, tt.always
 			}, objs...)
 			for range tt.requeues {
-				c.queue.AddRateLimited(testKey)
+				c.loop.Queue().AddRateLimited(testKey)
 			}
 			cached, err := c.get(testNS, "pcr")
 			if err != nil || (cached == nil) != (tt.pcr == nil) {

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -177,20 +176,13 @@ func newTestController(t *testing.T, signer Signer, version APIVersion, mutate f
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	for _, f := range c.factories {
-		f.StartWithContext(ctx)
-	}
+	c.loop.Start(ctx)
 	t.Cleanup(func() {
 		cancel()
-		for _, f := range c.factories {
-			f.Shutdown()
-		}
-		c.queue.ShutDown()
+		c.loop.Shutdown()
 	})
-	for _, h := range c.handles {
-		if !cache.WaitFor(ctx, "", h.HasSyncedChecker()) {
-			t.Fatal("caches did not sync")
-		}
+	if !c.loop.WaitForCacheSync(ctx) {
+		t.Fatal("caches did not sync")
 	}
 	// As in csrsigner: wait until the informers watch, so that the fake tracker does not
 	// hand an object to a watch while the transform changes it.
@@ -201,7 +193,7 @@ func newTestController(t *testing.T, signer Signer, version APIVersion, mutate f
 				watches++
 			}
 		}
-		return watches >= len(c.factories), nil
+		return watches >= len(c.loop.SignerNames()), nil
 	})
 	if err != nil {
 		t.Fatalf("informers did not watch: %v", err)

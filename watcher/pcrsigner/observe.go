@@ -6,27 +6,18 @@ import (
 
 // QueueDepth is the number of PodCertificateRequests waiting in the work queue (not counting
 // those waiting out their back-off, nor those being synced).
-func (c *Controller) QueueDepth() int {
-	return c.queue.Len()
-}
+func (c *Controller) QueueDepth() int { return c.loop.QueueDepth() }
 
 // HasSynced reports whether every informer's cache has synced and delivered its initial
 // events. It is false before Run has started them.
-func (c *Controller) HasSynced() bool {
-	for _, h := range c.handles {
-		if !h.HasSynced() {
-			return false
-		}
-	}
-	return true
-}
+func (c *Controller) HasSynced() bool { return c.loop.HasSynced() }
 
 // OldestPending returns, for every served signer name, the age (since creation) of the
 // oldest cached PodCertificateRequest still to be signed (no Issued, Denied or Failed
 // condition, no chain), or 0 if there is none.
 func (c *Controller) OldestPending() map[string]time.Duration {
-	oldest := make(map[string]time.Duration, len(c.signerNames))
-	for name := range c.signerNames {
+	oldest := make(map[string]time.Duration)
+	for _, name := range c.loop.SignerNames() {
 		oldest[name] = 0
 	}
 	for _, reader := range c.readers {
@@ -35,7 +26,7 @@ func (c *Controller) OldestPending() map[string]time.Duration {
 			continue // a cache lister never fails
 		}
 		for _, r := range requests {
-			if skipReason(r, c.signerNames) != "" {
+			if skipReason(r, c.loop.Serves) != "" {
 				continue
 			}
 			if age := c.age(r); age > oldest[r.pcr.SignerName] {

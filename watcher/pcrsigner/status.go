@@ -240,7 +240,7 @@ func invalidReason(err error) string {
 // supersededReason returns why fresh, the object read again after a conflict, must not get
 // the write decided for old, or "" if it must.
 func (c *Controller) supersededReason(old, fresh *request) string {
-	if why := skipReason(fresh, c.signerNames); why != "" {
+	if why := skipReason(fresh, c.loop.Serves); why != "" {
 		return why
 	}
 	// The spec is immutable in Kubernetes; a certificate is only ever written for the

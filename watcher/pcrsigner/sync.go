@@ -3,7 +3,6 @@ package pcrsigner
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -48,7 +47,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return nil
 	}
 	logger = logger.WithValues("uid", r.pcr.UID, "signerName", r.pcr.SignerName)
-	if why := skipReason(r, c.signerNames); why != "" {
+	if why := skipReason(r, c.loop.Serves); why != "" {
 		logger.V(4).Info("Skipping PodCertificateRequest", "why", why)
 		c.clearRejected(key)
 		return nil
@@ -57,7 +56,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 
 	issued, err := c.signer.SignPCR(ctx, r.pcr)
 	if err == nil {
-		return c.writeIssued(ctx, r, issued, c.queue.NumRequeues(key) > 0)
+		return c.writeIssued(ctx, r, issued, c.loop.Queue().NumRequeues(key) > 0)
 	}
 	reason, message, terminal := signerclient.Classify(err)
 	if terminal {
@@ -67,8 +66,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		c.abandon(ctx, r, age, reason, message)
 		return nil
 	}
-	attempt := c.queue.NumRequeues(key) + 1
-	delay := c.retryDelay(attempt)
+	attempt := c.loop.Queue().NumRequeues(key) + 1
+	delay := c.loop.RetryDelay(attempt)
 	logger.Info("Signer unavailable, will retry", "reason", reason, "message", message,
 		"attempt", attempt, "retryIn", delay, "err", err)
 	c.event(r, corev1.EventTypeWarning, reason, "%s; retrying in %s (attempt %d)", message, delay, attempt)
@@ -109,16 +108,6 @@ func (c *Controller) abandon(ctx context.Context, r *request, age time.Duration,
 	c.metrics.ObserveHandled(r.pcr.SignerName, OutcomeAbandoned)
 }
 
-// retryDelay is the back-off before the given attempt's retry, as the queue's exponential
-// rate limiter computes it: BackoffInitial·2^(attempt−1), capped at BackoffMax.
-func (c *Controller) retryDelay(attempt int) time.Duration {
-	d := float64(c.backoffInitial) * math.Pow(2, float64(attempt-1))
-	if d >= float64(c.backoffMax) {
-		return c.backoffMax
-	}
-	return time.Duration(d)
-}
-
 // age is the time since r was created, 0 if it carries no creation time.
 func (c *Controller) age(r *request) time.Duration {
 	if r.created.IsZero() {
@@ -143,9 +132,9 @@ func (c *Controller) get(namespace, name string) (*request, error) {
 }
 
 // skipReason returns why r must not be signed now, or "" if it must.
-func skipReason(r *request, served map[string]bool) string {
+func skipReason(r *request, served func(signerName string) bool) string {
 	switch {
-	case !served[r.pcr.SignerName]:
+	case !served(r.pcr.SignerName):
 		// Defence in depth: the informers' field selectors should never let one through.
 		return "signer name not served"
 	case hasCondition(r, certificatesv1.PodCertificateRequestConditionTypeIssued):

@@ -1,0 +1,224 @@
+// Package workloop is the machinery the signing controllers (csrsigner, pcrsigner) share: one
+// informer per served signer name — filtered with the field selector spec.signerName=<name>,
+// without periodic resync, stripped of managedFields — all feeding one work queue of
+// namespace/name keys (name alone for cluster-scoped objects) with exponential per-key
+// back-off, and the workers that drain it with the controller's sync function (handle).
+package workloop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// Options configures a Loop.
+type Options struct {
+	// Kind names the objects in logs and errors, e.g. "CSR".
+	Kind string
+	// QueueName names the work queue (its client-go workqueue metrics).
+	QueueName string
+	// SignerNames are the served spec.signerName values; at least one. Duplicates are ignored.
+	SignerNames []string
+	// BackoffInitial and BackoffMax bound the per-key exponential retry delay; both positive,
+	// BackoffMax not below BackoffInitial.
+	BackoffInitial, BackoffMax time.Duration
+	// Informer returns, from the informer factory of one signer name, the informer of the
+	// controller's objects. It is called once per signer name; the caller keeps what else it
+	// needs of that factory (its lister).
+	Informer func(signerName string, factory informers.SharedInformerFactory) cache.SharedIndexInformer
+}
+
+// Loop runs the informers, the queue and the workers of one controller. Build it with New;
+// Run it once.
+type Loop struct {
+	kind   string
+	served map[string]bool
+
+	backoffInitial, backoffMax time.Duration
+
+	factories []informers.SharedInformerFactory
+	handles   []cache.ResourceEventHandlerRegistration
+	queue     workqueue.TypedRateLimitingInterface[string]
+}
+
+// New builds the Loop: one informer factory per signer name, whose informer enqueues every
+// added or updated object. It returns an error without signer names or with an invalid
+// back-off.
+func New(kube kubernetes.Interface, opts Options) (*Loop, error) {
+	if len(opts.SignerNames) == 0 {
+		return nil, errors.New("no signer names")
+	}
+	if opts.BackoffInitial <= 0 || opts.BackoffMax < opts.BackoffInitial {
+		return nil, fmt.Errorf("invalid back-off %s..%s", opts.BackoffInitial, opts.BackoffMax)
+	}
+	l := &Loop{
+		kind:           opts.Kind,
+		served:         make(map[string]bool, len(opts.SignerNames)),
+		backoffInitial: opts.BackoffInitial,
+		backoffMax:     opts.BackoffMax,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.BackoffInitial, opts.BackoffMax),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: opts.QueueName},
+		),
+	}
+	for _, name := range opts.SignerNames {
+		if l.served[name] {
+			continue
+		}
+		l.served[name] = true
+		selector := fields.OneTermEqualSelector("spec.signerName", name).String()
+		factory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = selector }),
+			informers.WithTransform(dropManagedFields),
+		)
+		handle, err := opts.Informer(name, factory).AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    l.enqueue,
+			UpdateFunc: func(_, obj any) { l.enqueue(obj) },
+		})
+		if err != nil {
+			return nil, fmt.Errorf("adding event handler for %s: %w", name, err)
+		}
+		l.factories = append(l.factories, factory)
+		l.handles = append(l.handles, handle)
+	}
+	return l, nil
+}
+
+// dropManagedFields is the informers' transform: managedFields are never read here and are
+// a large part of every cached object.
+func dropManagedFields(obj any) (any, error) {
+	if accessor, err := meta.Accessor(obj); err == nil {
+		accessor.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// enqueue adds the object's key to the queue.
+func (l *Loop) enqueue(obj any) {
+	key, err := cache.MetaNamespaceKeyFunc(obj)
+	if err != nil {
+		utilruntime.HandleError(fmt.Errorf("queueing %s: %w", l.kind, err))
+		return
+	}
+	l.queue.Add(key)
+}
+
+// Serves reports whether signerName is served.
+func (l *Loop) Serves(signerName string) bool { return l.served[signerName] }
+
+// SignerNames lists the served signer names, sorted.
+func (l *Loop) SignerNames() []string { return slices.Sorted(maps.Keys(l.served)) }
+
+// Queue is the work queue, for the controller's retry bookkeeping (NumRequeues) and tests.
+func (l *Loop) Queue() workqueue.TypedRateLimitingInterface[string] { return l.queue }
+
+// QueueDepth is the number of keys waiting in the queue (not counting those waiting out their
+// back-off, nor those being synced).
+func (l *Loop) QueueDepth() int { return l.queue.Len() }
+
+// HasSynced reports whether every informer's cache has synced and delivered its initial
+// events. It is false before the informers are started.
+func (l *Loop) HasSynced() bool {
+	for _, h := range l.handles {
+		if !h.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// RetryDelay is the back-off before the given attempt's retry, as the queue's exponential
+// rate limiter computes it: BackoffInitial·2^(attempt−1), capped at BackoffMax.
+func (l *Loop) RetryDelay(attempt int) time.Duration {
+	d := float64(l.backoffInitial) * math.Pow(2, float64(attempt-1))
+	if d >= float64(l.backoffMax) {
+		return l.backoffMax
+	}
+	return time.Duration(d)
+}
+
+// Start starts the informers.
+func (l *Loop) Start(ctx context.Context) {
+	for _, f := range l.factories {
+		f.StartWithContext(ctx)
+	}
+}
+
+// WaitForCacheSync waits until every handler has synced (its informer has, and every initial
+// event has been delivered); false if ctx ends first.
+func (l *Loop) WaitForCacheSync(ctx context.Context) bool {
+	synced := make([]cache.DoneChecker, 0, len(l.handles))
+	for _, h := range l.handles {
+		synced = append(synced, h.HasSyncedChecker())
+	}
+	return cache.WaitFor(ctx, l.kind+" caches", synced...)
+}
+
+// Shutdown shuts the queue down and stops the informers, waiting for them.
+func (l *Loop) Shutdown() {
+	l.queue.ShutDown()
+	for _, f := range l.factories {
+		f.Shutdown()
+	}
+}
+
+// Run starts the informers, waits for their caches and runs workers calling sync for each key
+// until ctx is done; it then shuts the queue down and waits for the workers and informers to
+// stop. An error from handle (the controller's sync) re-queues the key with back-off (handle
+// has logged why); success forgets its back-off. It returns an error if workers is not positive or the caches could not sync.
+func (l *Loop) Run(ctx context.Context, workers int, handle func(ctx context.Context, key string) error) error {
+	if workers < 1 {
+		return fmt.Errorf("%d workers", workers)
+	}
+	defer utilruntime.HandleCrashWithContext(ctx)
+	defer l.Shutdown()
+	l.Start(ctx)
+	if !l.WaitForCacheSync(ctx) {
+		return fmt.Errorf("waiting for caches: %w", context.Cause(ctx))
+	}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			wait.UntilWithContext(ctx, func(ctx context.Context) {
+				for l.processNextWorkItem(ctx, handle) {
+				}
+			}, time.Second)
+		})
+	}
+	<-ctx.Done()
+	klog.FromContext(ctx).Info("Stopping " + l.kind + " signing controller")
+	l.queue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+// processNextWorkItem syncs one key. It returns false once the queue is shut down.
+func (l *Loop) processNextWorkItem(ctx context.Context, handle func(context.Context, string) error) bool {
+	key, shutdown := l.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer l.queue.Done(key)
+	if err := handle(ctx, key); err != nil {
+		l.queue.AddRateLimited(key)
+		return true
+	}
+	l.queue.Forget(key)
+	return true
+}
