@@ -135,13 +135,13 @@ func (c *Config) runControllers(ctx context.Context, d controllerDeps) error {
 		Clock:             d.clock,
 		Recorder:          d.recorder,
 		SignedEventAlways: c.SignedEvents == SignedEventsAll,
-		Metrics:           d.metrics,
+		Metrics:           d.metrics.CSRs(),
 	})
 	if err != nil {
 		return err
 	}
-	d.metrics.SetQueue(csrController)
-	defer d.metrics.SetQueue(nil)
+	d.metrics.CSRs().SetQueue(csrController)
+	defer d.metrics.CSRs().SetQueue(nil)
 	runs := map[string]func(context.Context, int) error{"csrsigner": csrController.Run}
 	synced := []syncer{csrController}
 	if d.pcrVersion != pcrsigner.NotServed {

@@ -45,23 +45,73 @@ type Metrics struct {
 	registry *prometheus.Registry
 	signers  []string
 
-	handled     *prometheus.CounterVec
-	issuance    *prometheus.HistogramVec
 	rpcDuration *prometheus.HistogramVec
 	rpcErrors   *prometheus.CounterVec
 	leader      prometheus.Gauge
 
+	csrs, pcrs *ControllerMetrics
+}
+
+// ControllerMetrics records one signing controller's metrics: objects handled by outcome,
+// issuance latency, and the queue gauges read at scrape time. A nil *ControllerMetrics
+// records nothing.
+type ControllerMetrics struct {
+	signers       []string
+	handled       *prometheus.CounterVec
+	issuance      *prometheus.HistogramVec
 	queueDepth    *prometheus.Desc
 	oldestPending *prometheus.Desc
 
-	pcrHandled       *prometheus.CounterVec
-	pcrIssuance      *prometheus.HistogramVec
-	pcrQueueDepth    *prometheus.Desc
-	pcrOldestPending *prometheus.Desc
+	mu    sync.RWMutex
+	queue Queue
+}
 
-	mu       sync.RWMutex
-	queue    Queue
-	pcrQueue Queue
+// controllerNames are a controller's metric names and help texts.
+type controllerNames struct {
+	handled, handledHelp             string
+	issuance, issuanceHelp           string
+	queueDepth, queueDepthHelp       string
+	oldestPending, oldestPendingHelp string
+}
+
+// csrNames and pcrNames name the CSR and the PodCertificateRequest controllers' metrics.
+var (
+	csrNames = controllerNames{
+		handled: "objects_handled_total", handledHelp: "CertificateSigningRequests handled by the signing controller, by signer and outcome.",
+		issuance: "issuance_latency_seconds", issuanceHelp: "Time from a CSR's approval to its certificate written in status, by signer.",
+		queueDepth: "queue_depth", queueDepthHelp: "CertificateSigningRequests waiting in the signing controller's work queue (0 on a standby).",
+		oldestPending:     "oldest_pending_approved_seconds",
+		oldestPendingHelp: "Age of the oldest approved CertificateSigningRequest not yet signed or failed, by signer (0 when none, or on a standby).",
+	}
+	pcrNames = controllerNames{
+		handled: "pod_certificate_requests_handled_total", handledHelp: "PodCertificateRequests handled by the signing controller, by signer and outcome.",
+		issuance: "pod_certificate_issuance_latency_seconds", issuanceHelp: "Time from a PodCertificateRequest's creation to its Issued status written, by signer.",
+		queueDepth: "pod_certificate_queue_depth", queueDepthHelp: "PodCertificateRequests waiting in the signing controller's work queue (0 on a standby or without the controller).",
+		oldestPending:     "oldest_pending_pod_certificate_seconds",
+		oldestPendingHelp: "Age of the oldest PodCertificateRequest not yet issued or denied, by signer (0 when none, on a standby, or without the controller).",
+	}
+)
+
+// newControllerMetrics creates one controller's metrics with a handled series per signer and
+// outcome from the start (at 0).
+func newControllerMetrics(n controllerNames, signers, outcomes []string) *ControllerMetrics {
+	c := &ControllerMetrics{
+		signers: signers,
+		handled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: n.handled, Help: n.handledHelp,
+		}, []string{"signer", "outcome"}),
+		issuance: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: n.issuance, Help: n.issuanceHelp, Buckets: issuanceBuckets,
+		}, []string{"signer"}),
+		queueDepth:    prometheus.NewDesc(prometheus.BuildFQName(namespace, subsystem, n.queueDepth), n.queueDepthHelp, nil, nil),
+		oldestPending: prometheus.NewDesc(prometheus.BuildFQName(namespace, subsystem, n.oldestPending), n.oldestPendingHelp, []string{"signer"}, nil),
+	}
+	for _, signer := range signers {
+		for _, outcome := range outcomes {
+			c.handled.WithLabelValues(signer, outcome)
+		}
+	}
+	return c
 }
 
 // New creates the metrics for the served signers on a new registry holding them and the Go
@@ -71,18 +121,10 @@ type Metrics struct {
 // gauges one per signer, from the start (at 0), so an empty dashboard never means "not
 // scraped".
 func New(signers, outcomes, pcrOutcomes []string) *Metrics {
+	sorted := slices.Compact(slices.Sorted(slices.Values(signers)))
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
-		signers:  slices.Compact(slices.Sorted(slices.Values(signers))),
-		handled: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "objects_handled_total",
-			Help: "CertificateSigningRequests handled by the signing controller, by signer and outcome.",
-		}, []string{"signer", "outcome"}),
-		issuance: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "issuance_latency_seconds",
-			Help:    "Time from a CSR's approval to its certificate written in status, by signer.",
-			Buckets: issuanceBuckets,
-		}, []string{"signer"}),
+		signers:  sorted,
 		rpcDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Subsystem: subsystem, Name: "server_rpc_duration_seconds",
 			Help:    "Duration of calls to the signing server, by gRPC method and status code.",
@@ -96,46 +138,34 @@ func New(signers, outcomes, pcrOutcomes []string) *Metrics {
 			Namespace: namespace, Subsystem: subsystem, Name: "leader",
 			Help: "1 while this replica holds the leader Lease and runs the controllers, else 0.",
 		}),
-		queueDepth: prometheus.NewDesc(prometheus.BuildFQName(namespace, subsystem, "queue_depth"),
-			"CertificateSigningRequests waiting in the signing controller's work queue (0 on a standby).", nil, nil),
-		oldestPending: prometheus.NewDesc(prometheus.BuildFQName(namespace, subsystem, "oldest_pending_approved_seconds"),
-			"Age of the oldest approved CertificateSigningRequest not yet signed or failed, by signer (0 when none, or on a standby).",
-			[]string{"signer"}, nil),
+		csrs: newControllerMetrics(csrNames, sorted, outcomes),
+		pcrs: newControllerMetrics(pcrNames, sorted, pcrOutcomes),
 	}
-	m.addPodCertificateMetrics()
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.handled, m.issuance, m.rpcDuration, m.rpcErrors, m.leader, queueCollector{m},
-		m.pcrHandled, m.pcrIssuance,
+		m.rpcDuration, m.rpcErrors, m.leader,
+		m.csrs.handled, m.csrs.issuance, m.csrs,
+		m.pcrs.handled, m.pcrs.issuance, m.pcrs,
 	)
-	for _, signer := range m.signers {
-		for _, outcome := range outcomes {
-			m.handled.WithLabelValues(signer, outcome)
-		}
-		for _, outcome := range pcrOutcomes {
-			m.pcrHandled.WithLabelValues(signer, outcome)
-		}
-	}
 	return m
 }
 
-// addPodCertificateMetrics creates the PodCertificateRequest controller's metrics.
-func (m *Metrics) addPodCertificateMetrics() {
-	m.pcrHandled = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Subsystem: subsystem, Name: "pod_certificate_requests_handled_total",
-		Help: "PodCertificateRequests handled by the signing controller, by signer and outcome.",
-	}, []string{"signer", "outcome"})
-	m.pcrIssuance = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: namespace, Subsystem: subsystem, Name: "pod_certificate_issuance_latency_seconds",
-		Help:    "Time from a PodCertificateRequest's creation to its Issued status written, by signer.",
-		Buckets: issuanceBuckets,
-	}, []string{"signer"})
-	m.pcrQueueDepth = prometheus.NewDesc(prometheus.BuildFQName(namespace, subsystem, "pod_certificate_queue_depth"),
-		"PodCertificateRequests waiting in the signing controller's work queue (0 on a standby or without the controller).", nil, nil)
-	m.pcrOldestPending = prometheus.NewDesc(prometheus.BuildFQName(namespace, subsystem, "oldest_pending_pod_certificate_seconds"),
-		"Age of the oldest PodCertificateRequest not yet issued or denied, by signer (0 when none, on a standby, or without the controller).",
-		[]string{"signer"}, nil)
+// CSRs returns the recorder of the CSR signing controller's metrics; nil for a nil m.
+func (m *Metrics) CSRs() *ControllerMetrics {
+	if m == nil {
+		return nil
+	}
+	return m.csrs
+}
+
+// PodCertificates returns the recorder of the PodCertificateRequest signing controller's
+// metrics; nil for a nil m.
+func (m *Metrics) PodCertificates() *ControllerMetrics {
+	if m == nil {
+		return nil
+	}
+	return m.pcrs
 }
 
 // Handler serves the registry in the Prometheus exposition format, at most four scrapes at
@@ -146,22 +176,6 @@ func (m *Metrics) Handler() http.Handler {
 		MaxRequestsInFlight: 4,
 		Timeout:             10 * time.Second,
 	})
-}
-
-// ObserveHandled counts one CSR handled for signer with outcome.
-func (m *Metrics) ObserveHandled(signer, outcome string) {
-	if m == nil {
-		return
-	}
-	m.handled.WithLabelValues(signer, outcome).Inc()
-}
-
-// ObserveIssuanceLatency records the time from approval to status written for signer.
-func (m *Metrics) ObserveIssuanceLatency(signer string, d time.Duration) {
-	if m == nil {
-		return
-	}
-	m.issuance.WithLabelValues(signer).Observe(d.Seconds())
 }
 
 // ObserveRPC records one call to the signing server; a code other than OK is also counted
@@ -188,87 +202,54 @@ func (m *Metrics) SetLeader(leading bool) {
 	}
 }
 
-// SetQueue sets the controller the queue gauges read at scrape time; nil (a standby, or
-// between leader terms) reports zeros.
-func (m *Metrics) SetQueue(q Queue) {
-	if m == nil {
+// ObserveHandled counts one object handled for signer with outcome.
+func (c *ControllerMetrics) ObserveHandled(signer, outcome string) {
+	if c == nil {
 		return
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.queue = q
+	c.handled.WithLabelValues(signer, outcome).Inc()
 }
 
-// PodCertificateMetrics records the PodCertificateRequest signing controller's metrics. A
-// nil *PodCertificateMetrics records nothing.
-type PodCertificateMetrics struct{ m *Metrics }
-
-// PodCertificates returns the recorder of the PodCertificateRequest controller's metrics;
-// nil for a nil m.
-func (m *Metrics) PodCertificates() *PodCertificateMetrics {
-	if m == nil {
-		return nil
-	}
-	return &PodCertificateMetrics{m}
-}
-
-// ObserveHandled counts one PodCertificateRequest handled for signer with outcome.
-func (p *PodCertificateMetrics) ObserveHandled(signer, outcome string) {
-	if p == nil {
+// ObserveIssuanceLatency records the issuance latency of one object for signer: from approval
+// to status written for a CSR, from creation to Issued written for a PodCertificateRequest.
+func (c *ControllerMetrics) ObserveIssuanceLatency(signer string, d time.Duration) {
+	if c == nil {
 		return
 	}
-	p.m.pcrHandled.WithLabelValues(signer, outcome).Inc()
+	c.issuance.WithLabelValues(signer).Observe(d.Seconds())
 }
 
-// ObserveIssuanceLatency records the time from creation to Issued written for signer.
-func (p *PodCertificateMetrics) ObserveIssuanceLatency(signer string, d time.Duration) {
-	if p == nil {
+// SetQueue sets the controller the queue gauges read at scrape time; nil (a standby, between
+// leader terms, or no such controller) reports zeros.
+func (c *ControllerMetrics) SetQueue(q Queue) {
+	if c == nil {
 		return
 	}
-	p.m.pcrIssuance.WithLabelValues(signer).Observe(d.Seconds())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.queue = q
 }
 
-// SetQueue sets the PodCertificateRequest controller the queue gauges read at scrape time;
-// nil reports zeros.
-func (p *PodCertificateMetrics) SetQueue(q Queue) {
-	if p == nil {
-		return
-	}
-	p.m.mu.Lock()
-	defer p.m.mu.Unlock()
-	p.m.pcrQueue = q
+// Describe implements prometheus.Collector for the queue gauges.
+func (c *ControllerMetrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.queueDepth
+	ch <- c.oldestPending
 }
 
-// queueCollector reads the queue gauges from the current Queue on every scrape.
-type queueCollector struct{ m *Metrics }
-
-// Describe implements prometheus.Collector.
-func (c queueCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.m.queueDepth
-	ch <- c.m.oldestPending
-	ch <- c.m.pcrQueueDepth
-	ch <- c.m.pcrOldestPending
-}
-
-// Collect implements prometheus.Collector.
-func (c queueCollector) Collect(ch chan<- prometheus.Metric) {
-	c.m.mu.RLock()
-	q, pcrQ := c.m.queue, c.m.pcrQueue
-	c.m.mu.RUnlock()
-	c.collect(ch, q, c.m.queueDepth, c.m.oldestPending)
-	c.collect(ch, pcrQ, c.m.pcrQueueDepth, c.m.pcrOldestPending)
-}
-
-// collect sends q's depth and oldest-pending gauges (zeros for a nil q).
-func (c queueCollector) collect(ch chan<- prometheus.Metric, q Queue, depthDesc, oldestDesc *prometheus.Desc) {
+// Collect implements prometheus.Collector: the current Queue's depth and oldest-pending ages
+// (zeros without one).
+func (c *ControllerMetrics) Collect(ch chan<- prometheus.Metric) {
+	c.mu.RLock()
+	q := c.queue
+	c.mu.RUnlock()
 	depth := 0
 	var oldest map[string]time.Duration
 	if q != nil {
 		depth = q.QueueDepth()
 		oldest = q.OldestPending()
 	}
-	ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(depth))
-	for _, signer := range c.m.signers {
-		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, oldest[signer].Seconds(), signer)
+	ch <- prometheus.MustNewConstMetric(c.queueDepth, prometheus.GaugeValue, float64(depth))
+	for _, signer := range c.signers {
+		ch <- prometheus.MustNewConstMetric(c.oldestPending, prometheus.GaugeValue, oldest[signer].Seconds(), signer)
 	}
 }

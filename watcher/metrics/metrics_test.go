@@ -49,13 +49,14 @@ func checkLines(t *testing.T, got string, want ...string) {
 // dependencies this module does not carry; see server/metrics).
 func TestMetricsExposition(t *testing.T) {
 	m := New([]string{"example.com/b", "example.com/a", "example.com/a"}, []string{"signed", "failed"}, []string{"signed", "denied"})
-	m.ObserveHandled("example.com/a", "signed")
-	m.ObserveHandled("example.com/a", "signed")
-	m.ObserveIssuanceLatency("example.com/a", 1500*time.Millisecond)
+	csrs := m.CSRs()
+	csrs.ObserveHandled("example.com/a", "signed")
+	csrs.ObserveHandled("example.com/a", "signed")
+	csrs.ObserveIssuanceLatency("example.com/a", 1500*time.Millisecond)
 	m.ObserveRPC("SignCertificateSigningRequest", codes.OK, 3*time.Millisecond)
 	m.ObserveRPC("SignCertificateSigningRequest", codes.Unavailable, time.Second)
 	m.SetLeader(true)
-	m.SetQueue(fakeQueue{depth: 7, oldest: map[string]time.Duration{"example.com/a": 90 * time.Second}})
+	csrs.SetQueue(fakeQueue{depth: 7, oldest: map[string]time.Duration{"example.com/a": 90 * time.Second}})
 	pcr := m.PodCertificates()
 	pcr.ObserveHandled("example.com/b", "denied")
 	pcr.ObserveIssuanceLatency("example.com/b", 300*time.Millisecond)
@@ -99,7 +100,7 @@ func TestMetricsExposition(t *testing.T) {
 	}
 
 	// A standby: no controller, zeros, leader 0.
-	m.SetQueue(nil)
+	csrs.SetQueue(nil)
 	pcr.SetQueue(nil)
 	m.SetLeader(false)
 	checkLines(t, scrape(t, m),
@@ -122,11 +123,12 @@ func TestHandlerServesRuntimeAndOwnMetrics(t *testing.T) {
 
 func TestNilMetricsRecordsNothing(t *testing.T) {
 	var m *Metrics
-	m.ObserveHandled("s", "signed")
-	m.ObserveIssuanceLatency("s", time.Second)
 	m.ObserveRPC("M", codes.Internal, time.Second)
 	m.SetLeader(true)
-	m.SetQueue(nil)
+	csrs := m.CSRs()
+	csrs.ObserveHandled("s", "signed")
+	csrs.ObserveIssuanceLatency("s", time.Second)
+	csrs.SetQueue(nil)
 	pcr := m.PodCertificates()
 	pcr.ObserveHandled("s", "signed")
 	pcr.ObserveIssuanceLatency("s", time.Second)
