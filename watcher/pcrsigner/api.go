@@ -95,7 +95,8 @@ type request struct {
 	object runtime.Object
 	// pcr is the object's identity and spec, as sent to the signing server.
 	pcr signerclient.PCR
-	// status is the object's status (v1beta1's has the same fields).
+	// status is the object's status (v1beta1's has the same fields), shared with the cached
+	// object: read only (updateStatus copies it before changing it).
 	status certificatesv1.PodCertificateRequestStatus
 	// created is the object's creation time.
 	created time.Time
@@ -114,6 +115,28 @@ type cacheReader struct {
 	list func() ([]*request, error)
 }
 
+// newCacheReader reads one version's informer cache through its lister's get and list,
+// converting each object with convert.
+func newCacheReader[T any](get func(namespace, name string) (T, error), list func(labels.Selector) ([]T, error), convert func(T) *request) cacheReader {
+	return cacheReader{
+		get: func(namespace, name string) (*request, error) {
+			o, err := get(namespace, name)
+			if err != nil {
+				return nil, err
+			}
+			return convert(o), nil
+		},
+		list: func() ([]*request, error) {
+			objs, err := list(labels.Everything())
+			out := make([]*request, 0, len(objs))
+			for _, o := range objs {
+				out = append(out, convert(o))
+			}
+			return out, err
+		},
+	}
+}
+
 // versionClient reads and writes the PodCertificateRequests of one API version.
 type versionClient interface {
 	// informer returns factory's PodCertificateRequest informer for this version and a
@@ -122,7 +145,7 @@ type versionClient interface {
 	// get reads namespace/name from the API server.
 	get(ctx context.Context, namespace, name string) (*request, error)
 	// updateStatus writes a copy of r.object with status, with UpdateStatus (conditional on
-	// r's resourceVersion).
+	// r's resourceVersion). status is the caller's own copy: it is not copied again.
 	updateStatus(ctx context.Context, r *request, status *certificatesv1.PodCertificateRequestStatus) error
 }
 
@@ -149,23 +172,10 @@ func fromV1(o *certificatesv1.PodCertificateRequest) *request {
 func (v1Client) informer(factory informers.SharedInformerFactory) (cache.SharedIndexInformer, cacheReader) {
 	inf := factory.Certificates().V1().PodCertificateRequests()
 	lister := inf.Lister()
-	return inf.Informer(), cacheReader{
-		get: func(namespace, name string) (*request, error) {
-			o, err := lister.PodCertificateRequests(namespace).Get(name)
-			if err != nil {
-				return nil, err
-			}
-			return fromV1(o), nil
-		},
-		list: func() ([]*request, error) {
-			objs, err := lister.List(labels.Everything())
-			out := make([]*request, 0, len(objs))
-			for _, o := range objs {
-				out = append(out, fromV1(o))
-			}
-			return out, err
-		},
+	get := func(namespace, name string) (*certificatesv1.PodCertificateRequest, error) {
+		return lister.PodCertificateRequests(namespace).Get(name)
 	}
+	return inf.Informer(), newCacheReader(get, lister.List, fromV1)
 }
 
 func (c v1Client) get(ctx context.Context, namespace, name string) (*request, error) {
@@ -178,7 +188,7 @@ func (c v1Client) get(ctx context.Context, namespace, name string) (*request, er
 
 func (c v1Client) updateStatus(ctx context.Context, r *request, status *certificatesv1.PodCertificateRequestStatus) error {
 	o := r.object.(*certificatesv1.PodCertificateRequest).DeepCopy()
-	o.Status = *status.DeepCopy()
+	o.Status = *status
 	_, err := c.kube.CertificatesV1().PodCertificateRequests(o.Namespace).UpdateStatus(ctx, o,
 		metav1.UpdateOptions{FieldManager: FieldManager})
 	return err
@@ -189,30 +199,17 @@ type v1beta1Client struct{ kube kubernetes.Interface }
 
 func fromV1beta1(o *certificatesv1beta1.PodCertificateRequest) *request {
 	return &request{object: o, pcr: signerclient.PCRFromV1beta1(o),
-		status:  certificatesv1.PodCertificateRequestStatus(*o.Status.DeepCopy()),
+		status:  certificatesv1.PodCertificateRequestStatus(o.Status), // same fields; shared, read only
 		created: o.CreationTimestamp.Time, generation: o.Generation}
 }
 
 func (v1beta1Client) informer(factory informers.SharedInformerFactory) (cache.SharedIndexInformer, cacheReader) {
 	inf := factory.Certificates().V1beta1().PodCertificateRequests()
 	lister := inf.Lister()
-	return inf.Informer(), cacheReader{
-		get: func(namespace, name string) (*request, error) {
-			o, err := lister.PodCertificateRequests(namespace).Get(name)
-			if err != nil {
-				return nil, err
-			}
-			return fromV1beta1(o), nil
-		},
-		list: func() ([]*request, error) {
-			objs, err := lister.List(labels.Everything())
-			out := make([]*request, 0, len(objs))
-			for _, o := range objs {
-				out = append(out, fromV1beta1(o))
-			}
-			return out, err
-		},
+	get := func(namespace, name string) (*certificatesv1beta1.PodCertificateRequest, error) {
+		return lister.PodCertificateRequests(namespace).Get(name)
 	}
+	return inf.Informer(), newCacheReader(get, lister.List, fromV1beta1)
 }
 
 func (c v1beta1Client) get(ctx context.Context, namespace, name string) (*request, error) {
@@ -225,7 +222,7 @@ func (c v1beta1Client) get(ctx context.Context, namespace, name string) (*reques
 
 func (c v1beta1Client) updateStatus(ctx context.Context, r *request, status *certificatesv1.PodCertificateRequestStatus) error {
 	o := r.object.(*certificatesv1beta1.PodCertificateRequest).DeepCopy()
-	o.Status = certificatesv1beta1.PodCertificateRequestStatus(*status.DeepCopy())
+	o.Status = certificatesv1beta1.PodCertificateRequestStatus(*status)
 	_, err := c.kube.CertificatesV1beta1().PodCertificateRequests(o.Namespace).UpdateStatus(ctx, o,
 		metav1.UpdateOptions{FieldManager: FieldManager})
 	return err
