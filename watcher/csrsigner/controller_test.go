@@ -26,6 +26,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/signet-pki/signet/watcher/internal/looptest"
 	"github.com/signet-pki/signet/watcher/signerclient"
 )
 
@@ -135,30 +136,7 @@ func newTestControllerWith(t *testing.T, signer *fakeSigner, mutate func(*Option
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	c.loop.Start(ctx)
-	t.Cleanup(func() {
-		cancel()
-		c.loop.Shutdown()
-	})
-	if !c.loop.WaitForCacheSync(ctx) {
-		t.Fatal("caches did not sync")
-	}
-	// Wait for the informers' watches too: the fake tracker hands the objects stored between
-	// the list and the watch to the new watch without copying them (the informer's transform
-	// would then race with the tracker). Fake.Actions holds the lock the watch reactor runs
-	// under, so a recorded watch is a registered one.
-	err = wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		watches := 0
-		for _, a := range kube.Actions() {
-			if a.GetVerb() == "watch" {
-				watches++
-			}
-		}
-		return watches >= len(c.loop.SignerNames()), nil
-	})
-	if err != nil {
-		t.Fatalf("informers did not watch: %v", err)
-	}
+	looptest.Start(t, ctx, cancel, c.loop, kube)
 	logger.V(4).Info("Test controller ready")
 	kube.ClearActions()
 	return c, kube, ctx

@@ -14,13 +14,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/signet-pki/signet/watcher/internal/looptest"
 	"github.com/signet-pki/signet/watcher/signerclient"
 )
 
@@ -176,28 +176,7 @@ func newTestController(t *testing.T, signer Signer, version APIVersion, mutate f
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	c.loop.Start(ctx)
-	t.Cleanup(func() {
-		cancel()
-		c.loop.Shutdown()
-	})
-	if !c.loop.WaitForCacheSync(ctx) {
-		t.Fatal("caches did not sync")
-	}
-	// As in csrsigner: wait until the informers watch, so that the fake tracker does not
-	// hand an object to a watch while the transform changes it.
-	err = wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		watches := 0
-		for _, a := range kube.Actions() {
-			if a.GetVerb() == "watch" {
-				watches++
-			}
-		}
-		return watches >= len(c.loop.SignerNames()), nil
-	})
-	if err != nil {
-		t.Fatalf("informers did not watch: %v", err)
-	}
+	looptest.Start(t, ctx, cancel, c.loop, kube)
 	kube.ClearActions()
 	return c, kube, ctx
 }
