@@ -58,16 +58,11 @@ type Options struct {
 // within which kube-controller-manager's cleaner expects an approved CSR to be issued.
 const DefaultGiveUpAfter = 55 * time.Minute
 
-// Metrics receives what the controller observes. Implementations must be safe for
-// concurrent use.
-type Metrics interface {
-	// ObserveHandled counts one handled CSR of signerName by outcome: OutcomeSigned,
-	// OutcomeFailed, OutcomeRetried, OutcomeConflict or OutcomeGone.
-	ObserveHandled(signerName, outcome string)
-	// ObserveIssuanceLatency observes the time from approval (the Approved condition's
-	// lastUpdateTime, else the object's creation) to the certificate written in status.
-	ObserveIssuanceLatency(signerName string, d time.Duration)
-}
+// Metrics receives what the controller observes: every handled CSR by outcome (OutcomeSigned,
+// OutcomeFailed, OutcomeRetried, OutcomeConflict or OutcomeGone), and the time from approval
+// (the Approved condition's lastUpdateTime, else the object's creation) to the certificate
+// written in status. Implementations must be safe for concurrent use.
+type Metrics = workloop.Metrics
 
 // Outcomes passed to Metrics.ObserveHandled.
 const (
@@ -92,12 +87,6 @@ const (
 func Outcomes() []string {
 	return []string{OutcomeSigned, OutcomeFailed, OutcomeRetried, OutcomeConflict, OutcomeGone}
 }
-
-// noMetrics is the Metrics used when Options.Metrics is nil.
-type noMetrics struct{}
-
-func (noMetrics) ObserveHandled(string, string)                {}
-func (noMetrics) ObserveIssuanceLatency(string, time.Duration) {}
 
 // Controller signs the approved CSRs of its signer names. Create it with New and call Run
 // once; a later run (a new leader term) needs a new Controller.
@@ -131,7 +120,7 @@ func New(kube kubernetes.Interface, signer Signer, opts Options) (*Controller, e
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	var metrics Metrics = noMetrics{}
+	var metrics Metrics = workloop.NoMetrics{}
 	if opts.Metrics != nil {
 		metrics = opts.Metrics
 	}

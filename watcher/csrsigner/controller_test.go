@@ -317,7 +317,7 @@ func TestRun(t *testing.T) {
 	defer cancel()
 	kube := fake.NewClientset(newCSR("other", approved, withSigner(otherSigner)))
 	signer := &fakeSigner{errs: []error{status.Error(codes.Unavailable, "connection refused")}}
-	metrics := &fakeMetrics{}
+	metrics := &looptest.Metrics{}
 	rec := record.NewFakeRecorder(10)
 	c, err := New(kube, signer, Options{
 		SignerNames:    []string{servedSigner, servedSigner},
@@ -375,7 +375,7 @@ func TestRun(t *testing.T) {
 	if !slices.Equal(gotEvents, wantEvents) {
 		t.Errorf("events = %q, want %q", gotEvents, wantEvents)
 	}
-	if got, want := metrics.outcomes(), []string{servedSigner + " retried", servedSigner + " signed"}; !slices.Equal(got, want) {
+	if got, want := metrics.Outcomes(), []string{servedSigner + " retried", servedSigner + " signed"}; !slices.Equal(got, want) {
 		t.Errorf("outcomes = %v, want %v", got, want)
 	}
 	cancel()

@@ -22,6 +22,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/signet-pki/signet/internal/testpki"
+	"github.com/signet-pki/signet/watcher/internal/looptest"
 	"github.com/signet-pki/signet/watcher/signerclient"
 )
 
@@ -141,7 +142,7 @@ func TestEventsAndMetrics(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			metrics := &fakeMetrics{}
+			metrics := &looptest.Metrics{}
 			rec := record.NewFakeRecorder(10)
 			signer := &fakeSigner{errs: tt.signErrs, chain: tt.chain, serial: tt.serial, notAfter: tt.notAfter}
 			c, kube, ctx := newTestControllerWith(t, signer, func(o *Options) {
@@ -159,15 +160,15 @@ func TestEventsAndMetrics(t *testing.T) {
 			} else if tt.wantEvent != "" && (len(got) != 1 || got[0] != tt.wantEvent) {
 				t.Errorf("events = %q, want [%q]", got, tt.wantEvent)
 			}
-			if got := metrics.outcomes(); len(got) != 1 || got[0] != servedSigner+" "+tt.wantOutcome {
+			if got := metrics.Outcomes(); len(got) != 1 || got[0] != servedSigner+" "+tt.wantOutcome {
 				t.Errorf("outcomes = %v, want [%s %s]", got, servedSigner, tt.wantOutcome)
 			}
 			if tt.wantOutcome == OutcomeSigned {
-				if len(metrics.latencies) != 1 || metrics.latencies[0] != tt.wantLatency {
-					t.Errorf("latencies = %v, want [%s]", metrics.latencies, tt.wantLatency)
+				if len(metrics.Latencies()) != 1 || metrics.Latencies()[0] != tt.wantLatency {
+					t.Errorf("latencies = %v, want [%s]", metrics.Latencies(), tt.wantLatency)
 				}
-			} else if len(metrics.latencies) != 0 {
-				t.Errorf("latency observed without a certificate: %v", metrics.latencies)
+			} else if len(metrics.Latencies()) != 0 {
+				t.Errorf("latency observed without a certificate: %v", metrics.Latencies())
 			}
 			updates := statusUpdates(t, kube)
 			switch {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"sync"
 	"testing"
-	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,34 +15,11 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/signet-pki/signet/watcher/internal/looptest"
 )
 
 var csrGVR = certificatesv1.SchemeGroupVersion.WithResource("certificatesigningrequests")
-
-// fakeMetrics records what the controller observes.
-type fakeMetrics struct {
-	mu        sync.Mutex
-	handled   []string // "signerName outcome"
-	latencies []time.Duration
-}
-
-func (m *fakeMetrics) ObserveHandled(signerName, outcome string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.handled = append(m.handled, signerName+" "+outcome)
-}
-
-func (m *fakeMetrics) ObserveIssuanceLatency(_ string, d time.Duration) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.latencies = append(m.latencies, d)
-}
-
-func (m *fakeMetrics) outcomes() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]string(nil), m.handled...)
-}
 
 // events drains a FakeRecorder.
 func events(rec *record.FakeRecorder) []string {
@@ -191,7 +167,7 @@ func TestStatusConflict(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			signer := &fakeSigner{errs: tt.signErrs}
-			metrics := &fakeMetrics{}
+			metrics := &looptest.Metrics{}
 			rec := record.NewFakeRecorder(10)
 			c, kube, ctx := newTestControllerWith(t, signer, func(o *Options) {
 				o.Metrics, o.Recorder = metrics, rec
@@ -216,7 +192,7 @@ func TestStatusConflict(t *testing.T) {
 			if gets != 1 {
 				t.Errorf("%d GETs from the API, want 1 (the re-read after the conflict)", gets)
 			}
-			if got := metrics.outcomes(); len(got) != 1 || got[0] != servedSigner+" "+tt.wantOutcome {
+			if got := metrics.Outcomes(); len(got) != 1 || got[0] != servedSigner+" "+tt.wantOutcome {
 				t.Errorf("outcomes = %v, want [%s %s]", got, servedSigner, tt.wantOutcome)
 			}
 			// A Failed condition written gets its Warning Event; a certificate signed at the
@@ -238,7 +214,7 @@ func TestStatusConflict(t *testing.T) {
 // TestStatusConflictTwice: a second conflict is not resolved in the same sync; the CSR is
 // re-queued, counted as retried.
 func TestStatusConflictTwice(t *testing.T) {
-	metrics := &fakeMetrics{}
+	metrics := &looptest.Metrics{}
 	c, kube, ctx := newTestControllerWith(t, &fakeSigner{}, func(o *Options) { o.Metrics = metrics }, newCSR("csr", approved))
 	gr := schema.GroupResource{Group: "certificates.k8s.io", Resource: "certificatesigningrequests"}
 	kube.PrependReactor("update", "certificatesigningrequests", func(clienttesting.Action) (bool, runtime.Object, error) {
@@ -250,7 +226,7 @@ func TestStatusConflictTwice(t *testing.T) {
 	if got := len(statusUpdates(t, kube)); got != 2 {
 		t.Errorf("%d status updates, want 2 (the first and one on the fresh object)", got)
 	}
-	if got := metrics.outcomes(); len(got) != 1 || got[0] != servedSigner+" "+OutcomeRetried {
+	if got := metrics.Outcomes(); len(got) != 1 || got[0] != servedSigner+" "+OutcomeRetried {
 		t.Errorf("outcomes = %v, want retried", got)
 	}
 }

@@ -65,15 +65,10 @@ type Options struct {
 // was lost makes a new one after about 10 minutes: retrying longer only races both.
 const DefaultGiveUpAfter = 10 * time.Minute
 
-// Metrics receives what the controller observes. Implementations must be safe for
-// concurrent use.
-type Metrics interface {
-	// ObserveHandled counts one handled object of signerName by outcome (see Outcomes).
-	ObserveHandled(signerName, outcome string)
-	// ObserveIssuanceLatency observes the time from the object's creation to its Issued
-	// status written.
-	ObserveIssuanceLatency(signerName string, d time.Duration)
-}
+// Metrics receives what the controller observes: every handled object by outcome (see
+// Outcomes), and the time from the object's creation to its Issued status written.
+// Implementations must be safe for concurrent use.
+type Metrics = workloop.Metrics
 
 // Outcomes passed to Metrics.ObserveHandled.
 const (
@@ -100,11 +95,6 @@ const (
 func Outcomes() []string {
 	return []string{OutcomeSigned, OutcomeDenied, OutcomeRetried, OutcomeConflict, OutcomeGone, OutcomeAbandoned, OutcomeRejected}
 }
-
-type noMetrics struct{}
-
-func (noMetrics) ObserveHandled(string, string)                {}
-func (noMetrics) ObserveIssuanceLatency(string, time.Duration) {}
 
 // Controller signs the PodCertificateRequests of its signer names. Create it with New and
 // call Run once; a later run (a new leader term) needs a new Controller.
@@ -160,7 +150,7 @@ func New(kube kubernetes.Interface, signer Signer, opts Options) (*Controller, e
 		c.clock = clock.RealClock{}
 	}
 	if c.metrics == nil {
-		c.metrics = noMetrics{}
+		c.metrics = workloop.NoMetrics{}
 	}
 	loop, err := workloop.New(kube, workloop.Options{
 		Kind: "PodCertificateRequest", QueueName: "signet_pcr_signer", SignerNames: opts.SignerNames,

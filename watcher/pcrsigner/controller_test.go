@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/signet-pki/signet/watcher/internal/looptest"
 )
 
 // issuedStatus is the status the controller must write for the fake signer's answer.
@@ -125,7 +127,7 @@ func TestSync(t *testing.T) {
 				objs = append(objs, tt.pcr)
 			}
 			signer := &fakeSigner{errs: tt.signErrs}
-			metrics := &fakeMetrics{}
+			metrics := &looptest.Metrics{}
 			rec := record.NewFakeRecorder(10)
 			c, kube, ctx := newTestController(t, signer, V1, func(o *Options) {
 				o.Metrics, o.Recorder, o.SignedEventAlways = metrics, rec, tt.always
@@ -164,11 +166,11 @@ func TestSync(t *testing.T) {
 			if tt.wantOutcome != "" {
 				wantOutcomes = []string{servedSigner + " " + tt.wantOutcome}
 			}
-			if got := metrics.outcomes(); !slices.Equal(got, wantOutcomes) {
+			if got := metrics.Outcomes(); !slices.Equal(got, wantOutcomes) {
 				t.Errorf("outcomes = %v, want %v", got, wantOutcomes)
 			}
-			if tt.wantOutcome == OutcomeSigned && (len(metrics.latencies) != 1 || metrics.latencies[0] != testNow.Sub(tt.pcr.CreationTimestamp.Time)) {
-				t.Errorf("latencies = %v, want [time since creation]", metrics.latencies)
+			if tt.wantOutcome == OutcomeSigned && (len(metrics.Latencies()) != 1 || metrics.Latencies()[0] != testNow.Sub(tt.pcr.CreationTimestamp.Time)) {
+				t.Errorf("latencies = %v, want [time since creation]", metrics.Latencies())
 			}
 			if cached != nil && !equality.Semantic.DeepEqual(cached.object, snapshot) {
 				t.Errorf("cached object mutated:\n%+v\nwant\n%+v", cached.object, snapshot)
@@ -249,7 +251,7 @@ func TestRun(t *testing.T) {
 	defer cancel()
 	kube := fake.NewClientset(newPCR("other", withSigner(otherSigner)))
 	signer := &fakeSigner{errs: []error{status.Error(codes.Unavailable, "connection refused")}}
-	metrics := &fakeMetrics{}
+	metrics := &looptest.Metrics{}
 	rec := record.NewFakeRecorder(10)
 	c, err := New(kube, signer, Options{
 		Version: V1, SignerNames: []string{servedSigner, servedSigner},
@@ -297,7 +299,7 @@ func TestRun(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("events = %q, want %q", got, want)
 	}
-	if got, want := metrics.outcomes(), []string{servedSigner + " retried", servedSigner + " signed"}; !slices.Equal(got, want) {
+	if got, want := metrics.Outcomes(), []string{servedSigner + " retried", servedSigner + " signed"}; !slices.Equal(got, want) {
 		t.Errorf("outcomes = %v, want %v", got, want)
 	}
 	if !c.HasSynced() {

@@ -69,31 +69,6 @@ func (s *fakeSigner) callCount() int {
 	return len(s.calls)
 }
 
-// fakeMetrics records what the controller observes.
-type fakeMetrics struct {
-	mu        sync.Mutex
-	handled   []string // "signerName outcome"
-	latencies []time.Duration
-}
-
-func (m *fakeMetrics) ObserveHandled(signerName, outcome string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.handled = append(m.handled, signerName+" "+outcome)
-}
-
-func (m *fakeMetrics) ObserveIssuanceLatency(_ string, d time.Duration) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.latencies = append(m.latencies, d)
-}
-
-func (m *fakeMetrics) outcomes() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]string(nil), m.handled...)
-}
-
 // pcrOption changes a test object.
 type pcrOption func(*certificatesv1.PodCertificateRequest)
 

@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/signet-pki/signet/watcher/internal/looptest"
 )
 
 var pcrGR = schema.GroupResource{Group: "certificates.k8s.io", Resource: "podcertificaterequests"}
@@ -117,7 +119,7 @@ func TestStatusConflict(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			signer := &fakeSigner{}
-			metrics := &fakeMetrics{}
+			metrics := &looptest.Metrics{}
 			c, kube, ctx := newTestController(t, signer, V1, func(o *Options) { o.Metrics = metrics }, newPCR("pcr"))
 			failStatusOnce(t, kube, apierrors.NewConflict(pcrGR, "pcr", errors.New("modified")), tt.meanwhile(t))
 
@@ -130,7 +132,7 @@ func TestStatusConflict(t *testing.T) {
 			if got := len(statusUpdates(t, kube)) - 1; got != tt.wantWrites {
 				t.Errorf("%d status writes after the conflict, want %d", got, tt.wantWrites)
 			}
-			if got := metrics.outcomes(); !slices.Equal(got, []string{servedSigner + " " + tt.wantOutcome}) {
+			if got := metrics.Outcomes(); !slices.Equal(got, []string{servedSigner + " " + tt.wantOutcome}) {
 				t.Errorf("outcomes = %v, want [%s %s]", got, servedSigner, tt.wantOutcome)
 			}
 			stored, err := kube.CertificatesV1().PodCertificateRequests(testNS).Get(ctx, "pcr", metav1.GetOptions{})
@@ -151,7 +153,7 @@ func invalidStatus() error {
 // answer from the signer); a second 422 in a row drops the object, never writing Failed.
 func TestStatusRejected(t *testing.T) {
 	signer := &fakeSigner{}
-	metrics := &fakeMetrics{}
+	metrics := &looptest.Metrics{}
 	rec := record.NewFakeRecorder(10)
 	c, kube, ctx := newTestController(t, signer, V1, func(o *Options) { o.Metrics, o.Recorder = metrics, rec }, newPCR("pcr"))
 	kube.PrependReactor("update", "podcertificaterequests", func(action clienttesting.Action) (bool, runtime.Object, error) {
@@ -176,7 +178,7 @@ func TestStatusRejected(t *testing.T) {
 	if got := signer.callCount(); got != 2 {
 		t.Errorf("signer called %d times, want 2 (a fresh answer for the retry)", got)
 	}
-	if got, want := metrics.outcomes(), []string{servedSigner + " retried", servedSigner + " rejected"}; !slices.Equal(got, want) {
+	if got, want := metrics.Outcomes(), []string{servedSigner + " retried", servedSigner + " rejected"}; !slices.Equal(got, want) {
 		t.Errorf("outcomes = %v, want %v", got, want)
 	}
 	for _, st := range statusUpdates(t, kube) {
@@ -194,7 +196,7 @@ func TestStatusRejected(t *testing.T) {
 
 // TestStatusRejectedThenIssued: after one 422 the retry's write succeeds.
 func TestStatusRejectedThenIssued(t *testing.T) {
-	metrics := &fakeMetrics{}
+	metrics := &looptest.Metrics{}
 	c, kube, ctx := newTestController(t, &fakeSigner{}, V1, func(o *Options) { o.Metrics = metrics }, newPCR("pcr"))
 	failStatusOnce(t, kube, invalidStatus(), nil)
 	if err := c.sync(ctx, testKey); !apierrors.IsInvalid(err) {
@@ -203,7 +205,7 @@ func TestStatusRejectedThenIssued(t *testing.T) {
 	if err := c.sync(ctx, testKey); err != nil {
 		t.Fatalf("second sync() = %v, want nil", err)
 	}
-	if got, want := metrics.outcomes(), []string{servedSigner + " retried", servedSigner + " signed"}; !slices.Equal(got, want) {
+	if got, want := metrics.Outcomes(), []string{servedSigner + " retried", servedSigner + " signed"}; !slices.Equal(got, want) {
 		t.Errorf("outcomes = %v, want %v", got, want)
 	}
 	if len(c.rejected) != 0 {
@@ -225,7 +227,7 @@ func TestStatusWriteErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			metrics := &fakeMetrics{}
+			metrics := &looptest.Metrics{}
 			c, kube, ctx := newTestController(t, &fakeSigner{}, V1, func(o *Options) { o.Metrics = metrics }, newPCR("pcr"))
 			kube.PrependReactor("update", "podcertificaterequests", func(clienttesting.Action) (bool, runtime.Object, error) {
 				return true, nil, tt.err
@@ -233,7 +235,7 @@ func TestStatusWriteErrors(t *testing.T) {
 			if err := c.sync(ctx, testKey); (err != nil) != tt.wantErr {
 				t.Errorf("sync() = %v, want error %v", err, tt.wantErr)
 			}
-			if got := metrics.outcomes(); !slices.Equal(got, []string{servedSigner + " " + tt.wantOutcome}) {
+			if got := metrics.Outcomes(); !slices.Equal(got, []string{servedSigner + " " + tt.wantOutcome}) {
 				t.Errorf("outcomes = %v, want %s", got, tt.wantOutcome)
 			}
 		})

@@ -3,6 +3,7 @@ package looptest
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,4 +41,39 @@ func Start(t testing.TB, ctx context.Context, cancel context.CancelFunc, loop *w
 	if err != nil {
 		t.Fatalf("informers did not watch: %v", err)
 	}
+}
+
+// Metrics records what a controller observes (a workloop.Metrics).
+type Metrics struct {
+	mu        sync.Mutex
+	handled   []string // "signerName outcome"
+	latencies []time.Duration
+}
+
+// ObserveHandled records "signerName outcome".
+func (m *Metrics) ObserveHandled(signerName, outcome string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.handled = append(m.handled, signerName+" "+outcome)
+}
+
+// ObserveIssuanceLatency records d.
+func (m *Metrics) ObserveIssuanceLatency(_ string, d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.latencies = append(m.latencies, d)
+}
+
+// Outcomes returns the handled objects so far, as "signerName outcome", in order.
+func (m *Metrics) Outcomes() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.handled...)
+}
+
+// Latencies returns the issuance latencies so far, in order.
+func (m *Metrics) Latencies() []time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]time.Duration(nil), m.latencies...)
 }

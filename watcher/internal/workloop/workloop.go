@@ -27,6 +27,26 @@ import (
 	"k8s.io/klog/v2"
 )
 
+// Metrics receives what a signing controller observes. Implementations must be safe for
+// concurrent use.
+type Metrics interface {
+	// ObserveHandled counts one handled object of signerName by outcome (the controller's
+	// Outcomes).
+	ObserveHandled(signerName, outcome string)
+	// ObserveIssuanceLatency observes the time from the object's start (approval of a CSR,
+	// creation of a PodCertificateRequest) to its certificate written.
+	ObserveIssuanceLatency(signerName string, d time.Duration)
+}
+
+// NoMetrics is the Metrics of a controller configured without any: it records nothing.
+type NoMetrics struct{}
+
+// ObserveHandled does nothing.
+func (NoMetrics) ObserveHandled(string, string) {}
+
+// ObserveIssuanceLatency does nothing.
+func (NoMetrics) ObserveIssuanceLatency(string, time.Duration) {}
+
 // Options configures a Loop.
 type Options struct {
 	// Kind names the objects in logs and errors, e.g. "CSR".
