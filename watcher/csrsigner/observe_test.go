@@ -155,7 +155,7 @@ func TestEventsAndMetrics(t *testing.T) {
 			if err := c.sync(ctx, "csr"); (err != nil) != tt.wantErr {
 				t.Fatalf("sync() = %v, want error %v", err, tt.wantErr)
 			}
-			if got := events(rec); tt.wantEvent == "" && len(got) != 0 {
+			if got := looptest.Events(rec); tt.wantEvent == "" && len(got) != 0 {
 				t.Errorf("events = %q, want none", got)
 			} else if tt.wantEvent != "" && (len(got) != 1 || got[0] != tt.wantEvent) {
 				t.Errorf("events = %q, want [%q]", got, tt.wantEvent)

@@ -21,19 +21,6 @@ import (
 
 var csrGVR = certificatesv1.SchemeGroupVersion.WithResource("certificatesigningrequests")
 
-// events drains a FakeRecorder.
-func events(rec *record.FakeRecorder) []string {
-	var out []string
-	for {
-		select {
-		case e := <-rec.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
-
 // conflictOnce makes the first status update of the CSR fail with Conflict after calling
 // meanwhile, which changes the stored object as another writer would have.
 func conflictOnce(t *testing.T, kube *fake.Clientset, meanwhile func(tracker clienttesting.ObjectTracker)) {
@@ -197,7 +184,7 @@ func TestStatusConflict(t *testing.T) {
 			}
 			// A Failed condition written gets its Warning Event; a certificate signed at the
 			// first attempt gets none by default.
-			if got, want := events(rec), tt.wantWrites == 1 && tt.wantOutcome == OutcomeFailed; (len(got) == 1) != want || len(got) > 1 {
+			if got, want := looptest.Events(rec), tt.wantWrites == 1 && tt.wantOutcome == OutcomeFailed; (len(got) == 1) != want || len(got) > 1 {
 				t.Errorf("events = %v, want one only for a Failed condition written", got)
 			}
 			if tt.check != nil {

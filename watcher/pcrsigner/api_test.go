@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/signet-pki/signet/watcher/internal/looptest"
 )
 
 // served lists the given group versions as serving the named resources in the fake's
@@ -158,7 +160,7 @@ func TestSyncV1beta1(t *testing.T) {
 		if len(updates) != 1 || !equality.Semantic.DeepEqual(updates[0], deniedStatus("UnsupportedKeyType", "RSA-4096 is not accepted")) {
 			t.Errorf("status writes = %+v, want one Denied UnsupportedKeyType", updates)
 		}
-		if got := events(rec); !slices.Equal(got, []string{"Warning UnsupportedKeyType RSA-4096 is not accepted"}) {
+		if got := looptest.Events(rec); !slices.Equal(got, []string{"Warning UnsupportedKeyType RSA-4096 is not accepted"}) {
 			t.Errorf("events = %q", got)
 		}
 		// The write reaches the cache through the watch; then the object is skipped.

@@ -159,7 +159,7 @@ func TestSync(t *testing.T) {
 			case tt.wantStatus != nil && !equality.Semantic.DeepEqual(updates[0], *tt.wantStatus):
 				t.Errorf("status written =\n%+v\nwant\n%+v", updates[0], *tt.wantStatus)
 			}
-			if got := events(rec); (tt.wantEvent == "" && len(got) > 0) || (tt.wantEvent != "" && !slices.Equal(got, []string{tt.wantEvent})) {
+			if got := looptest.Events(rec); (tt.wantEvent == "" && len(got) > 0) || (tt.wantEvent != "" && !slices.Equal(got, []string{tt.wantEvent})) {
 				t.Errorf("events = %q, want [%q]", got, tt.wantEvent)
 			}
 			var wantOutcomes []string

@@ -165,14 +165,14 @@ func TestStatusRejected(t *testing.T) {
 		t.Fatalf("first sync() = %v, want the Invalid error (re-queued)", err)
 	}
 	reason := "status.notBefore: Invalid value: \"2026-05-04T11:50:00Z\": must be within 5 minutes of now"
-	if got := events(rec); len(got) != 1 || !strings.Contains(got[0], "Warning StatusRejected") || !strings.Contains(got[0], reason) ||
+	if got := looptest.Events(rec); len(got) != 1 || !strings.Contains(got[0], "Warning StatusRejected") || !strings.Contains(got[0], reason) ||
 		!strings.HasSuffix(got[0], "retrying once") {
 		t.Errorf("events = %q, want one StatusRejected naming %q", got, reason)
 	}
 	if err := c.sync(ctx, testKey); err != nil {
 		t.Fatalf("second sync() = %v, want nil (dropped)", err)
 	}
-	if got := events(rec); len(got) != 1 || !strings.HasSuffix(got[0], "no longer retried") {
+	if got := looptest.Events(rec); len(got) != 1 || !strings.HasSuffix(got[0], "no longer retried") {
 		t.Errorf("events = %q, want one StatusRejected, no longer retried", got)
 	}
 	if got := signer.callCount(); got != 2 {

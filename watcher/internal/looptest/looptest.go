@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/signet-pki/signet/watcher/internal/workloop"
 )
@@ -76,4 +77,17 @@ func (m *Metrics) Latencies() []time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]time.Duration(nil), m.latencies...)
+}
+
+// Events drains rec and returns the Events it held, in order.
+func Events(rec *record.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-rec.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
 }
