@@ -22,6 +22,10 @@ var _ Key = fileKey{}
 
 func (fileKey) Close() error { return nil }
 
+// Unwrap returns the Go private key, so that certsign can tell Go's own ECDSA and RSA
+// implementations (which need no signature check after signing) from other signers.
+func (k fileKey) Unwrap() crypto.Signer { return k.Signer }
+
 func openFile(path string) (Key, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/signet-pki/signet/internal/testpki"
 	"github.com/signet-pki/signet/keystore"
+	"github.com/signet-pki/signet/server/certsign"
 )
 
 // writeKey writes PEM blocks to key.pem in a fresh folder and returns its path.
@@ -133,6 +134,12 @@ func TestOpenFileKeys(t *testing.T) {
 					}
 				})
 				checkSigns(t, key, tt.key)
+				// Go's own ECDSA and RSA keys are recognised through the file key, so
+				// issuance skips the verification they do not need; Ed25519 keeps it.
+				_, isEd := tt.key.(ed25519.PrivateKey)
+				if got := certsign.NeedsCheck(key); got != isEd {
+					t.Errorf("certsign.NeedsCheck(file key) = %v, want %v", got, isEd)
+				}
 			})
 		}
 	}

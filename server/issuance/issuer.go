@@ -28,6 +28,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/signet-pki/signet/server/certsign"
 	"github.com/signet-pki/signet/server/lint"
 )
 
@@ -137,10 +138,10 @@ type Certificate struct {
 //   - lint (when the issuer has a lint gate): the to-be-signed certificate Go encodes for the
 //     template under the CA is linted before anything is signed; any Error or Fatal lint
 //     refuses issuance;
-//   - sign: with the CA key; the signed TBS must be byte-identical to the linted one;
-//   - verify: the leaf names the CA as issuer (x509.CreateCertificate already verified the
-//     signature with the CA key), carries the request's key, CA:FALSE and exactly the
-//     extensions the template asked for.
+//   - sign: the CA key signs the linted bytes themselves (certsign.Sign, which verifies the
+//     signature unless the key is Go's own ECDSA or RSA implementation);
+//   - verify: the leaf names the CA as issuer, carries the request's key, CA:FALSE and exactly
+//     the extensions the template asked for.
 //
 // Refusals wrap one of the sentinel errors in errors.go, or lint.ErrLintFailed.
 func (i *Issuer) Issue(req Request) (*Certificate, error) {
@@ -154,9 +155,9 @@ func (i *Issuer) Issue(req Request) (*Certificate, error) {
 // sign signs a prepared template with the CA key, checks the result and returns it with its
 // chain.
 func (i *Issuer) sign(p *prepared) (*Certificate, error) {
-	der, err := x509.CreateCertificate(i.rand, p.tmpl, i.ca.Certificate, p.pub, i.ca.Key)
+	der, err := certsign.Sign(i.rand, p.tbs, i.ca.Key, i.ca.Certificate)
 	if err != nil {
-		return nil, fmt.Errorf("signing certificate: %w", err)
+		return nil, err
 	}
 	leaf, err := x509.ParseCertificate(der)
 	if err != nil {
@@ -179,7 +180,7 @@ type prepared struct {
 	decision Decision
 	rules    []RuleResult
 	tmpl     *x509.Certificate
-	lintTBS  []byte
+	tbs      []byte // the DER TBSCertificate of tmpl under the CA: linted, then signed
 }
 
 // leafNames are the subject and SANs of a leaf certificate.
@@ -236,24 +237,26 @@ func (i *Issuer) finish(p *prepared, names leafNames, notBefore, notAfter time.T
 	if p.tmpl, err = i.template(names, p.decision, notBefore, notAfter); err != nil {
 		return err
 	}
+	if p.tbs, err = certsign.EncodeTBS(p.tmpl, i.ca.Certificate, p.pub); err != nil {
+		return err
+	}
 	if i.lint != nil {
-		res, err := i.lint.Check(p.tmpl, i.ca.Certificate, p.pub)
-		if err != nil {
+		if _, err := i.lint.CheckTBS(p.tbs, i.ca.Certificate); err != nil {
 			return err
 		}
-		p.lintTBS = res.TBS
 	}
 	return nil
 }
 
 // verify checks a freshly signed leaf against what was prepared for it.
 func (i *Issuer) verify(leaf *x509.Certificate, p *prepared) error {
-	if p.lintTBS != nil && !bytes.Equal(leaf.RawTBSCertificate, p.lintTBS) {
+	if !bytes.Equal(leaf.RawTBSCertificate, p.tbs) {
 		return errors.New("the signed certificate differs from the linted one")
 	}
-	// The signature itself was verified by x509.CreateCertificate against the key's public
-	// key, which NewIssuer checked equals the CA certificate's; verifying it again here would
-	// cost more than signing (ECDSA). What remains is that the leaf names the CA as issuer.
+	// certsign.Sign verified the signature where a signer can get it wrong (see its package
+	// doc); the key is the CA certificate's (CA.Validate). What remains is that the encoded
+	// template says what was asked: the leaf names the CA as issuer, carries the request's key,
+	// CA:FALSE and exactly the extensions the template asks for.
 	if !bytes.Equal(leaf.RawIssuer, i.ca.Certificate.RawSubject) {
 		return errors.New("the certificate's issuer is not the CA's subject")
 	}

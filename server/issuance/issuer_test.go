@@ -2,10 +2,13 @@ package issuance_test
 
 import (
 	"bytes"
+	"crypto"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
 	"encoding/pem"
+	"errors"
+	"io"
 	"net"
 	"net/url"
 	"slices"
@@ -374,5 +377,39 @@ func TestIssueExtensionsComeOnlyFromPolicy(t *testing.T) {
 	}
 	if !slices.Equal(cert.Leaf.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}) {
 		t.Errorf("extended key usage = %v, want server auth only", cert.Leaf.ExtKeyUsage)
+	}
+}
+
+// damagingSigner stands for a CA key held by a device (HSM, TPM) that answers with a damaged
+// signature: it signs with the real key and flips one bit.
+type damagingSigner struct{ crypto.Signer }
+
+func (d damagingSigner) Sign(r io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {
+	sig, err := d.Signer.Sign(r, digest, opts)
+	if err == nil {
+		sig[len(sig)-1] ^= 0x01
+	}
+	return sig, err
+}
+
+// TestIssueRefusesABadSignatureFromTheCAKey: a CA key that is not Go's own implementation has
+// every signature checked before a certificate is returned; a damaged one is an internal
+// error, not a certificate (and not a refusal the requester could be blamed for).
+func TestIssueRefusesABadSignatureFromTheCAKey(t *testing.T) {
+	t.Parallel()
+	ca := testpki.CA(t)
+	is := newIssuer(t, &issuance.CA{Certificate: ca.Cert, Key: damagingSigner{ca.Key}}, 24*time.Hour)
+	csr := testpki.CSR(t, testpki.Key(t, testpki.P256), &x509.CertificateRequest{Subject: pkix.Name{CommonName: "alice"}})
+	cert, err := is.Issue(request(csr, "digital signature", "client auth"))
+	if err == nil || cert != nil {
+		t.Fatalf("Issue with a damaging CA key = %v, %v; want an error and no certificate", cert, err)
+	}
+	if !strings.Contains(err.Error(), "signature returned by the CA key is invalid") {
+		t.Errorf("error %q does not say the CA key's signature was invalid", err)
+	}
+	for _, sentinel := range []error{issuance.ErrMalformedRequest, issuance.ErrInvalidSignature, issuance.ErrUnsupportedKey, issuance.ErrPolicyViolation} {
+		if errors.Is(err, sentinel) {
+			t.Errorf("error %v wraps refusal %v; a bad CA signature is the server's fault", err, sentinel)
+		}
 	}
 }

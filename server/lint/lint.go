@@ -1,11 +1,9 @@
 // Package lint is the lint gate between the certificate template and the real signature, after
-// Let's Encrypt Boulder's pre-issuance linter: Check has crypto/x509 encode the exact
-// to-be-signed certificate the CA key would sign for the template, stops it before any
-// signature is made, runs zlint on that certificate (with a placeholder signature value) and
-// returns its to-be-signed bytes. The caller then signs the same template with the real CA key
-// and checks that the real certificate's RawTBSCertificate is byte-identical to Result.TBS, so
-// what was linted is what was signed. The CA key never signs what has not passed the gate, and
-// no other key signs anything.
+// Let's Encrypt Boulder's pre-issuance linter: CheckTBS runs zlint on the exact to-be-signed
+// certificate the CA key is about to sign (certsign.EncodeTBS encodes it from the template
+// without signing), wrapped with a placeholder signature value. The issuer then signs those
+// very bytes (certsign.Sign), so what was linted is what was signed. The CA key never signs
+// what has not passed the gate, and no other key signs anything.
 //
 // Any lint result at Error or Fatal fails the check (fail closed); Warn and Notice results are
 // returned for logging. The lints in force are chosen once, in New.
@@ -24,6 +22,8 @@ import (
 	// zlint/v3 imports every lint package, whose init functions fill the global registry.
 	_ "github.com/zmap/zlint/v3"
 	zl "github.com/zmap/zlint/v3/lint"
+
+	"github.com/signet-pki/signet/server/certsign"
 )
 
 // ErrLintFailed is wrapped by every Check error caused by a lint result at Error or Fatal. Its
@@ -182,8 +182,8 @@ func (g *Gate) Prepare(caCert *x509.Certificate) error {
 
 // Result is what a passing Check returns.
 type Result struct {
-	// TBS is the lint certificate's RawTBSCertificate. Signing the same template with the real
-	// CA key must give a certificate with byte-identical RawTBSCertificate.
+	// TBS is the lint certificate's RawTBSCertificate: the bytes that passed, for the issuer
+	// to sign.
 	TBS []byte
 	// Certificate is the DER of the lint certificate: Result.TBS with a placeholder signature
 	// value that no key made, so it verifies under no key. A record of what was linted.
@@ -226,37 +226,34 @@ func (e *FailedError) Error() string {
 func (e *FailedError) Unwrap() error { return ErrLintFailed }
 
 // Check lints the certificate that tmpl would give when signed by caCert's key for the subject
-// key pub:
-//   - x509.CreateCertificate encodes the TBSCertificate for tmpl under caCert, with a signer
-//     that reports caCert's public key (so the signature algorithm, issuer name and authority
-//     key identifier are the real signature's) and stops before signing (see encodeTBS);
-//   - the lint certificate is that TBS with a placeholder signature of the CA key's shape;
-//   - it checks that the lint certificate's issuer is caCert's subject, byte for byte;
-//   - it runs the gate's lints on the lint certificate.
-//
-// tmpl must carry its serial number: Go would otherwise draw a random one, and the real
-// certificate would differ from the linted one. An Error or Fatal result returns a
-// *FailedError wrapping ErrLintFailed; any other failure is an internal error.
+// key pub: certsign.EncodeTBS encodes the TBSCertificate for tmpl under caCert (with caCert's
+// public key, so the signature algorithm, issuer name and authority key identifier are the
+// real signature's, and nothing signed), then CheckTBS lints it. tmpl must carry its serial
+// number. Issuers that sign the linted bytes call certsign.EncodeTBS and CheckTBS themselves.
 func (g *Gate) Check(tmpl *x509.Certificate, caCert *x509.Certificate, pub crypto.PublicKey) (Result, error) {
-	switch {
-	case tmpl == nil:
-		return Result{}, errors.New("lint: certificate template is required")
-	case caCert == nil:
+	tbs, err := certsign.EncodeTBS(tmpl, caCert, pub)
+	if err != nil {
+		return Result{}, fmt.Errorf("lint: %w", err)
+	}
+	return g.CheckTBS(tbs, caCert)
+}
+
+// CheckTBS lints the certificate that caCert's key makes by signing tbs, a DER TBSCertificate:
+//   - the lint certificate is tbs with a placeholder signature of the CA key's shape;
+//   - its issuer must be caCert's subject, byte for byte;
+//   - the gate's lints run on it.
+//
+// An Error or Fatal result returns a *FailedError wrapping ErrLintFailed; any other failure is
+// an internal error.
+func (g *Gate) CheckTBS(tbs []byte, caCert *x509.Certificate) (Result, error) {
+	if caCert == nil {
 		return Result{}, errors.New("lint: CA certificate is required")
-	case pub == nil:
-		return Result{}, errors.New("lint: subject public key is required")
-	case tmpl.SerialNumber == nil:
-		return Result{}, errors.New("lint: the template has no serial number, so the signed certificate would not match the linted one")
 	}
 	placeholder, err := placeholderSignature(caCert.PublicKey)
 	if err != nil {
 		return Result{}, fmt.Errorf("lint: %w", err)
 	}
-	tbs, err := encodeTBS(tmpl, caCert, pub)
-	if err != nil {
-		return Result{}, fmt.Errorf("lint: encoding the certificate: %w", err)
-	}
-	der, err := lintCertificate(tbs, placeholder)
+	der, err := certsign.Assemble(tbs, placeholder)
 	if err != nil {
 		return Result{}, fmt.Errorf("lint: building the lint certificate: %w", err)
 	}

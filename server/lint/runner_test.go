@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/signet-pki/signet/internal/testpki"
+	"github.com/signet-pki/signet/server/certsign"
 	zx509 "github.com/zmap/zcrypto/x509"
 	zl "github.com/zmap/zlint/v3/lint"
 )
@@ -63,11 +64,11 @@ func TestRunnerMatchesZlint(t *testing.T) {
 		}
 		c.tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 		c.tmpl.BasicConstraintsValid = true
-		tbs, err := encodeTBS(c.tmpl, ca.Cert, c.pub)
+		tbs, err := certsign.EncodeTBS(c.tmpl, ca.Cert, c.pub)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		der, err := lintCertificate(tbs, placeholder)
+		der, err := certsign.Assemble(tbs, placeholder)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
