@@ -79,13 +79,16 @@ func TestFlags(t *testing.T) {
 		"--tls-ca=ca.pem", "--tls-cert=c.pem", "--tls-key=k.pem",
 		"--leader-elect=false", "--leader-election-namespace=ops",
 		"--metrics-address=0", "--kube-api-qps=50", "--kube-api-burst=70",
-		"--pod-certificate-requests=false",
+		"--pod-certificate-requests=false", "--kube-api-content-type=application/json",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if opts.kubeQPS != 50 || opts.kubeBurst != 70 {
 		t.Errorf("kube API limits = %v/%d, want 50/70", opts.kubeQPS, opts.kubeBurst)
+	}
+	if opts.kubeContentType != "application/json" {
+		t.Errorf("--kube-api-content-type = %q, want application/json", opts.kubeContentType)
 	}
 	cfg, err := buildConfig(*opts)
 	if err != nil {
@@ -116,6 +119,9 @@ func TestFlags(t *testing.T) {
 	}
 	if opts.kubeQPS != defaultKubeQPS || opts.kubeBurst != defaultKubeBurst {
 		t.Errorf("default kube API limits = %v/%d, want %d/%d", opts.kubeQPS, opts.kubeBurst, defaultKubeQPS, defaultKubeBurst)
+	}
+	if opts.kubeContentType != "application/vnd.kubernetes.protobuf" {
+		t.Errorf("default --kube-api-content-type = %q, want protobuf, as kube-controller-manager", opts.kubeContentType)
 	}
 }
 
