@@ -61,7 +61,7 @@ func runLedgerVerify(_ context.Context, s streams, args []string) int {
 		fmt.Fprintf(s.out, "last hash: %s\n", rep.LastHash)
 	}
 	if rep.TornTail > 0 {
-		fmt.Fprintf(s.out, "note: ignored a torn final line of %d bytes (a write cut short by a crash, never acknowledged); the server truncates it when it opens the ledger\n", rep.TornTail)
+		fmt.Fprintf(s.out, "note: ignored a torn final write of %d bytes after the last record (cut short by a crash or still in progress, never acknowledged); the server truncates it when it opens the ledger\n", rep.TornTail)
 	}
 	return 0
 }

@@ -72,17 +72,48 @@ func TestLedgerVerifyTampered(t *testing.T) {
 	}
 }
 
-func TestLedgerVerifyTornTail(t *testing.T) {
-	dir := newLedger(t, 2)
-	f, err := os.OpenFile(filepath.Join(dir, "ledger-000001.jsonl"), os.O_WRONLY|os.O_APPEND, 0)
+// writeAfterRecords writes b into the ledger's segment off bytes after its last record, in
+// the zero-filled free space the server keeps there.
+func writeAfterRecords(t *testing.T, dir, b string, off int64) {
+	t.Helper()
+	seg := filepath.Join(dir, "ledger-000001.jsonl")
+	data, err := os.ReadFile(seg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.WriteString(`{"seq":3,"ti`)
-	f.Close()
+	end := strings.LastIndexByte(string(data), '\n') + 1
+	if strings.Trim(string(data[end:]), "\x00") != "" || len(data)-end < 2<<20 {
+		t.Fatalf("the segment does not end with free space: %d bytes after the last record", len(data)-end)
+	}
+	f, err := os.OpenFile(seg, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt([]byte(b), int64(end)+off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLedgerVerifyTornTail(t *testing.T) {
+	dir := newLedger(t, 2)
+	writeAfterRecords(t, dir, `{"seq":3,"ti`, 0)
 	code, out, _ := runCmd("ledger", "verify", "--dir", dir)
-	if code != 0 || !strings.HasPrefix(out, "ledger OK: 2 records") || !strings.Contains(out, "torn final line of 12 bytes") {
+	if code != 0 || !strings.HasPrefix(out, "ledger OK: 2 records") || !strings.Contains(out, "torn final write of 12 bytes") {
 		t.Errorf("exit %d, stdout %q", code, out)
+	}
+}
+
+// TestLedgerVerifyDataInFreeSpace: bytes far into the free space after the last record, where
+// no write of the server reaches, are a problem, located by line.
+func TestLedgerVerifyDataInFreeSpace(t *testing.T) {
+	dir := newLedger(t, 2)
+	writeAfterRecords(t, dir, `{"seq":3}`, 2<<20)
+	code, out, _ := runCmd("ledger", "verify", "--dir", dir)
+	want := "ledger BROKEN: line 3 of ledger-000001.jsonl (offset "
+	if code != 1 || !strings.HasPrefix(out, want) || !strings.Contains(out, "data in the zero-filled free space after the last record") ||
+		!strings.Contains(out, "intact before the problem: 2 records, seq 1–2") {
+		t.Errorf("exit %d\nstdout %q\nwant exit 1 and %q…", code, out, want)
 	}
 }
 

@@ -23,12 +23,14 @@ type result struct {
 // Reason (ErrInvalidRecord otherwise). Strings are made valid UTF-8 before hashing.
 //
 // Concurrent Appends are group-committed: one writer takes every pending record, writes them
-// with one write and one fsync, then answers them all. If the write or the fsync fails, every
-// record of the batch fails with an error wrapping ErrUnavailable, and so does every later
-// Append until the ledger is reopened (fail closed: nothing is written after a batch that may
-// be partial). ctx bounds only the wait to join a batch; once the record is handed to the
-// writer, Append waits for the outcome, so a nil error always means "durably recorded" and an
-// error after hand-off means "not acknowledged".
+// with one write and one fsync (one of each per MiB of records), then answers them all. A
+// record whose line would exceed 1 MiB is refused (ErrInvalidRecord). If the write or the
+// fsync (or the extension of the free space before it) fails, every record of the batch fails
+// with an error wrapping ErrUnavailable, and so does every later Append until the ledger is
+// reopened (fail closed: nothing is written after a batch that may be partial). ctx bounds
+// only the wait to join a batch; once the record is handed to the writer, Append waits for the
+// outcome, so a nil error always means "durably recorded" and an error after hand-off means
+// "not acknowledged".
 func (l *Ledger) Append(ctx context.Context, r Record) (Record, error) {
 	if err := r.validate(); err != nil {
 		return Record{}, fmt.Errorf("appending to ledger %s: %w", l.dir, err)
@@ -82,58 +84,82 @@ func (l *Ledger) collect(batch []*request) []*request {
 	return batch
 }
 
-// commit seals the batch's records onto the chain, writes them with one write, syncs once and
-// answers every request. It returns buf for reuse.
+// commit seals the batch's records onto the chain, writes them with one write (several for a
+// batch of more than maxWrite bytes), syncs once per write and answers every request. It
+// returns buf for reuse.
 func (l *Ledger) commit(batch []*request, buf []byte) []byte {
 	if err := l.Err(); err != nil {
 		l.answerAll(batch, fmt.Errorf("appending to ledger %s: closed for appends after an earlier failure, reopen it: %w", l.dir, err))
 		return buf
 	}
 	seq, prev := l.seq, l.prevHash
-	sealed := make([]*request, 0, len(batch))
-	for _, req := range batch {
+	group := make([]*request, 0, len(batch))
+	for i, req := range batch {
 		r := req.rec
 		r.Seq, r.Time, r.PrevHash = seq+1, l.opts.Clock.Now().UTC().Round(0), prev
 		line, err := r.seal()
+		if err == nil && len(line) > maxWrite {
+			err = fmt.Errorf("record %d is %d bytes long, more than the %d a ledger line may have", r.Seq, len(line), maxWrite)
+		}
 		if err != nil {
 			req.done <- result{err: fmt.Errorf("appending to ledger %s: %w: %w", l.dir, ErrInvalidRecord, err)}
 			continue
 		}
+		if len(buf)+len(line) > maxWrite {
+			if !l.flush(group, buf) {
+				l.answerAll(batch[i:], fmt.Errorf("appending to ledger %s: %w", l.dir, l.Err()))
+				return buf
+			}
+			group, buf = group[:0], buf[:0]
+		}
 		buf = append(buf, line...)
 		seq, prev = r.Seq, r.Hash
 		req.rec = r
-		sealed = append(sealed, req)
+		group = append(group, req)
 	}
-	if len(sealed) == 0 {
-		return buf
-	}
-	if err := l.writeAndSync(buf); err != nil {
-		l.mu.Lock()
-		l.failed = err
-		l.mu.Unlock()
-		l.answerAll(sealed, fmt.Errorf("appending to ledger %s: %w", l.dir, err))
-		return buf
-	}
-	l.mu.Lock()
-	l.seq, l.prevHash = seq, prev
-	l.mu.Unlock()
-	l.records.Add(uint64(len(sealed)))
-	for _, req := range sealed {
-		req.done <- result{rec: req.rec}
+	if len(group) > 0 {
+		l.flush(group, buf)
 	}
 	return buf
 }
 
-// writeAndSync writes buf and fsyncs it; any failure wraps ErrUnavailable and the cause.
+// flush writes and syncs the lines in buf of the sealed records of group, moves the chain
+// past them and answers them. On failure it closes the ledger for appends, answers group with
+// the error and returns false.
+func (l *Ledger) flush(group []*request, buf []byte) bool {
+	if err := l.writeAndSync(buf); err != nil {
+		l.mu.Lock()
+		l.failed = err
+		l.mu.Unlock()
+		l.answerAll(group, fmt.Errorf("appending to ledger %s: %w", l.dir, err))
+		return false
+	}
+	last := group[len(group)-1].rec
+	l.mu.Lock()
+	l.seq, l.prevHash = last.Seq, last.Hash
+	l.mu.Unlock()
+	l.records.Add(uint64(len(group)))
+	for _, req := range group {
+		req.done <- result{rec: req.rec}
+	}
+	return true
+}
+
+// writeAndSync writes buf into the free space at the write offset, extending the segment first
+// if it would not fit, and fsyncs it; any failure wraps ErrUnavailable and the cause.
 func (l *Ledger) writeAndSync(buf []byte) error {
+	if err := l.reserve(int64(len(buf))); err != nil {
+		return err
+	}
 	l.batches.Add(1)
-	if _, err := l.w.Write(buf); err != nil {
+	if _, err := l.w.WriteAt(buf, l.off); err != nil {
 		return fmt.Errorf("%w: writing %s: %w", ErrUnavailable, l.path, writeError(l.dir, err))
 	}
 	l.syncs.Add(1)
 	if err := l.w.Sync(); err != nil {
 		return fmt.Errorf("%w: syncing %s: %w", ErrUnavailable, l.path, writeError(l.dir, err))
 	}
+	l.off += int64(len(buf))
 	return nil
 }
 

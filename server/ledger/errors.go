@@ -31,6 +31,9 @@ type CorruptionError struct {
 	File string
 	// Line is the 1-based line of the problem in File.
 	Line int
+	// Offset is the byte offset in File where that line starts or, for data in the free
+	// space, of its first non-zero byte.
+	Offset int64
 	// Seq is the seq the problem concerns (the expected one for a missing record).
 	Seq uint64
 	// Problem is the full human-readable description, e.g. "record 17 (line 17 of

@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -21,21 +22,40 @@ func sha256Hex(b []byte) string {
 // faultyFile counts syncs and injects failures and delays into the segment's writes and syncs.
 type faultyFile struct {
 	ledger.File
-	syncs      atomic.Int64
-	failSync   atomic.Bool
-	shortWrite atomic.Bool // write half the batch, then fail
-	syncDelay  time.Duration
-	syncGate   chan struct{} // if not nil, Sync waits for it
+	syncs        atomic.Int64
+	failSync     atomic.Bool
+	shortWrite   atomic.Bool // write half the batch, then fail
+	failZeroFill atomic.Bool // fail writes of zeros (extensions of the free space)
+	syncDelay    time.Duration
+	syncGate     chan struct{} // if not nil, Sync waits for it
+	mu           sync.Mutex
+	writes       []int // sizes of the writes of records (not of zeros)
 }
 
 var errInjected = errors.New("injected: no space left on device")
 
-func (f *faultyFile) Write(p []byte) (int, error) {
+func (f *faultyFile) WriteAt(p []byte, off int64) (int, error) {
+	zeros := bytes.Count(p, []byte{0}) == len(p)
+	if !zeros {
+		f.mu.Lock()
+		f.writes = append(f.writes, len(p))
+		f.mu.Unlock()
+	}
+	if zeros && f.failZeroFill.Load() {
+		return 0, errInjected
+	}
 	if f.shortWrite.Load() {
-		n, _ := f.File.Write(p[:len(p)/2])
+		n, _ := f.File.WriteAt(p[:len(p)/2], off)
 		return n, errInjected
 	}
-	return f.File.Write(p)
+	return f.File.WriteAt(p, off)
+}
+
+// recordWrites returns the sizes of the writes of records so far.
+func (f *faultyFile) recordWrites() []int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]int(nil), f.writes...)
 }
 
 func (f *faultyFile) Sync() error {
@@ -103,8 +123,8 @@ func TestConcurrentAppendsAreGroupCommitted(t *testing.T) {
 	if syncs > n/8 {
 		t.Errorf("%d fsyncs for %d concurrent appends, want at most %d", syncs, n, n/8)
 	}
-	if st := l.Stats(); st.Records != n || st.Syncs != uint64(syncs) || st.Batches != uint64(syncs) {
-		t.Errorf("Stats = %+v, want %d records and %d syncs", st, n, syncs)
+	if st := l.Stats(); st.Records != n || st.Syncs != uint64(syncs) || st.Batches+st.Extensions != uint64(syncs) {
+		t.Errorf("Stats = %+v, want %d records and %d syncs, one per batch or extension", st, n, syncs)
 	}
 	t.Logf("%d appends, %d fsyncs", n, syncs)
 }

@@ -14,10 +14,12 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// File is what the ledger writes its segment through: the *os.File opened O_APPEND, unless
-// Options.WrapFile wraps it (tests count syncs and inject failures that way).
+// File is what the ledger writes its segment through: the *os.File (opened O_RDWR, not
+// O_APPEND), unless Options.WrapFile wraps it (tests count syncs and inject failures that
+// way). The ledger writes records, and the zeros that extend the free space, at explicit
+// offsets.
 type File interface {
-	io.Writer
+	io.WriterAt
 	// Sync commits the written bytes to stable storage (fsync).
 	Sync() error
 }
@@ -30,8 +32,12 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxBatch caps how many pending appends one write and fsync carries. Default: 512.
 	MaxBatch int
-	// WrapFile, if set, wraps the segment file every batch is written and synced through.
+	// WrapFile, if set, wraps the segment file every batch, and every extension of the free
+	// space after Open, is written and synced through.
 	WrapFile func(File) File
+	// Preallocate is the size of the zero-filled chunks the segment grows by when a batch
+	// would not fit in its free space (see the package doc). Default: 4 MiB.
+	Preallocate int64
 	// Replay, if set, is called in seq order with every intact record while Open verifies the
 	// chain, so that state rebuilt from the ledger costs no second read; its first error
 	// fails Open.
@@ -48,6 +54,9 @@ func (o Options) withDefaults() Options {
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 512
 	}
+	if o.Preallocate <= 0 {
+		o.Preallocate = defaultPreallocate
+	}
 	return o
 }
 
@@ -55,10 +64,14 @@ func (o Options) withDefaults() Options {
 type Stats struct {
 	// Records is the number of records appended and synced.
 	Records uint64
-	// Batches is the number of batches written (one write each).
+	// Batches is the number of writes of records, each fsynced: one per batch, or more for a
+	// batch of more than 1 MiB.
 	Batches uint64
-	// Syncs is the number of fsync calls on the segment.
+	// Syncs is the number of fsync calls on the segment: one per batch and one per extension.
 	Syncs uint64
+	// Extensions is the number of times the free space ran out and the segment grew by
+	// Options.Preallocate (or more, for a bigger batch) of zeros, not counting Open's.
+	Extensions uint64
 }
 
 // Ledger appends records to a ledger directory. It is safe for concurrent use; see Append.
@@ -74,20 +87,25 @@ type Ledger struct {
 	done  chan struct{}
 	close sync.Once
 
+	// off is where the next batch is written (just after the last record) and end the size of
+	// the segment: [off, end) is zero-filled free space. The writer owns them.
+	off, end int64
+
 	mu       sync.Mutex // guards seq, prevHash and failed for readers; the writer owns them
 	seq      uint64
 	prevHash string
 	failed   error
 
-	records, batches, syncs atomic.Uint64
+	records, batches, syncs, extensions atomic.Uint64
 }
 
 // Open opens the ledger in dir for appending, creating dir (0700) and its segment (0600) if
 // needed. It fails with an error matching ErrNotWritable, naming dir, when dir cannot be
 // written; with ErrLocked when another Ledger holds dir; and with a *CorruptionError (ErrCorrupt)
-// when the existing records are not an intact chain. A torn final line, the trace of a crash
-// during a write that was never acknowledged, is truncated with a warning. Close the Ledger to
-// release the lock.
+// when the existing records are not an intact chain. A torn tail, the trace of a crash during
+// a write that was never acknowledged, is truncated with a warning. Open then makes sure the
+// segment has zero-filled free space to write into (a ledger written before free space
+// existed gets it now). Close the Ledger to release the lock.
 func Open(dir string, opts Options) (*Ledger, error) {
 	opts = opts.withDefaults()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -113,17 +131,20 @@ func Open(dir string, opts Options) (*Ledger, error) {
 	return l, nil
 }
 
-// openSegment opens (or creates) the segment, verifies it and truncates a torn tail.
+// openSegment opens (or creates) the segment, verifies it, truncates a torn tail and makes
+// sure free space follows the records.
 func openSegment(dir string, opts Options) (*Ledger, error) {
 	path := filepath.Join(dir, segmentName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, dirError("opening ledger "+path, dir, err)
 	}
 	rep, good, err := walk(f, dir, opts.Replay)
+	end := good + rep.TornTail + rep.FreeSpace
 	if err == nil && rep.TornTail > 0 {
 		opts.Logger.Warn("ledger: truncating a torn final line (an unacknowledged write cut short by a crash)",
 			"file", path, "line", rep.Records+1, "bytes", rep.TornTail, "last_seq", rep.LastSeq)
+		end = good
 		err = f.Truncate(good)
 		if err == nil {
 			err = f.Sync()
@@ -132,17 +153,22 @@ func openSegment(dir string, opts Options) (*Ledger, error) {
 			err = fmt.Errorf("truncating the torn tail of %s: %w", path, err)
 		}
 	}
+	if err == nil && end-good < opts.Preallocate/4 {
+		to := alignUp(good+opts.Preallocate/4, opts.Preallocate)
+		err = extend(f, path, end, to, nil)
+		end = to
+	}
 	if err == nil {
 		err = syncDir(dir)
 	}
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("opening ledger %s: %w", dir, err)
+		return nil, fmt.Errorf("opening ledger %s: %w", dir, writeError(dir, err))
 	}
 	l := &Ledger{
 		dir: dir, path: path, opts: opts, file: f, w: File(f),
 		reqs: make(chan *request), stop: make(chan struct{}), done: make(chan struct{}),
-		seq: rep.LastSeq, prevHash: zeroHash,
+		off: good, end: end, seq: rep.LastSeq, prevHash: zeroHash,
 	}
 	if rep.Records > 0 {
 		l.prevHash = rep.LastHash
@@ -201,7 +227,7 @@ func (l *Ledger) Err() error {
 
 // Stats returns the counters since Open.
 func (l *Ledger) Stats() Stats {
-	return Stats{Records: l.records.Load(), Batches: l.batches.Load(), Syncs: l.syncs.Load()}
+	return Stats{Records: l.records.Load(), Batches: l.batches.Load(), Syncs: l.syncs.Load(), Extensions: l.extensions.Load()}
 }
 
 // Close stops accepting appends, waits for the batch in progress, closes the segment and

@@ -48,9 +48,10 @@ func refused(i int) ledger.Record {
 }
 
 type fixture struct {
-	dir   string
-	clock *testclock.FakeClock
-	log   *bytes.Buffer
+	dir      string
+	clock    *testclock.FakeClock
+	log      *bytes.Buffer
+	prealloc int64 // Options.Preallocate; 0 for the default
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -59,7 +60,7 @@ func newFixture(t *testing.T) *fixture {
 }
 
 func (f *fixture) options() ledger.Options {
-	return ledger.Options{Clock: f.clock, Logger: slog.New(slog.NewTextHandler(f.log, nil))}
+	return ledger.Options{Clock: f.clock, Logger: slog.New(slog.NewTextHandler(f.log, nil)), Preallocate: f.prealloc}
 }
 
 func (f *fixture) open(t *testing.T) *ledger.Ledger {
@@ -91,20 +92,39 @@ func (f *fixture) fill(t *testing.T, n int) {
 	}
 }
 
+// lines returns the segment split after every "\n": the record lines, then the rest, which is
+// the free space's zeros (checked) after a Ledger wrote the segment.
 func (f *fixture) lines(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(f.dir, segment))
+	b, err := os.ReadFile(f.segment())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.SplitAfter(string(b), "\n")
+	lines := strings.SplitAfter(string(b), "\n")
+	if tail := lines[len(lines)-1]; strings.Trim(tail, "\x00") != "" {
+		t.Fatalf("the segment ends with %q after its last line, not with zeros", tail)
+	}
+	return lines
 }
 
+// write replaces the segment with lines.
 func (f *fixture) write(t *testing.T, lines []string) {
 	t.Helper()
-	if err := os.WriteFile(filepath.Join(f.dir, segment), []byte(strings.Join(lines, "")), 0o600); err != nil {
+	if err := os.WriteFile(f.segment(), []byte(strings.Join(lines, "")), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func (f *fixture) segment() string { return filepath.Join(f.dir, segment) }
+
+// size returns the segment's size.
+func (f *fixture) size(t *testing.T) int64 {
+	t.Helper()
+	fi, err := os.Stat(f.segment())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
 }
 
 func TestAppendFillsChainAndVerifies(t *testing.T) {
@@ -239,29 +259,44 @@ func TestAppendAfterCloseIsUnavailable(t *testing.T) {
 	}
 }
 
+// TestTornTailIsTruncatedOnOpen: a torn final line, at the end of the file (as a ledger
+// written before free space existed has it) or followed by the free space's zeros, is
+// reported by Verify and truncated by Open; the chain continues and free space follows it.
 func TestTornTailIsTruncatedOnOpen(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.fill(t, 5)
-	lines := f.lines(t)
-	sixth := strings.Replace(lines[4], `"seq":5`, `"seq":6`, 1)
-	torn := append(lines[:len(lines)-1], sixth[:len(sixth)/2]) // a write cut short: no "\n"
-	f.write(t, torn)
+	for _, freeSpace := range []bool{false, true} {
+		t.Run(fmt.Sprintf("free space %v", freeSpace), func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			f.fill(t, 5)
+			lines := f.lines(t)
+			sixth := strings.Replace(lines[4], `"seq":5`, `"seq":6`, 1)
+			zeros := lines[len(lines)-1]
+			torn := append(lines[:len(lines)-1], sixth[:len(sixth)/2]) // a write cut short: no "\n"
+			if freeSpace {
+				torn = append(torn, zeros[len(sixth)/2:])
+			}
+			f.write(t, torn)
 
-	rep, err := ledger.Verify(f.dir)
-	if err != nil || rep.Records != 5 || rep.TornTail != int64(len(sixth)/2) {
-		t.Fatalf("Verify before Open: %+v, %v (want 5 records and a torn tail)", rep, err)
-	}
-	l := f.open(t)
-	if !strings.Contains(f.log.String(), "truncating a torn final line") {
-		t.Errorf("no warning logged: %q", f.log.String())
-	}
-	if r, err := l.Append(context.Background(), issued(6)); err != nil || r.Seq != 6 {
-		t.Fatalf("Append after recovery: %+v, %v", r, err)
-	}
-	rep, err = ledger.Verify(f.dir)
-	if err != nil || rep.Records != 6 || rep.TornTail != 0 {
-		t.Errorf("Verify after recovery: %+v, %v", rep, err)
+			rep, err := ledger.Verify(f.dir)
+			if err != nil || rep.Records != 5 || rep.TornTail != int64(len(sixth)/2) {
+				t.Fatalf("Verify before Open: %+v, %v (want 5 records and a torn tail)", rep, err)
+			}
+			if freeSpace && rep.FreeSpace != int64(len(zeros)-len(sixth)/2) || !freeSpace && rep.FreeSpace != 0 {
+				t.Errorf("Verify before Open: %d bytes of free space, want the zeros after the torn line", rep.FreeSpace)
+			}
+			l := f.open(t)
+			if !strings.Contains(f.log.String(), "truncating a torn final line") {
+				t.Errorf("no warning logged: %q", f.log.String())
+			}
+			if r, err := l.Append(context.Background(), issued(6)); err != nil || r.Seq != 6 {
+				t.Fatalf("Append after recovery: %+v, %v", r, err)
+			}
+			rep, err = ledger.Verify(f.dir)
+			if err != nil || rep.Records != 6 || rep.TornTail != 0 || rep.FreeSpace == 0 {
+				t.Errorf("Verify after recovery: %+v, %v (want 6 records, no torn tail, free space)", rep, err)
+			}
+		})
 	}
 }
 

@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -85,32 +86,43 @@ func tamperCases() []tamperCase {
 	}
 }
 
+// TestVerifyDetectsTampering runs every case on a ledger as the Ledger left it (records, then
+// free space) and on one without free space (as written before free space existed).
 func TestVerifyDetectsTampering(t *testing.T) {
 	t.Parallel()
 	for _, tc := range tamperCases() {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			f := newFixture(t)
-			f.fill(t, 30)
-			lines := f.lines(t)
-			f.write(t, tc.tamper(t, lines[:len(lines)-1])) // drop the "" after the last "\n"
+		for _, freeSpace := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/free space %v", tc.name, freeSpace), func(t *testing.T) {
+				t.Parallel()
+				f := newFixture(t)
+				f.fill(t, 30)
+				lines := f.lines(t)
+				tampered := tc.tamper(t, lines[:len(lines)-1])
+				if freeSpace {
+					tampered = append(tampered, lines[len(lines)-1])
+				}
+				f.write(t, tampered)
 
-			rep, err := ledger.Verify(f.dir)
-			var ce *ledger.CorruptionError
-			if !errors.As(err, &ce) || !errors.Is(err, ledger.ErrCorrupt) {
-				t.Fatalf("Verify: err = %v, want a CorruptionError", err)
-			}
-			if !strings.HasPrefix(ce.Problem, tc.want) || ce.Line != tc.line || ce.File != segment {
-				t.Errorf("problem = %q at %s:%d\nwant      %q at line %d", ce.Problem, ce.File, ce.Line, tc.want, tc.line)
-			}
-			if rep.Records != tc.good {
-				t.Errorf("report counts %d intact records, want %d", rep.Records, tc.good)
-			}
-			_, err = ledger.Open(f.dir, f.options())
-			if !errors.Is(err, ledger.ErrCorrupt) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), f.dir) {
-				t.Errorf("Open: err = %v, want the same problem naming the directory", err)
-			}
-		})
+				rep, err := ledger.Verify(f.dir)
+				var ce *ledger.CorruptionError
+				if !errors.As(err, &ce) || !errors.Is(err, ledger.ErrCorrupt) {
+					t.Fatalf("Verify: err = %v, want a CorruptionError", err)
+				}
+				if !strings.HasPrefix(ce.Problem, tc.want) || ce.Line != tc.line || ce.File != segment {
+					t.Errorf("problem = %q at %s:%d\nwant      %q at line %d", ce.Problem, ce.File, ce.Line, tc.want, tc.line)
+				}
+				if at := int64(len(strings.Join(tampered[:tc.line-1], ""))); ce.Offset != at {
+					t.Errorf("problem at offset %d, want %d (the start of line %d)", ce.Offset, at, tc.line)
+				}
+				if rep.Records != tc.good {
+					t.Errorf("report counts %d intact records, want %d", rep.Records, tc.good)
+				}
+				_, err = ledger.Open(f.dir, f.options())
+				if !errors.Is(err, ledger.ErrCorrupt) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), f.dir) {
+					t.Errorf("Open: err = %v, want the same problem naming the directory", err)
+				}
+			})
+		}
 	}
 }
 

@@ -1,8 +1,6 @@
 package ledger
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -28,16 +26,21 @@ type Report struct {
 	FirstTime, LastTime time.Time
 	// LastHash is the last intact record's Hash: the value to anchor outside the ledger.
 	LastHash string
-	// TornTail is the size in bytes of an unterminated final line: an unacknowledged write cut
-	// short by a crash. Verify ignores it; Open truncates it.
+	// TornTail is the size in bytes of a torn tail after the last complete line: an
+	// unterminated line, or what a crash left of an unacknowledged write (see the package
+	// doc's Recovery), up to its last non-zero byte. Verify ignores it; Open truncates it.
 	TornTail int64
+	// FreeSpace is the number of zero bytes after the records (and after a torn tail, if any):
+	// the preallocated space the next records are written into.
+	FreeSpace int64
 }
 
 // Verify reads the ledger in dir and checks every record: the canonical encoding, each Hash,
 // Seq continuity from 1 and the PrevHash links. It needs no lock and never writes. It returns
 // the report and, for the first problem found, an error wrapping a *CorruptionError (which
-// wraps ErrCorrupt); the report then covers the records before the problem. A torn final line
-// is not a problem (Report.TornTail).
+// wraps ErrCorrupt); the report then covers the records before the problem. A torn tail is not
+// a problem (Report.TornTail), nor are the zeros of the free space (Report.FreeSpace); data in
+// the free space beyond the reach of a torn write is.
 func Verify(dir string) (Report, error) {
 	rep, err := read(dir, nil)
 	if err != nil {
@@ -80,20 +83,34 @@ func read(dir string, fn func(Record) error) (Report, error) {
 
 // walk reads the records from r and checks the chain, calling fn (if not nil) for each intact
 // record. It returns the report and the offset just after the last complete line, which is
-// where a torn tail starts.
-func walk(r io.Reader, dir string, fn func(Record) error) (Report, int64, error) {
+// where a torn tail or the free space starts.
+func walk(r io.ReaderAt, dir string, fn func(Record) error) (Report, int64, error) {
 	c := &chain{
-		sc:       &scanner{r: bufio.NewReaderSize(r, 64<<10)},
+		sc:       newScanner(r),
 		rep:      Report{Dir: dir, File: segmentName},
 		prevHash: zeroHash,
 	}
+	rewound := int64(-1)
 	for {
 		line, ok, err := c.sc.next()
+		var far *dataInFreeSpace
+		if errors.As(err, &far) {
+			// A reader racing the writer may have read the free space at the last complete line
+			// before a write landed there and, later, a write far beyond it. The writer finishes
+			// each write before it starts the next, so reading again from that line now shows the
+			// earlier write; data still unreachable from there was not written by the ledger.
+			if rewound != c.sc.good {
+				rewound = c.sc.good
+				c.sc.rewind()
+				continue
+			}
+			return c.rep, c.sc.good, c.freeSpaceProblem(far)
+		}
 		if err != nil {
 			return c.rep, c.sc.good, fmt.Errorf("reading %s: %w", segmentName, err)
 		}
 		if !ok {
-			c.rep.TornTail = c.sc.tail
+			c.rep.TornTail, c.rep.FreeSpace = c.sc.tail, c.sc.free
 			return c.rep, c.sc.good, nil
 		}
 		rec, err := c.check(line)
@@ -176,55 +193,15 @@ func (c *chain) seqProblem(found, want uint64) error {
 	}
 }
 
+// problem reports a problem with the line last returned by the scanner.
 func (c *chain) problem(line int, seq uint64, format string, args ...any) error {
-	return &CorruptionError{File: segmentName, Line: line, Seq: seq, Problem: fmt.Sprintf(format, args...)}
+	return &CorruptionError{File: segmentName, Line: line, Offset: c.sc.start, Seq: seq, Problem: fmt.Sprintf(format, args...)}
 }
 
-// scanner splits a segment into "\n"-terminated lines, with one line of look-ahead.
-type scanner struct {
-	r     *bufio.Reader
-	line  int   // 1-based number of the line last returned by next
-	good  int64 // offset just after the last complete line returned by next
-	tail  int64 // size of the unterminated final line, once next has returned !ok
-	pk    []byte
-	pkErr error
-	hasPk bool
-}
-
-// read returns the peeked read, if any, or reads the next line.
-func (s *scanner) read() ([]byte, error) {
-	if s.hasPk {
-		s.hasPk = false
-		return s.pk, s.pkErr
-	}
-	return s.r.ReadBytes('\n')
-}
-
-// next returns the next complete line without its "\n"; ok is false at the end, with s.tail
-// set to the size of any unterminated final bytes.
-func (s *scanner) next() ([]byte, bool, error) {
-	line, err := s.read()
-	if errors.Is(err, io.EOF) {
-		s.tail = int64(len(line))
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	s.line++
-	s.good += int64(len(line))
-	return bytes.TrimSuffix(line, []byte{'\n'}), true, nil
-}
-
-// peek returns the line after the one next last returned, if it is complete, without
-// consuming it.
-func (s *scanner) peek() ([]byte, bool) {
-	if !s.hasPk {
-		s.pk, s.pkErr = s.r.ReadBytes('\n')
-		s.hasPk = true
-	}
-	if s.pkErr != nil {
-		return nil, false
-	}
-	return bytes.TrimSuffix(s.pk, []byte{'\n'}), true
+// freeSpaceProblem reports data in the free space.
+func (c *chain) freeSpaceProblem(far *dataInFreeSpace) error {
+	line := c.sc.line + 1 + far.newlines
+	return &CorruptionError{File: segmentName, Line: line, Offset: far.off, Seq: c.rep.LastSeq + 1, Problem: fmt.Sprintf(
+		"line %d of %s (offset %d): data in the zero-filled free space after the last record, which ends at offset %d — bytes were written after the end of the ledger",
+		line, segmentName, far.off, c.sc.good)}
 }
