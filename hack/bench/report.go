@@ -88,6 +88,13 @@ func clusterTable(results []result, kubeVersion string, elapsed time.Duration) s
 	for _, r := range results {
 		fmt.Fprintf(&sb, " %s / %s %.0f %%;", r.load.label, r.signer.label, 100*r.busy)
 	}
+	sb.WriteString("\n\nSignet's CPU by process (server on its own host in production; only the watcher shares the control plane's cores):")
+	for _, r := range results {
+		if r.signer.kind == "signet" && len(r.cpuEach) == 2 && r.signed > 0 {
+			fmt.Fprintf(&sb, " %s server %.2f s, watcher %.2f s (%.2f / %.2f ms per object);", r.load.label, r.cpuEach[0], r.cpuEach[1],
+				1000*r.cpuEach[0]/float64(r.signed), 1000*r.cpuEach[1]/float64(r.signed))
+		}
+	}
 	sb.WriteString("\n")
 	for _, r := range results {
 		if r.negative > 0 {

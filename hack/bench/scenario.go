@@ -64,9 +64,9 @@ func (b *clusterBench) scenario(ctx context.Context, kcmPath string, s signerKin
 	defer objects.deleteAll(tag)
 	// Wait for quiet after the signer's start-up and warm-up, right before the timed run.
 	res.busy = waitQuiet(60 * time.Second)
-	cpu0 := 0.0
+	var cpu0 []float64
 	if proc != nil {
-		cpu0 = cpuSeconds(proc.pids)
+		cpu0 = cpuEach(proc.pids)
 	}
 	plane0 := cpuSeconds(b.planePIDs)
 
@@ -175,7 +175,10 @@ func (b *clusterBench) scenario(ctx context.Context, kcmPath string, s signerKin
 	cancelWatch()
 	res.planeCPU = cpuSeconds(b.planePIDs) - plane0
 	if proc != nil {
-		res.cpu = cpuSeconds(proc.pids) - cpu0
+		for i, c := range cpuEach(proc.pids) {
+			res.cpuEach = append(res.cpuEach, c-cpu0[i])
+			res.cpu += c - cpu0[i]
+		}
 		for _, pid := range proc.pids {
 			hwm, _, err := procMemory(pid)
 			if err == nil {
@@ -296,7 +299,16 @@ func childPIDs(names ...string) []int {
 // cpuSeconds sums utime+stime of the processes (clock ticks of 1/100 s).
 func cpuSeconds(pids []int) float64 {
 	total := 0.0
-	for _, pid := range pids {
+	for _, c := range cpuEach(pids) {
+		total += c
+	}
+	return total
+}
+
+// cpuEach reads utime+stime of each process, in seconds (0 for one that cannot be read).
+func cpuEach(pids []int) []float64 {
+	out := make([]float64, len(pids))
+	for i, pid := range pids {
 		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {
 			continue
@@ -308,7 +320,7 @@ func cpuSeconds(pids []int) float64 {
 		}
 		ut, _ := strconv.ParseFloat(fields[11], 64)
 		st, _ := strconv.ParseFloat(fields[12], 64)
-		total += (ut + st) / 100
+		out[i] = (ut + st) / 100
 	}
-	return total
+	return out
 }
