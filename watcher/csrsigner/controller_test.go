@@ -362,17 +362,7 @@ func TestRun(t *testing.T) {
 		"Warning SignerUnavailable connection refused; retrying in 10ms (attempt 1)",
 		"Normal Signed certificate issued by example.com/serving",
 	}
-	var gotEvents []string
-	for len(gotEvents) < len(wantEvents) {
-		select {
-		case e := <-rec.Events:
-			gotEvents = append(gotEvents, e)
-			continue
-		case <-time.After(5 * time.Second):
-		}
-		break
-	}
-	if !slices.Equal(gotEvents, wantEvents) {
+	if gotEvents := looptest.WaitEvents(rec, len(wantEvents), 5*time.Second); !slices.Equal(gotEvents, wantEvents) {
 		t.Errorf("events = %q, want %q", gotEvents, wantEvents)
 	}
 	if got, want := metrics.Outcomes(), []string{servedSigner + " retried", servedSigner + " signed"}; !slices.Equal(got, want) {

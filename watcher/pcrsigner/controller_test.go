@@ -286,17 +286,7 @@ func TestRun(t *testing.T) {
 	}
 	signer.mu.Unlock()
 	want := []string{"Warning SignerUnavailable connection refused; retrying in 10ms (attempt 1)", "Normal Signed " + issuedMessage}
-	var got []string
-	for len(got) < len(want) {
-		select {
-		case e := <-rec.Events:
-			got = append(got, e)
-			continue
-		case <-time.After(5 * time.Second):
-		}
-		break
-	}
-	if !slices.Equal(got, want) {
+	if got := looptest.WaitEvents(rec, len(want), 5*time.Second); !slices.Equal(got, want) {
 		t.Errorf("events = %q, want %q", got, want)
 	}
 	if got, want := metrics.Outcomes(), []string{servedSigner + " retried", servedSigner + " signed"}; !slices.Equal(got, want) {

@@ -91,3 +91,18 @@ func Events(rec *record.FakeRecorder) []string {
 		}
 	}
 }
+
+// WaitEvents returns the first n Events rec receives, in order, or fewer if timeout passes
+// without a new one (for a controller running in the background).
+func WaitEvents(rec *record.FakeRecorder, n int, timeout time.Duration) []string {
+	var out []string
+	for len(out) < n {
+		select {
+		case e := <-rec.Events:
+			out = append(out, e)
+		case <-time.After(timeout):
+			return out
+		}
+	}
+	return out
+}
