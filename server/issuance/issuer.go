@@ -250,13 +250,11 @@ func (i *Issuer) finish(p *prepared, names leafNames, notBefore, notAfter time.T
 
 // verify checks a freshly signed leaf against what was prepared for it.
 func (i *Issuer) verify(leaf *x509.Certificate, p *prepared) error {
-	if !bytes.Equal(leaf.RawTBSCertificate, p.tbs) {
-		return errors.New("the signed certificate differs from the linted one")
-	}
-	// certsign.Sign verified the signature where a signer can get it wrong (see its package
-	// doc); the key is the CA certificate's (CA.Validate). What remains is that the encoded
-	// template says what was asked: the leaf names the CA as issuer, carries the request's key,
-	// CA:FALSE and exactly the extensions the template asks for.
+	// certsign.Sign signed p.tbs itself, the bytes the lint gate passed, so there is no second
+	// encoding to compare, and it verified the signature where a signer can get it wrong (see
+	// its package doc); the key is the CA certificate's (CA.Validate). What remains is that
+	// the encoded template says what was asked: the leaf names the CA as issuer, carries the
+	// request's key, CA:FALSE and exactly the extensions the template asks for.
 	if !bytes.Equal(leaf.RawIssuer, i.ca.Certificate.RawSubject) {
 		return errors.New("the certificate's issuer is not the CA's subject")
 	}
