@@ -443,7 +443,6 @@ func TestNewRefusesBrokenConfig(t *testing.T) {
 // once when the listener fails.
 func TestServeStops(t *testing.T) {
 	t.Parallel()
-	cfg, _ := devConfig(t)
 	for _, tt := range []struct {
 		name    string
 		stop    func(cancel context.CancelFunc, lis net.Listener)
@@ -454,6 +453,9 @@ func TestServeStops(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
+			// A configuration (and ledger directory) each: the subtests run at the same time,
+			// and a ledger admits one server.
+			cfg, _ := devConfig(t)
 			srv, err := server.New(context.Background(), cfg, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatalf("New: %v", err)
