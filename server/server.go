@@ -32,6 +32,13 @@ import (
 // maxRecvMsgSize bounds one request. A PKCS#10 request with a few SANs is a few KiB.
 const maxRecvMsgSize = 256 << 10
 
+// streamWorkers is how many goroutines serve calls and are kept between calls. A call that
+// finds them all busy gets a goroutine of its own, as without workers. A kept goroutine keeps
+// the stack its last call grew (a signing call grows a fresh 8 KiB stack several times), so
+// calls stop paying for stack growth: about 5 % of the server's CPU in a burst of CSRs (perf).
+// grpc-go replaces each worker after 65,536 calls, which returns the stack's memory.
+const streamWorkers = 64
+
 // shutdownGrace is how long in-flight calls may run after the context ends.
 const shutdownGrace = 10 * time.Second
 
@@ -129,6 +136,7 @@ func (s *Server) build(ctx context.Context) error {
 	s.grpc = grpc.NewServer(
 		grpc.Creds(credentials.NewTLS(s.tls.config())),
 		grpc.MaxRecvMsgSize(maxRecvMsgSize),
+		grpc.NumStreamWorkers(streamWorkers),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Minute, Timeout: 20 * time.Second}),
 	)
