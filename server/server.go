@@ -45,6 +45,9 @@ const shutdownGrace = 10 * time.Second
 // Version is reported in the build-info metric.
 var Version = "dev"
 
+// ErrClosed is returned by Serve after Close, and is the readiness error of a closed Server.
+var ErrClosed = errors.New("server closed")
+
 // Server is a configured signet-server, ready to serve.
 type Server struct {
 	cfg     *config.Config
@@ -60,6 +63,14 @@ type Server struct {
 
 	mu      sync.Mutex // guards signers
 	signers []*loadedSigner
+
+	life    sync.Mutex     // guards closed, and serving.Add against Close's Wait
+	closed  bool           // Close has begun: Serve refuses to start, ready reports ErrClosed
+	serving sync.WaitGroup // Serve calls that have not returned
+	// closing ends when Close begins; every Serve stops then, as when its own context ends.
+	closing   context.Context
+	stopServe context.CancelFunc
+	closeOnce sync.Once
 }
 
 // New loads every signer's CA and profile (refusing to start if a key does not match its
@@ -68,6 +79,7 @@ type Server struct {
 // the gRPC and HTTP servers. Close releases the keys and the ledger.
 func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, log: log}
+	s.closing, s.stopServe = context.WithCancel(context.Background())
 	if err := s.build(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -136,6 +148,9 @@ func (s *Server) build(ctx context.Context) error {
 	s.grpc = grpc.NewServer(
 		grpc.Creds(credentials.NewTLS(s.tls.config())),
 		grpc.MaxRecvMsgSize(maxRecvMsgSize),
+		// Stop (after shutdownGrace) waits for the handlers it cancels, so Close never
+		// releases a key or the ledger under a call still running.
+		grpc.WaitForHandlers(true),
 		grpc.NumStreamWorkers(streamWorkers),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Minute, Timeout: 20 * time.Second}),
@@ -186,8 +201,14 @@ func (s *Server) healthLoop(ctx context.Context) {
 	}
 }
 
-// ready is the /readyz check: the ledger accepts records.
+// ready is the /readyz check: the server is not closed and the ledger accepts records.
 func (s *Server) ready() error {
+	s.life.Lock()
+	closed := s.closed
+	s.life.Unlock()
+	if closed || s.ledger == nil {
+		return ErrClosed
+	}
 	if err := s.ledger.Err(); err != nil {
 		return fmt.Errorf("ledger: %w", err)
 	}
@@ -202,14 +223,22 @@ func (s *Server) currentSigners() []*signerapi.Signer {
 	return out
 }
 
-// Serve serves gRPC on lis until ctx ends, then stops gracefully (in-flight calls get
-// shutdownGrace to finish). It returns early, with the error, if serving fails (for example
-// when lis is closed).
+// Serve serves gRPC on lis until ctx ends or Close is called, then stops gracefully
+// (in-flight calls get shutdownGrace to finish, then are cancelled) and returns nil once its
+// background loops have ended. It returns early, with the error, if serving fails (for
+// example when lis is closed). After Close it closes lis and returns ErrClosed.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	if err := s.beginServe(); err != nil {
+		_ = lis.Close()
+		return fmt.Errorf("serving gRPC on %s: %w", lis.Addr(), err)
+	}
+	defer s.serving.Done() // last: after the loops and the stopper have ended
 	s.log.Info("serving gRPC", "address", lis.Addr().String())
-	// Cancelled when grpc.Serve returns on its own, so the stopper below never waits forever.
+	// Cancelled when grpc.Serve returns on its own, so the stopper below never waits forever,
+	// and when Close begins.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	defer context.AfterFunc(s.closing, cancel)()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -243,18 +272,42 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	return nil
 }
 
-// Close releases the CA keys and the ledger.
+// beginServe counts a Serve call in, unless Close has begun.
+func (s *Server) beginServe() error {
+	s.life.Lock()
+	defer s.life.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.serving.Add(1)
+	return nil
+}
+
+// Close stops every running Serve as if its context had ended (in-flight calls get
+// shutdownGrace), waits for it to return, then releases the CA keys and the ledger. Close
+// may be called at any time and more than once; later calls wait for the first to finish.
+// Serve after Close returns ErrClosed.
 func (s *Server) Close() {
+	s.closeOnce.Do(s.close)
+}
+
+func (s *Server) close() {
+	s.life.Lock()
+	s.closed = true
+	s.life.Unlock()
+	if s.stopServe != nil {
+		s.stopServe()
+	}
+	s.serving.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.httpLis != nil {
 		_ = s.httpLis.Close() // already closed when Serve ran
 	}
-	if s.ledger != nil {
+	if s.ledger != nil { // kept, closed: a late /readyz sees ErrClosed, a late append fails
 		if err := s.ledger.Close(); err != nil {
 			s.log.Warn("closing ledger", "error", err.Error())
 		}
-		s.ledger = nil
 	}
 	for _, ls := range s.signers {
 		if err := ls.key.Close(); err != nil {
