@@ -39,6 +39,16 @@ const maxRecvMsgSize = 256 << 10
 // grpc-go replaces each worker after 65,536 calls, which returns the stack's memory.
 const streamWorkers = 64
 
+// Flow-control windows, fixed. grpc-go's default dynamic window measures the connection's
+// bandwidth-delay product with a PING exchange whenever data arrives and no measurement is
+// under way; with small unary calls that is a PING each way on almost every call, frames and
+// thread wake-ups on the critical path, for a window that never needs to grow: a request is at
+// most maxRecvMsgSize, an answer a few KiB. The watcher's client fixes its windows the same way.
+const (
+	streamWindow = 1 << 20
+	connWindow   = 4 << 20
+)
+
 // shutdownGrace is how long in-flight calls may run after the context ends.
 const shutdownGrace = 10 * time.Second
 
@@ -152,6 +162,8 @@ func (s *Server) build(ctx context.Context) error {
 		// releases a key or the ledger under a call still running.
 		grpc.WaitForHandlers(true),
 		grpc.NumStreamWorkers(streamWorkers),
+		grpc.StaticStreamWindowSize(streamWindow),
+		grpc.StaticConnWindowSize(connWindow),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Minute, Timeout: 20 * time.Second}),
 	)

@@ -49,6 +49,12 @@ const HealthService = "signet.v1.SignerService"
 const serviceConfig = `{"loadBalancingConfig":[{"round_robin":{}}],` +
 	`"healthCheckConfig":{"serviceName":"` + HealthService + `"}}`
 
+// Flow-control windows of the connection to the server, fixed.
+const (
+	streamWindow = 1 << 20
+	connWindow   = 4 << 20
+)
+
 // resolverScheme is the scheme of the per-client manual resolver holding the endpoints.
 const resolverScheme = "signet-endpoints"
 
@@ -123,6 +129,10 @@ func New(cfg Config) (*Client, error) {
 		}),
 		grpc.WithDefaultServiceConfig(serviceConfig),
 		grpc.WithUserAgent("signet-watcher"),
+		// Fixed flow-control windows: the dynamic default pings the server on almost every
+		// answer to measure bandwidth (see signet-server's streamWindow); the messages are small.
+		grpc.WithStaticStreamWindowSize(streamWindow),
+		grpc.WithStaticConnWindowSize(connWindow),
 	}
 	if cfg.ObserveRPC != nil {
 		opts = append(opts, grpc.WithChainUnaryInterceptor(observeInterceptor(cfg.ObserveRPC, clk)))
