@@ -6,15 +6,17 @@ import (
 	"runtime"
 )
 
-// request is one pending Append; the writer answers it on done exactly once.
+// request is one pending Append; it is answered on done exactly once with its outcome, after a
+// lead message if the Append is made the batch writer first.
 type request struct {
 	rec  Record
 	done chan result
 }
 
 type result struct {
-	rec Record
-	err error
+	rec  Record
+	err  error
+	lead bool // not an outcome: the receiver now writes the next batch
 }
 
 // Append stores r and returns it with Seq, Time, PrevHash and Hash filled, only after the
@@ -22,66 +24,107 @@ type result struct {
 // a valid Decision and Signer; an Issued record needs Certificate and Serial, a Refused one a
 // Reason (ErrInvalidRecord otherwise). Strings are made valid UTF-8 before hashing.
 //
-// Concurrent Appends are group-committed: one writer takes every pending record, writes them
-// with one write and one fsync (one of each per MiB of records), then answers them all. A
-// record whose line would exceed 1 MiB is refused (ErrInvalidRecord). If the write or the
-// fsync (or the extension of the free space before it) fails, every record of the batch fails
-// with an error wrapping ErrUnavailable, and so does every later Append until the ledger is
-// reopened (fail closed: nothing is written after a batch that may be partial). ctx bounds
-// only the wait to join a batch; once the record is handed to the writer, Append waits for the
-// outcome, so a nil error always means "durably recorded" and an error after hand-off means
-// "not acknowledged".
+// Concurrent Appends are group-committed, led by the callers themselves: an Append that finds
+// no batch being written writes one, with every record waiting (up to MaxBatch), one write
+// and one fsync (one of each per MiB of records), and answers them all; records that arrive
+// meanwhile wait, and the first of them writes the next batch. A lone caller therefore writes
+// and syncs its own record, with no hand-off to another goroutine and back. A record whose
+// line would exceed 1 MiB is refused (ErrInvalidRecord). If the write or the fsync (or the
+// extension of the free space before it) fails, every record of the batch fails with an error
+// wrapping ErrUnavailable, and so does every later Append until the ledger is reopened (fail
+// closed: nothing is written after a batch that may be partial). ctx bounds only the wait to
+// join a batch (a record still queued behind a batch being written is withdrawn when ctx
+// ends); once the record is in a batch, Append waits for the outcome, so a nil error always
+// means "durably recorded" and an error after that means "not acknowledged".
 func (l *Ledger) Append(ctx context.Context, r Record) (Record, error) {
 	if err := r.validate(); err != nil {
 		return Record{}, fmt.Errorf("appending to ledger %s: %w", l.dir, err)
 	}
+	if err := ctx.Err(); err != nil {
+		return Record{}, fmt.Errorf("appending to ledger %s: %w", l.dir, err)
+	}
 	r.normalize()
 	req := &request{rec: r, done: make(chan result, 1)}
-	select {
-	case l.reqs <- req:
-	case <-l.done:
+	l.qmu.Lock()
+	if l.closed {
+		l.qmu.Unlock()
 		return Record{}, fmt.Errorf("appending to ledger %s: %w: %w", l.dir, ErrUnavailable, ErrClosed)
-	case <-ctx.Done():
-		return Record{}, fmt.Errorf("appending to ledger %s: %w", l.dir, ctx.Err())
 	}
+	l.pending = append(l.pending, req)
+	lead := !l.writing
+	l.writing = true
+	l.qmu.Unlock()
+	if !lead {
+		var res result
+		select {
+		case res = <-req.done:
+		case <-ctx.Done():
+			if l.withdraw(req) {
+				return Record{}, fmt.Errorf("appending to ledger %s: %w", l.dir, ctx.Err())
+			}
+			res = <-req.done // already in a batch, or made the leader: see it through
+		}
+		if !res.lead {
+			return res.rec, res.err
+		}
+	}
+	l.writeBatch()
 	res := <-req.done
 	return res.rec, res.err
 }
 
-// run is the writer goroutine: it commits batches until Close.
-func (l *Ledger) run() {
-	defer close(l.done)
-	batch := make([]*request, 0, l.opts.MaxBatch)
-	var buf []byte
-	for {
-		select {
-		case <-l.stop:
-			return
-		case req := <-l.reqs:
-			// Yield once before sealing the batch, so that callers already runnable (about to
-			// Append) join it. Without this, under load each batch carried 1 to 3 records and
-			// the writer fsynced back to back; a goroutine in fsync keeps its P until sysmon
-			// retakes it, which on 2 cores idled up to half the CPU while dozens of issuances
-			// were runnable. With nothing else runnable (one caller) Gosched returns at once.
-			runtime.Gosched()
-			batch = l.collect(append(batch[:0], req))
-			buf = l.commit(batch, buf[:0])
-			clear(batch)
+// withdraw takes req out of the queue if no batch has taken it and it has not been made the
+// leader, and reports whether it did.
+func (l *Ledger) withdraw(req *request) bool {
+	l.qmu.Lock()
+	defer l.qmu.Unlock()
+	if len(req.done) > 0 {
+		return false
+	}
+	for i, p := range l.pending {
+		if p == req {
+			l.pending = append(l.pending[:i], l.pending[i+1:]...)
+			return true
 		}
 	}
+	return false
 }
 
-// collect adds every request already waiting to batch, up to MaxBatch.
-func (l *Ledger) collect(batch []*request) []*request {
-	for len(batch) < l.opts.MaxBatch {
-		select {
-		case req := <-l.reqs:
-			batch = append(batch, req)
-		default:
-			return batch
+// writeBatch is run by the Append that leads: it commits the records waiting, then passes the
+// lead to the first record that arrived meanwhile, or, with none (or the ledger closing),
+// ends the writing.
+func (l *Ledger) writeBatch() {
+	// Yield once before sealing the batch, so that callers already runnable (about to Append)
+	// join it. Without this, under load each batch carried 1 to 3 records and batches were
+	// fsynced back to back; a goroutine in fsync keeps its P until sysmon retakes it, which on
+	// 2 cores idled up to half the CPU while dozens of issuances were runnable. With nothing
+	// else runnable (one caller) Gosched returns at once.
+	runtime.Gosched()
+	l.qmu.Lock()
+	n := min(len(l.pending), l.opts.MaxBatch)
+	batch := append(l.batch[:0], l.pending[:n]...)
+	l.pending = append(l.pending[:0], l.pending[n:]...)
+	l.qmu.Unlock()
+	l.buf = l.commit(batch, l.buf[:0])
+	clear(batch)
+	l.batch = batch
+
+	l.qmu.Lock()
+	defer l.qmu.Unlock()
+	switch {
+	case len(l.pending) == 0:
+		l.writing = false
+	case l.closed:
+		for _, req := range l.pending {
+			req.done <- result{err: fmt.Errorf("appending to ledger %s: %w: %w", l.dir, ErrUnavailable, ErrClosed)}
 		}
+		l.pending = l.pending[:0]
+		l.writing = false
+	default:
+		l.pending[0].done <- result{lead: true}
+		return
 	}
-	return batch
+	l.idle.Broadcast()
 }
 
 // commit seals the batch's records onto the chain, writes them with one write (several for a

@@ -82,13 +82,21 @@ type Ledger struct {
 	file  *os.File
 	w     File
 	lock  *os.File
-	reqs  chan *request
-	stop  chan struct{}
-	done  chan struct{}
 	close sync.Once
 
+	// The batch queue. The Append that writes a batch (the leader) owns off, end, seq,
+	// prevHash (under mu for readers), batch and buf until it passes the lead on.
+	qmu     sync.Mutex
+	pending []*request // waiting for the next batch, in arrival order
+	writing bool       // a leader is writing a batch; Appends arriving wait in pending
+	closed  bool       // Close has begun: no Append joins any more
+	idle    sync.Cond  // on qmu; broadcast when writing ends
+	batch   []*request
+	buf     []byte
+
 	// off is where the next batch is written (just after the last record) and end the size of
-	// the segment: [off, end) is zero-filled free space. The writer owns them.
+	// the segment: [off, end) is zero-filled free space. The writer (the Append leading the
+	// current batch) owns them.
 	off, end int64
 
 	mu       sync.Mutex // guards seq, prevHash and failed for readers; the writer owns them
@@ -127,7 +135,6 @@ func Open(dir string, opts Options) (*Ledger, error) {
 		return nil, err
 	}
 	l.lock = lock
-	go l.run()
 	return l, nil
 }
 
@@ -167,9 +174,9 @@ func openSegment(dir string, opts Options) (*Ledger, error) {
 	}
 	l := &Ledger{
 		dir: dir, path: path, opts: opts, file: f, w: File(f),
-		reqs: make(chan *request), stop: make(chan struct{}), done: make(chan struct{}),
 		off: good, end: end, seq: rep.LastSeq, prevHash: zeroHash,
 	}
+	l.idle.L = &l.qmu
 	if rep.Records > 0 {
 		l.prevHash = rep.LastHash
 	}
@@ -235,8 +242,12 @@ func (l *Ledger) Stats() Stats {
 func (l *Ledger) Close() error {
 	var err error
 	l.close.Do(func() {
-		close(l.stop)
-		<-l.done
+		l.qmu.Lock()
+		l.closed = true
+		for l.writing {
+			l.idle.Wait()
+		}
+		l.qmu.Unlock()
 		err = errors.Join(l.file.Close(), l.lock.Close())
 		if err != nil {
 			err = fmt.Errorf("closing ledger %s: %w", l.dir, err)
