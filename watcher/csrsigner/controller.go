@@ -141,6 +141,7 @@ func New(kube kubernetes.Interface, signer Signer, opts Options) (*Controller, e
 			c.listers = append(c.listers, csrs.Lister())
 			return csrs.Informer()
 		},
+		Wants: c.wants,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating CSR signing controller: %w", err)

@@ -118,6 +118,14 @@ func skipReason(csr *certificatesv1.CertificateSigningRequest, served func(signe
 	return ""
 }
 
+// wants is the queue's filter (workloop.Options.Wants): only a CSR that sync would not skip
+// is queued, so the creation of a CSR and the write of its certificate cost no queue round.
+// It reads the served names from c.loop, which is set before any informer runs.
+func (c *Controller) wants(obj any) bool {
+	csr, ok := obj.(*certificatesv1.CertificateSigningRequest)
+	return !ok || skipReason(csr, c.loop.Serves) == ""
+}
+
 // hasCondition reports whether csr has a condition of type t with status True. An empty
 // status counts as True: before v1, conditions had no status field.
 func hasCondition(csr *certificatesv1.CertificateSigningRequest, t certificatesv1.RequestConditionType) bool {

@@ -62,6 +62,12 @@ type Options struct {
 	// controller's objects. It is called once per signer name; the caller keeps what else it
 	// needs of that factory (its lister).
 	Informer func(signerName string, factory informers.SharedInformerFactory) cache.SharedIndexInformer
+	// Wants, if not nil, tells whether an added or updated object may need work; an object it
+	// turns down is not queued (a key already queued stays, and its sync finds nothing to do).
+	// It saves a queue round and a worker wake-up for the events that cannot need work (a CSR
+	// created, not yet approved; the certificate just written). It must be cheap and must
+	// never turn down an object that needs work: nothing else queues it.
+	Wants func(obj any) bool
 }
 
 // Loop runs the informers, the queue and the workers of one controller. Build it with New;
@@ -71,6 +77,7 @@ type Loop struct {
 	served map[string]bool
 
 	backoffInitial, backoffMax time.Duration
+	wants                      func(obj any) bool
 
 	factories []informers.SharedInformerFactory
 	handles   []cache.ResourceEventHandlerRegistration
@@ -78,7 +85,7 @@ type Loop struct {
 }
 
 // New builds the Loop: one informer factory per signer name, whose informer enqueues every
-// added or updated object. It returns an error without signer names or with an invalid
+// added or updated object (that Options.Wants accepts). It returns an error without signer names or with an invalid
 // back-off.
 func New(kube kubernetes.Interface, opts Options) (*Loop, error) {
 	if len(opts.SignerNames) == 0 {
@@ -92,6 +99,7 @@ func New(kube kubernetes.Interface, opts Options) (*Loop, error) {
 		served:         make(map[string]bool, len(opts.SignerNames)),
 		backoffInitial: opts.BackoffInitial,
 		backoffMax:     opts.BackoffMax,
+		wants:          opts.Wants,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.BackoffInitial, opts.BackoffMax),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: opts.QueueName},
@@ -129,8 +137,11 @@ func dropManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-// enqueue adds the object's key to the queue.
+// enqueue adds the object's key to the queue, unless Options.Wants turns the object down.
 func (l *Loop) enqueue(obj any) {
+	if l.wants != nil && !l.wants(obj) {
+		return
+	}
 	key, err := cache.MetaNamespaceKeyFunc(obj)
 	if err != nil {
 		utilruntime.HandleError(fmt.Errorf("queueing %s: %w", l.kind, err))

@@ -1,9 +1,13 @@
 package workloop
 
 import (
+	"context"
+	"strconv"
 	"testing"
 	"time"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
@@ -46,5 +50,42 @@ func TestNew(t *testing.T) {
 		if _, err := New(fake.NewClientset(), opts); err == nil {
 			t.Errorf("New(%+v) succeeded", opts)
 		}
+	}
+}
+
+// TestWantsFiltersTheQueue: with Options.Wants, only the objects it accepts are queued.
+func TestWantsFiltersTheQueue(t *testing.T) {
+	const signer = "a.example/y"
+	csr := func(name string, want bool) *certificatesv1.CertificateSigningRequest {
+		return &certificatesv1.CertificateSigningRequest{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"want": strconv.FormatBool(want)}},
+			Spec:       certificatesv1.CertificateSigningRequestSpec{SignerName: signer},
+		}
+	}
+	kube := fake.NewClientset(csr("wanted", true), csr("not-wanted", false))
+	l, err := New(kube, Options{Kind: "CSR", SignerNames: []string{signer},
+		BackoffInitial: time.Millisecond, BackoffMax: time.Second,
+		Informer: func(_ string, f informers.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Certificates().V1().CertificateSigningRequests().Informer()
+		},
+		Wants: func(obj any) bool {
+			return obj.(*certificatesv1.CertificateSigningRequest).Labels["want"] == "true"
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); l.Shutdown() }()
+	l.Start(ctx)
+	if !l.WaitForCacheSync(ctx) {
+		t.Fatal("caches did not sync")
+	}
+	// Synced means every initial event has been delivered to the handler.
+	if depth := l.QueueDepth(); depth != 1 {
+		t.Fatalf("queue depth %d, want 1 (only the wanted CSR)", depth)
+	}
+	if key, _ := l.Queue().Get(); key != "wanted" {
+		t.Errorf("queued %q, want %q", key, "wanted")
 	}
 }
