@@ -203,14 +203,7 @@ func TestAppendContextBoundsOnlyTheWaitToJoin(t *testing.T) {
 	f := newFixture(t)
 	ff := &faultyFile{syncGate: make(chan struct{})}
 	l := f.openFaulty(t, ff)
-	first := make(chan error, 1)
-	go func() {
-		_, err := l.Append(context.Background(), issued(1))
-		first <- err
-	}()
-	for ff.syncs.Load() == 0 { // the writer is now blocked in Sync
-		time.Sleep(time.Millisecond)
-	}
+	first := startBlockedAppend(l, ff)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	if _, err := l.Append(ctx, issued(2)); !errors.Is(err, context.DeadlineExceeded) {
@@ -223,4 +216,18 @@ func TestAppendContextBoundsOnlyTheWaitToJoin(t *testing.T) {
 	if seq, _ := l.Last(); seq != 1 {
 		t.Errorf("last seq %d, want 1", seq)
 	}
+}
+
+// startBlockedAppend starts an Append of issued(1) and returns once its batch is blocked in
+// Sync (ff.syncGate must be set); the channel gets the Append's error.
+func startBlockedAppend(l *ledger.Ledger, ff *faultyFile) <-chan error {
+	first := make(chan error, 1)
+	go func() {
+		_, err := l.Append(context.Background(), issued(1))
+		first <- err
+	}()
+	for ff.syncs.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	return first
 }

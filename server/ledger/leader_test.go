@@ -53,14 +53,7 @@ func TestCloseDuringBatchAnswersEveryAppend(t *testing.T) {
 	f := newFixture(t)
 	ff := &faultyFile{syncGate: make(chan struct{})}
 	l := f.openFaulty(t, ff)
-	first := make(chan error, 1)
-	go func() {
-		_, err := l.Append(context.Background(), issued(1))
-		first <- err
-	}()
-	for ff.syncs.Load() == 0 { // the first batch is now blocked in Sync
-		time.Sleep(time.Millisecond)
-	}
+	first := startBlockedAppend(l, ff)
 	const queued = 5
 	var wg sync.WaitGroup
 	errs := make([]error, queued)
