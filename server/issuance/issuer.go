@@ -125,6 +125,10 @@ type Certificate struct {
 	Leaf *x509.Certificate
 	// ChainPEM is the leaf followed by the CA's intermediates, PEM-encoded.
 	ChainPEM []byte
+	// LintFindings are the lint gate's Warn and Notice results for the certificate, as
+	// "lint_name: details" (warnings first, each kind sorted): they do not stop issuance, and
+	// the service logs them with it.
+	LintFindings []string
 }
 
 // Issue runs the pipeline for one request from a CertificateSigningRequest:
@@ -171,7 +175,7 @@ func (i *Issuer) sign(p *prepared) (*Certificate, error) {
 	for _, c := range i.ca.Intermediates {
 		_ = pem.Encode(&chain, &pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
 	}
-	return &Certificate{Leaf: leaf, ChainPEM: chain.Bytes()}, nil
+	return &Certificate{Leaf: leaf, ChainPEM: chain.Bytes(), LintFindings: p.findings}, nil
 }
 
 // prepared is a request that passed every step before signing.
@@ -181,6 +185,7 @@ type prepared struct {
 	rules    []RuleResult
 	tmpl     *x509.Certificate
 	tbs      []byte // the DER TBSCertificate of tmpl under the CA: linted, then signed
+	findings []string
 }
 
 // leafNames are the subject and SANs of a leaf certificate.
@@ -241,9 +246,11 @@ func (i *Issuer) finish(p *prepared, names leafNames, notBefore, notAfter time.T
 		return err
 	}
 	if i.lint != nil {
-		if _, err := i.lint.CheckTBS(p.tbs, i.ca.Certificate); err != nil {
+		res, err := i.lint.CheckTBS(p.tbs, i.ca.Certificate)
+		if err != nil {
 			return err
 		}
+		p.findings = append(res.Warnings, res.Notices...)
 	}
 	return nil
 }

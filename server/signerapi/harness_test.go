@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"io"
 	"log/slog"
 	"net/url"
 	"strings"
@@ -70,6 +71,10 @@ type harnessOptions struct {
 	wrap func(ledger.File) ledger.File
 	// clock, if set, is the clock of the issuers, the idempotency store and the service.
 	clock clock.PassiveClock
+	// lint configures the gate of the signers with lint set; the zero value is the default.
+	lint lint.Options
+	// logs, if set, receives the service's log (JSON lines).
+	logs io.Writer
 }
 
 func newHarness(t *testing.T, o harnessOptions) *harness {
@@ -93,7 +98,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		}
 		if s.lint {
 			if gate == nil {
-				if gate, err = lint.New(lint.Options{}); err != nil {
+				if gate, err = lint.New(o.lint); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -111,7 +116,11 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = led.Close() })
+	if o.logs == nil {
+		o.logs = io.Discard
+	}
 	svc := signerapi.New(signers, o.access, signerapi.Options{
+		Log:    slog.New(slog.NewJSONHandler(o.logs, nil)),
 		Ledger: led,
 		Store:  idempotency.New(idempotency.Options{Clock: o.clock, ReplayUntil: signerapi.ReplayUntil}),
 		Clock:  o.clock,

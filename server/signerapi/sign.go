@@ -161,6 +161,12 @@ func (s *Service) recordIssued(ctx context.Context, d decisionContext, cert *iss
 	if err != nil {
 		return idempotency.Entry{}, fmt.Errorf("%w: %w", errLedgerUnavailable, err)
 	}
+	if len(cert.LintFindings) > 0 {
+		// Warnings and notices do not stop issuance; they are what the gate's configuration
+		// lets through, shown so that an operator can tighten it or fix the profile.
+		d.log.Warn("certificate issued with lint findings", logKeySerial, rec.Serial, logKeyLedgerSeq, rec.Seq,
+			"lint_findings", cert.LintFindings)
+	}
 	return idempotency.Entry{
 		Serial:      rec.Serial,
 		Chain:       cert.ChainPEM,
