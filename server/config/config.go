@@ -15,7 +15,6 @@ import (
 	"github.com/signet-pki/signet/keystore"
 	"github.com/signet-pki/signet/server/access"
 	"github.com/signet-pki/signet/server/idempotency"
-	"github.com/signet-pki/signet/server/issuance"
 	"github.com/signet-pki/signet/server/lint"
 	"github.com/signet-pki/signet/server/profile"
 )
@@ -223,12 +222,10 @@ func (c *Config) Validate() error {
 		if s.Certificate == "" {
 			errs = append(errs, fmt.Errorf("%s.certificate is required", at))
 		}
-		switch {
-		case s.MaxLifetime != nil && s.MaxLifetime.Duration < issuance.MinLifetime:
-			errs = append(errs, fmt.Errorf("%s.maxLifetime %s is below the %s floor", at, s.MaxLifetime.Duration, shortDuration(issuance.MinLifetime)))
-		case s.MaxLifetime != nil && s.Profile.Name == profile.NamePodIdentity && s.MaxLifetime.Duration < issuance.PodMinLifetime:
-			errs = append(errs, fmt.Errorf("%s.maxLifetime %s is below the %s floor of pod certificates (the kube-apiserver refuses shorter ones)",
-				at, s.MaxLifetime.Duration, shortDuration(issuance.PodMinLifetime)))
+		if s.MaxLifetime != nil {
+			if err := profile.CheckMaxLifetime(s.Profile.Name, s.MaxLifetime.Duration); err != nil {
+				errs = append(errs, fmt.Errorf("%s.maxLifetime %w", at, err))
+			}
 		}
 		if err := s.Profile.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("%s.profile: %w", at, err))
@@ -240,18 +237,6 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// shortDuration formats d without trailing zero units: "10m", "1h".
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 func (c *Config) signerNames() []string {

@@ -80,7 +80,7 @@ func TestPodIdentitySpecValidate(t *testing.T) {
 		{"settings on another profile", profile.Spec{Name: profile.NameLegacyUnknown, PodIdentity: &profile.PodIdentitySpec{}}, time.Hour, `podIdentity: only allowed when name is pod-identity, not "legacy-unknown"`},
 		{"allowPrivileged", profile.Spec{Name: profile.NamePodIdentity, AllowPrivileged: true}, time.Hour, "allowPrivileged: not allowed on pod-identity (its certificates have no subject)"},
 		{"privileged groups", profile.Spec{Name: profile.NamePodIdentity, PrivilegedGroups: []string{"x"}}, time.Hour, "privilegedGroups: not allowed on pod-identity"},
-		{"maximum under an hour", podSpec(nil), 30 * time.Minute, "maxLifetime: 30m0s is below the 1h0m0s floor of pod certificates"},
+		{"maximum under an hour", podSpec(nil), 30 * time.Minute, "maxLifetime: 30m0s is below the 1h floor of pod certificates"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

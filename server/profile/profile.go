@@ -56,7 +56,7 @@ var sentinels = []error{issuance.ErrMalformedRequest, issuance.ErrUnsupportedKey
 // maxLifetime).
 func New(spec Spec, maxLifetime time.Duration) (Profile, error) {
 	var errs []error
-	if err := checkMaxLifetime(spec.Name, maxLifetime); err != nil {
+	if err := CheckMaxLifetime(spec.Name, maxLifetime); err != nil {
 		errs = append(errs, fmt.Errorf("maxLifetime: %w", err))
 	}
 	c, err := spec.compile()
@@ -75,17 +75,31 @@ func New(spec Spec, maxLifetime time.Duration) (Profile, error) {
 	return p, nil
 }
 
-// checkMaxLifetime checks a signer's maximum lifetime for the profile named name: at least
+// CheckMaxLifetime checks a signer's maximum lifetime for the profile named name: at least
 // issuance.MinLifetime, and at least issuance.PodMinLifetime for pod-identity (the
 // kube-apiserver refuses shorter pod certificates, so a lower maximum could issue nothing).
-func checkMaxLifetime(name string, maxLifetime time.Duration) error {
+// New calls it; so does the configuration's validation, to report every error at once.
+func CheckMaxLifetime(name string, maxLifetime time.Duration) error {
 	if maxLifetime < issuance.MinLifetime {
-		return fmt.Errorf("%s is below the %s floor", maxLifetime, issuance.MinLifetime)
+		return fmt.Errorf("%s is below the %s floor", maxLifetime, shortDuration(issuance.MinLifetime))
 	}
 	if name == NamePodIdentity && maxLifetime < issuance.PodMinLifetime {
-		return fmt.Errorf("%s is below the %s floor of pod certificates", maxLifetime, issuance.PodMinLifetime)
+		return fmt.Errorf("%s is below the %s floor of pod certificates (the kube-apiserver refuses shorter ones)",
+			maxLifetime, shortDuration(issuance.PodMinLifetime))
 	}
 	return nil
+}
+
+// shortDuration formats d without trailing zero units: "10m", "1h".
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // cloneSpec deep-copies spec, so later changes by the caller do not reach the profile.

@@ -123,7 +123,7 @@ func TestSpecValid(t *testing.T) {
 func TestNewMaxLifetime(t *testing.T) {
 	t.Parallel()
 	_, err := profile.New(profile.Spec{Name: profile.NameLegacyUnknown}, time.Minute)
-	if err == nil || !strings.Contains(err.Error(), "maxLifetime: 1m0s is below the 10m0s floor") {
+	if err == nil || !strings.Contains(err.Error(), "maxLifetime: 1m0s is below the 10m floor") {
 		t.Fatalf("New with 1m = %v, want a maxLifetime error", err)
 	}
 	_, err = profile.New(profile.Spec{}, 0)
