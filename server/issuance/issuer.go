@@ -341,10 +341,9 @@ func (i *Issuer) explain(p *prepared, err error, parseRule string) Explanation {
 // lifetime after the signing time, brought in by Backdate for lifetimes of ShortLifetime or
 // more, and never past the CA's NotAfter. An expired CA is an (internal) error.
 func (i *Issuer) csrValidity(lifetime time.Duration) (notBefore, notAfter time.Time, err error) {
-	now := i.clock.Now()
-	caNotAfter := i.ca.Certificate.NotAfter
-	if !now.Before(caNotAfter) {
-		return time.Time{}, time.Time{}, fmt.Errorf("the CA certificate expired at %s", caNotAfter.UTC().Format(time.RFC3339))
+	now, caNotAfter, err := i.signingTime()
+	if err != nil {
+		return time.Time{}, time.Time{}, err
 	}
 	notAfter = now.Add(lifetime)
 	if lifetime >= ShortLifetime {
@@ -354,6 +353,16 @@ func (i *Issuer) csrValidity(lifetime time.Duration) (notBefore, notAfter time.T
 		notAfter = caNotAfter
 	}
 	return now.Add(-Backdate), notAfter, nil
+}
+
+// signingTime returns the clock's time and the CA's NotAfter, or an (internal) error if the CA
+// certificate has expired.
+func (i *Issuer) signingTime() (now, caNotAfter time.Time, err error) {
+	now, caNotAfter = i.clock.Now(), i.ca.Certificate.NotAfter
+	if !now.Before(caNotAfter) {
+		return time.Time{}, time.Time{}, fmt.Errorf("the CA certificate expired at %s", caNotAfter.UTC().Format(time.RFC3339))
+	}
+	return now, caNotAfter, nil
 }
 
 // template builds the leaf certificate for names under decision d: its key usages, CA:FALSE,

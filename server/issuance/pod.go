@@ -116,15 +116,9 @@ func ParsePodKey(req PodRequest) (*PodKey, error) {
 
 // parseStub parses and verifies a stub PKCS#10 request.
 func parseStub(der []byte) (*PodKey, error) {
-	csr, err := x509.ParseCertificateRequest(der)
+	csr, err := parseRequestDER(der, "stub_pkcs10_request")
 	if err != nil {
-		return nil, fmt.Errorf("%w: parsing stub_pkcs10_request: %v", ErrMalformedRequest, err)
-	}
-	if err := CheckPublicKey(csr.PublicKey); err != nil {
 		return nil, err
-	}
-	if err := csr.CheckSignature(); err != nil {
-		return nil, fmt.Errorf("%w: stub_pkcs10_request: %v", ErrInvalidSignature, err)
 	}
 	return &PodKey{PublicKey: csr.PublicKey, Stub: csr}, nil
 }

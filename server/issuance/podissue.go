@@ -91,10 +91,9 @@ func (i *Issuer) preparePod(req PodRequest) (*prepared, error) {
 // podValidity returns the validity of a pod certificate with lifetime (see IssuePod). An
 // expired CA is an (internal) error; a validity shorter than PodMinLifetime is a refusal.
 func (i *Issuer) podValidity(lifetime time.Duration) (notBefore, notAfter time.Time, err error) {
-	now := i.clock.Now()
-	caNotAfter := i.ca.Certificate.NotAfter
-	if !now.Before(caNotAfter) {
-		return time.Time{}, time.Time{}, fmt.Errorf("the CA certificate expired at %s", caNotAfter.UTC().Format(time.RFC3339))
+	now, caNotAfter, err := i.signingTime()
+	if err != nil {
+		return time.Time{}, time.Time{}, err
 	}
 	notBefore = now.Add(-PodBackdate).Truncate(time.Second)
 	notAfter = notBefore.Add(lifetime)

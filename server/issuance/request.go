@@ -83,15 +83,21 @@ func ParseCSR(data []byte) (*x509.CertificateRequest, error) {
 	if len(bytes.TrimSpace(rest)) != 0 {
 		return nil, fmt.Errorf("%w: data after the CERTIFICATE REQUEST block", ErrMalformedRequest)
 	}
-	csr, err := x509.ParseCertificateRequest(block.Bytes)
+	return parseRequestDER(block.Bytes, "PKCS#10")
+}
+
+// parseRequestDER parses a DER PKCS#10 request, named what in errors, checks its key
+// (CheckPublicKey) and verifies its signature: the proof of possession of that key.
+func parseRequestDER(der []byte, what string) (*x509.CertificateRequest, error) {
+	csr, err := x509.ParseCertificateRequest(der)
 	if err != nil {
-		return nil, fmt.Errorf("%w: parsing PKCS#10: %v", ErrMalformedRequest, err)
+		return nil, fmt.Errorf("%w: parsing %s: %v", ErrMalformedRequest, what, err)
 	}
 	if err := CheckPublicKey(csr.PublicKey); err != nil {
 		return nil, err
 	}
 	if err := csr.CheckSignature(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidSignature, err)
+		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidSignature, what, err)
 	}
 	return csr, nil
 }
@@ -100,17 +106,16 @@ func ParseCSR(data []byte) (*x509.CertificateRequest, error) {
 // ECDSA keys on P-256, P-384 or P-521, and Ed25519 keys. Anything else is refused with an
 // error wrapping ErrUnsupportedKey that names the supported types.
 func CheckPublicKey(pub any) error {
-	const supported = supportedKeys
 	switch k := pub.(type) {
 	case *rsa.PublicKey:
 		if bits := k.N.BitLen(); bits < minRSABits {
-			return fmt.Errorf("%w: RSA key has %d bits, fewer than %d (%s)", ErrUnsupportedKey, bits, minRSABits, supported)
+			return fmt.Errorf("%w: RSA key has %d bits, fewer than %d (%s)", ErrUnsupportedKey, bits, minRSABits, supportedKeys)
 		}
 		if k.N.BitLen() > 8192 {
-			return fmt.Errorf("%w: RSA key has %d bits, more than 8192 (%s)", ErrUnsupportedKey, k.N.BitLen(), supported)
+			return fmt.Errorf("%w: RSA key has %d bits, more than 8192 (%s)", ErrUnsupportedKey, k.N.BitLen(), supportedKeys)
 		}
 		if k.E != 65537 {
-			return fmt.Errorf("%w: RSA public exponent %d, want 65537 (%s)", ErrUnsupportedKey, k.E, supported)
+			return fmt.Errorf("%w: RSA public exponent %d, want 65537 (%s)", ErrUnsupportedKey, k.E, supportedKeys)
 		}
 		return nil
 	case *ecdsa.PublicKey:
@@ -118,10 +123,10 @@ func CheckPublicKey(pub any) error {
 		case elliptic.P256(), elliptic.P384(), elliptic.P521():
 			return nil
 		}
-		return fmt.Errorf("%w: ECDSA curve %s (%s)", ErrUnsupportedKey, k.Curve.Params().Name, supported)
+		return fmt.Errorf("%w: ECDSA curve %s (%s)", ErrUnsupportedKey, k.Curve.Params().Name, supportedKeys)
 	case ed25519.PublicKey:
 		return nil
 	default:
-		return fmt.Errorf("%w: key type %T (%s)", ErrUnsupportedKey, pub, supported)
+		return fmt.Errorf("%w: key type %T (%s)", ErrUnsupportedKey, pub, supportedKeys)
 	}
 }
