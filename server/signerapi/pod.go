@@ -44,18 +44,7 @@ const (
 func (s *Service) SignPodCertificateRequest(ctx context.Context, req *signetv1.SignPodCertificateRequestRequest) (*signetv1.SignPodCertificateRequestResponse, error) {
 	start := s.opts.Clock.Now()
 	pod := req.GetPod()
-	d := decisionContext{
-		identity:  ClientIdentity(ctx),
-		signer:    req.GetSignerName(),
-		kind:      issuance.KindPodCertificateRequest,
-		objectUID: req.GetObject().GetUid(),
-	}
-	d.log = s.opts.Log.With(
-		logKeySigner, d.signer,
-		logKeyClient, d.identity,
-		logKeyKind, d.kind,
-		logKeyObjectUID, d.objectUID,
-		logKeyObject, req.GetObject().GetName(),
+	d := s.newDecision(ctx, issuance.KindPodCertificateRequest, req.GetSignerName(), req.GetObject(), "",
 		logKeyNamespace, pod.GetNamespace(),
 		logKeyPod, pod.GetPodName(),
 		logKeyServiceAccount, pod.GetServiceAccountName(),

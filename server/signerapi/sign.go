@@ -32,21 +32,8 @@ import (
 // material are never logged.
 func (s *Service) SignCertificateSigningRequest(ctx context.Context, req *signetv1.SignCertificateSigningRequestRequest) (*signetv1.SignCertificateSigningRequestResponse, error) {
 	start := s.opts.Clock.Now()
-	d := decisionContext{
-		identity:  ClientIdentity(ctx),
-		signer:    req.GetSignerName(),
-		kind:      issuance.KindCertificateSigningRequest,
-		objectUID: req.GetObject().GetUid(),
-		requester: req.GetRequester().GetUsername(),
-	}
-	d.log = s.opts.Log.With(
-		logKeySigner, d.signer,
-		logKeyClient, d.identity,
-		logKeyKind, d.kind,
-		logKeyObjectUID, d.objectUID,
-		logKeyObject, req.GetObject().GetName(),
-		logKeyRequester, d.requester,
-	)
+	d := s.newDecision(ctx, issuance.KindCertificateSigningRequest, req.GetSignerName(), req.GetObject(),
+		req.GetRequester().GetUsername(), logKeyRequester, req.GetRequester().GetUsername())
 	sg, err := s.admit(ctx, d)
 	if err != nil {
 		return nil, err
@@ -131,6 +118,21 @@ type decisionContext struct {
 	requester        string // the object's creator; a PodCertificateRequest records none
 	hash             []byte
 	log              *slog.Logger
+}
+
+// newDecision is the context of one call: the client's identity, the signer, the object and
+// its requester (none for a PodCertificateRequest), and a logger carrying them with the
+// kind's own attributes (logAttrs, key-value pairs).
+func (s *Service) newDecision(ctx context.Context, kind issuance.Kind, signer string, object *signetv1.KubernetesObject, requester string, logAttrs ...any) decisionContext {
+	d := decisionContext{identity: ClientIdentity(ctx), signer: signer, kind: kind, objectUID: object.GetUid(), requester: requester}
+	d.log = s.opts.Log.With(append([]any{
+		logKeySigner, d.signer,
+		logKeyClient, d.identity,
+		logKeyKind, d.kind,
+		logKeyObjectUID, d.objectUID,
+		logKeyObject, object.GetName(),
+	}, logAttrs...)...)
+	return d
 }
 
 func (d decisionContext) record(decision ledger.Decision) ledger.Record {
