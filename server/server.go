@@ -74,10 +74,10 @@ type Server struct {
 	mu      sync.Mutex // guards signers
 	signers []*loadedSigner
 
-	life    sync.Mutex     // guards closed, and serving.Add against Close's Wait
-	closed  bool           // Close has begun: Serve refuses to start, ready reports ErrClosed
+	life    sync.Mutex     // orders serving.Add against Close's Wait
 	serving sync.WaitGroup // Serve calls that have not returned
-	// closing ends when Close begins; every Serve stops then, as when its own context ends.
+	// closing ends when Close begins: Serve refuses to start, every running Serve stops as
+	// when its own context ends, and ready reports ErrClosed.
 	closing   context.Context
 	stopServe context.CancelFunc
 	closeOnce sync.Once
@@ -215,10 +215,7 @@ func (s *Server) healthLoop(ctx context.Context) {
 
 // ready is the /readyz check: the server is not closed and the ledger accepts records.
 func (s *Server) ready() error {
-	s.life.Lock()
-	closed := s.closed
-	s.life.Unlock()
-	if closed || s.ledger == nil {
+	if s.closing.Err() != nil || s.ledger == nil {
 		return ErrClosed
 	}
 	if err := s.ledger.Err(); err != nil {
@@ -288,7 +285,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 func (s *Server) beginServe() error {
 	s.life.Lock()
 	defer s.life.Unlock()
-	if s.closed {
+	if s.closing.Err() != nil {
 		return ErrClosed
 	}
 	s.serving.Add(1)
@@ -305,11 +302,8 @@ func (s *Server) Close() {
 
 func (s *Server) close() {
 	s.life.Lock()
-	s.closed = true
+	s.stopServe()
 	s.life.Unlock()
-	if s.stopServe != nil {
-		s.stopServe()
-	}
 	s.serving.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
