@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 )
 
 // request is one pending Append; it is answered on done exactly once with its outcome, after a
@@ -83,7 +84,7 @@ func (l *Ledger) withdraw(req *request) bool {
 	}
 	for i, p := range l.pending {
 		if p == req {
-			l.pending = append(l.pending[:i], l.pending[i+1:]...)
+			l.pending = slices.Delete(l.pending, i, i+1)
 			return true
 		}
 	}
@@ -108,7 +109,7 @@ func (l *Ledger) writeBatch(promoted bool) {
 	l.qmu.Lock()
 	n := min(len(l.pending), l.opts.MaxBatch)
 	batch := append(l.batch[:0], l.pending[:n]...)
-	l.pending = append(l.pending[:0], l.pending[n:]...)
+	l.pending = slices.Delete(l.pending, 0, n) // clears the tail: no answered request stays reachable
 	l.qmu.Unlock()
 	l.buf = l.commit(batch, l.buf[:0])
 	clear(batch)
@@ -123,6 +124,7 @@ func (l *Ledger) writeBatch(promoted bool) {
 		for _, req := range l.pending {
 			req.done <- result{err: fmt.Errorf("appending to ledger %s: %w: %w", l.dir, ErrUnavailable, ErrClosed)}
 		}
+		clear(l.pending)
 		l.pending = l.pending[:0]
 		l.writing = false
 	default:

@@ -16,15 +16,9 @@ import (
 func TestLeadPassesOnAcrossCappedBatches(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
+	f.maxBatch = 3
 	ff := &faultyFile{syncDelay: time.Millisecond}
-	opts := f.options()
-	opts.MaxBatch = 3
-	opts.WrapFile = func(inner ledger.File) ledger.File { ff.File = inner; return ff }
-	l, err := ledger.Open(f.dir, opts)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	defer l.Close()
+	l := f.openFaulty(t, ff)
 	const n = 40
 	recs, errs := appendConcurrently(l, n)
 	seen := map[uint64]bool{}

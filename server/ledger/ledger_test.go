@@ -52,6 +52,7 @@ type fixture struct {
 	clock    *testclock.FakeClock
 	log      *bytes.Buffer
 	prealloc int64 // Options.Preallocate; 0 for the default
+	maxBatch int   // Options.MaxBatch; 0 for the default
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -60,7 +61,7 @@ func newFixture(t *testing.T) *fixture {
 }
 
 func (f *fixture) options() ledger.Options {
-	return ledger.Options{Clock: f.clock, Logger: slog.New(slog.NewTextHandler(f.log, nil)), Preallocate: f.prealloc}
+	return ledger.Options{Clock: f.clock, Logger: slog.New(slog.NewTextHandler(f.log, nil)), Preallocate: f.prealloc, MaxBatch: f.maxBatch}
 }
 
 func (f *fixture) open(t *testing.T) *ledger.Ledger {
