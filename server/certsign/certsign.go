@@ -93,6 +93,11 @@ func Assemble(tbs, signature []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return assemble(tbs, alg, signature)
+}
+
+// assemble is Assemble with tbs's signature algorithm element already read.
+func assemble(tbs, alg, signature []byte) ([]byte, error) {
 	var b cryptobyte.Builder
 	b.AddASN1(cbasn1.SEQUENCE, func(b *cryptobyte.Builder) {
 		b.AddBytes(tbs)
@@ -128,7 +133,7 @@ func Sign(rand io.Reader, tbs []byte, key crypto.Signer, caCert *x509.Certificat
 			return nil, fmt.Errorf("signing certificate: the signature returned by the CA key is invalid: %w", err)
 		}
 	}
-	der, err := Assemble(tbs, sig)
+	der, err := assemble(tbs, alg, sig)
 	if err != nil {
 		return nil, fmt.Errorf("signing certificate: %w", err)
 	}
