@@ -147,7 +147,13 @@ type Authority struct {
 // template (validity, key usage, IsCA, ...) before signing.
 func CA(t testing.TB, modify ...func(*x509.Certificate)) *Authority {
 	t.Helper()
-	key := Key(t, P256)
+	return CAOf(t, P256, modify...)
+}
+
+// CAOf is CA with a key of type kt.
+func CAOf(t testing.TB, kt KeyType, modify ...func(*x509.Certificate)) *Authority {
+	t.Helper()
+	key := Key(t, kt)
 	tmpl := caTemplate("testpki CA")
 	for _, m := range modify {
 		m(tmpl)

@@ -26,26 +26,12 @@ type ca struct {
 
 func newCA(t testing.TB, kt testpki.KeyType) ca {
 	t.Helper()
-	key := testpki.Key(t, kt)
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "certsign test CA " + string(kt)},
-		NotBefore:             testpki.NotBefore,
-		NotAfter:              testpki.NotAfter,
-		KeyUsage:              x509.KeyUsageCertSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		SubjectKeyId:          []byte{1, 2, 3, 4},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ca{cert: cert, key: key}
+	a := testpki.CAOf(t, kt, func(c *x509.Certificate) {
+		c.Subject = pkix.Name{CommonName: "certsign test CA " + string(kt)}
+		c.KeyUsage = x509.KeyUsageCertSign
+		c.SubjectKeyId = []byte{1, 2, 3, 4}
+	})
+	return ca{cert: a.Cert, key: a.Key}
 }
 
 func leafTemplate() *x509.Certificate {

@@ -26,28 +26,13 @@ type testCA struct {
 // it signs carry an authority key identifier.
 func newCA(t testing.TB, kt testpki.KeyType) testCA {
 	t.Helper()
-	key := testpki.Key(t, kt)
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "signet test CA " + string(kt), Organization: []string{"Signet"}},
-		NotBefore:             testpki.NotBefore,
-		NotAfter:              testpki.NotAfter,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		t.Fatalf("creating %s CA: %v", kt, err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatalf("parsing %s CA: %v", kt, err)
-	}
-	if len(cert.SubjectKeyId) == 0 {
+	a := testpki.CAOf(t, kt, func(c *x509.Certificate) {
+		c.Subject = pkix.Name{CommonName: "signet test CA " + string(kt), Organization: []string{"Signet"}}
+	})
+	if len(a.Cert.SubjectKeyId) == 0 {
 		t.Fatalf("%s CA has no SubjectKeyId", kt)
 	}
-	return testCA{cert: cert, key: key}
+	return testCA{cert: a.Cert, key: a.Key}
 }
 
 // sign signs tmpl for pub with the CA's real key, as the issuer does after the lint gate.
