@@ -182,8 +182,9 @@ func (g *Gate) Prepare(caCert *x509.Certificate) error {
 
 // Result is what a passing Check returns.
 type Result struct {
-	// TBS is the lint certificate's RawTBSCertificate: the bytes that passed, for the issuer
-	// to sign.
+	// TBS is the lint certificate's RawTBSCertificate: the bytes that passed. CheckTBS returns
+	// the bytes it was given (the issuer signs its own copy); Check returns the TBS it encoded
+	// from the template, the one a CA would sign for it.
 	TBS []byte
 	// Certificate is the DER of the lint certificate: Result.TBS with a placeholder signature
 	// value that no key made, so it verifies under no key. A record of what was linted.
