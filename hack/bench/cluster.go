@@ -89,7 +89,6 @@ type result struct {
 	p50      time.Duration
 	p90      time.Duration
 	p99      time.Duration
-	cpu      float64   // seconds, all signer processes
 	cpuEach  []float64 // seconds, per signer process (Signet: server, watcher)
 	planeCPU float64   // seconds, kube-apiserver + etcd
 	rss      float64   // MiB, sum of the processes' VmHWM
@@ -228,7 +227,7 @@ func runCluster(ctx context.Context, opts clusterOpts) error {
 					return fmt.Errorf("%s, %s: %w", s.label, l.label, err)
 				}
 				fmt.Fprintf(os.Stderr, "round %d  %-52s %-10s %4d/%d signed in %7.2fs  %7.1f CSRs/s  p50 %s p99 %s  cpu %.2fs %.2f  rss %.0f MiB  apiserver+etcd cpu %.2fs\n",
-					round+1, s.label, l.label, r.signed, l.n, r.total.Seconds(), r.throughput(), ms(r.p50), ms(r.p99), r.cpu, r.cpuEach, r.rss, r.planeCPU)
+					round+1, s.label, l.label, r.signed, l.n, r.total.Seconds(), r.throughput(), ms(r.p50), ms(r.p99), r.cpu(), r.cpuEach, r.rss, r.planeCPU)
 				runs[i] = append(runs[i], r)
 			}
 		}

@@ -52,7 +52,7 @@ func clusterTable(results []result, kubeVersion string, elapsed time.Duration) s
 			}
 			cpu, rss := "–", "–"
 			if r.signer.kind != "ceiling" {
-				cpu, rss = fmt.Sprintf("%.2f", r.cpu), fmt.Sprintf("%.0f", r.rss)
+				cpu, rss = fmt.Sprintf("%.2f", r.cpu()), fmt.Sprintf("%.0f", r.rss)
 			}
 			signed := fmt.Sprintf("%d/%d", r.signed, r.load.n)
 			if r.failed > 0 {
@@ -74,8 +74,8 @@ func clusterTable(results []result, kubeVersion string, elapsed time.Duration) s
 					continue
 				}
 				cpu, rss := "–", "–"
-				if r.signer.kind != "ceiling" && r.cpu > 0 && r.rss > 0 {
-					cpu, rss = ratio(signet.cpu, r.cpu), ratio(signet.rss, r.rss)
+				if r.signer.kind != "ceiling" && r.cpu() > 0 && r.rss > 0 {
+					cpu, rss = ratio(signet.cpu(), r.cpu()), ratio(signet.rss, r.rss)
 				}
 				fmt.Fprintf(&sb, "| %s | **Signet / %s** | | | **%s** | %s | %s | %s | %s | %s | %s |\n", load, want.name,
 					ratio(signet.throughput(), r.throughput()), ratio(signet.p50.Seconds(), r.p50.Seconds()),

@@ -177,7 +177,6 @@ func (b *clusterBench) scenario(ctx context.Context, kcmPath string, s signerKin
 	if proc != nil {
 		for i, c := range cpuEach(proc.pids) {
 			res.cpuEach = append(res.cpuEach, c-cpu0[i])
-			res.cpu += c - cpu0[i]
 		}
 		for _, pid := range proc.pids {
 			hwm, _, err := procMemory(pid)
@@ -297,13 +296,18 @@ func childPIDs(names ...string) []int {
 }
 
 // cpuSeconds sums utime+stime of the processes (clock ticks of 1/100 s).
-func cpuSeconds(pids []int) float64 {
+func cpuSeconds(pids []int) float64 { return sum(cpuEach(pids)) }
+
+func sum(xs []float64) float64 {
 	total := 0.0
-	for _, c := range cpuEach(pids) {
-		total += c
+	for _, x := range xs {
+		total += x
 	}
 	return total
 }
+
+// cpu is the CPU seconds of all the signer processes of r.
+func (r result) cpu() float64 { return sum(r.cpuEach) }
 
 // cpuEach reads utime+stime of each process, in seconds (0 for one that cannot be read).
 func cpuEach(pids []int) []float64 {
