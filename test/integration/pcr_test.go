@@ -11,6 +11,7 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -85,16 +86,6 @@ func waitPCR(t *testing.T, pcr *certificatesv1.PodCertificateRequest, timeout ti
 	return last
 }
 
-// pcrCondition returns the condition of type typ, or nil.
-func pcrCondition(pcr *certificatesv1.PodCertificateRequest, typ string) *metav1.Condition {
-	for i := range pcr.Status.Conditions {
-		if pcr.Status.Conditions[i].Type == typ {
-			return &pcr.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
 func terminal(pcr *certificatesv1.PodCertificateRequest) bool { return len(pcr.Status.Conditions) > 0 }
 
 // checkIssued checks an Issued PodCertificateRequest: the condition; a chain that verifies
@@ -103,7 +94,7 @@ func terminal(pcr *certificatesv1.PodCertificateRequest) bool { return len(pcr.S
 // lifetime and inside the API's window [notBefore+10m, notAfter−10m].
 func (s *signet) checkIssued(t *testing.T, pcr *certificatesv1.PodCertificateRequest, key crypto.Signer) {
 	t.Helper()
-	cond := pcrCondition(pcr, certificatesv1.PodCertificateRequestConditionTypeIssued)
+	cond := meta.FindStatusCondition(pcr.Status.Conditions, certificatesv1.PodCertificateRequestConditionTypeIssued)
 	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != "Issued" || len(pcr.Status.Conditions) != 1 {
 		t.Fatalf("conditions = %+v, want only Issued (True, reason Issued)", pcr.Status.Conditions)
 	}
@@ -177,7 +168,7 @@ func TestPodCertificateRequestIsIssued(t *testing.T) {
 	s.checkIssued(t, waitPCR(t, ed, 30*time.Second, "Issued", terminal), edKey)
 
 	got = waitPCR(t, bad, 30*time.Second, "Denied", terminal)
-	denied := pcrCondition(got, certificatesv1.PodCertificateRequestConditionTypeDenied)
+	denied := meta.FindStatusCondition(got.Status.Conditions, certificatesv1.PodCertificateRequestConditionTypeDenied)
 	if denied == nil || denied.Reason != certificatesv1.PodCertificateRequestConditionInvalidUserConfig ||
 		!strings.Contains(denied.Message, "example.com/unknown-key") || len(got.Status.Conditions) != 1 {
 		t.Errorf("conditions = %+v, want only Denied InvalidUnverifiedUserAnnotations naming example.com/unknown-key", got.Status.Conditions)

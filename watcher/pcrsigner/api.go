@@ -10,7 +10,6 @@ import (
 	certificatesv1beta1 "k8s.io/api/certificates/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/informers"
@@ -62,12 +61,13 @@ func Discover(ctx context.Context, disc discovery.ServerResourcesInterface) (API
 
 // MissingPermissions asks the API server, with SelfSubjectAccessReviews, whether the
 // client's user may do what the controller needs on version's PodCertificateRequests in
-// every namespace: list and watch them, and update their status. It returns the missing ones
+// every namespace: get (to read one again after a conflicting write), list and watch them,
+// and update their status. It returns the missing ones
 // as "verb resource" strings, none when all are allowed. (The `sign` permission on the
 // signer names is shared with the CSR controller and not checked here.)
 func MissingPermissions(ctx context.Context, kube kubernetes.Interface, version APIVersion) ([]string, error) {
 	var missing []string
-	for _, need := range []struct{ verb, subresource string }{{"list", ""}, {"watch", ""}, {"update", "status"}} {
+	for _, need := range []struct{ verb, subresource string }{{"get", ""}, {"list", ""}, {"watch", ""}, {"update", "status"}} {
 		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 			ResourceAttributes: &authorizationv1.ResourceAttributes{
 				Verb: need.verb, Group: certificatesv1.GroupName, Version: string(version),
@@ -96,7 +96,7 @@ type request struct {
 	// pcr is the object's identity and spec, as sent to the signing server.
 	pcr signerclient.PCR
 	// status is the object's status (v1beta1's has the same fields), shared with the cached
-	// object: read only (updateStatus copies it before changing it).
+	// object: read only (updateStatus changes a deep copy of the object).
 	status certificatesv1.PodCertificateRequestStatus
 	// created is the object's creation time.
 	created time.Time
@@ -107,46 +107,27 @@ type request struct {
 // key is the work-queue key of r: namespace/name.
 func (r *request) key() string { return r.pcr.Namespace + "/" + r.pcr.Name }
 
-// cacheReader reads one informer's cache.
-type cacheReader struct {
-	// get returns the cached object namespace/name; a NotFound error if absent.
-	get func(namespace, name string) (*request, error)
-	// list returns every cached object.
-	list func() ([]*request, error)
-}
-
-// newCacheReader reads one version's informer cache through its lister's get and list,
-// converting each object with convert.
-func newCacheReader[T any](get func(namespace, name string) (T, error), list func(labels.Selector) ([]T, error), convert func(T) *request) cacheReader {
-	return cacheReader{
-		get: func(namespace, name string) (*request, error) {
-			o, err := get(namespace, name)
-			if err != nil {
-				return nil, err
-			}
-			return convert(o), nil
-		},
-		list: func() ([]*request, error) {
-			objs, err := list(labels.Everything())
-			out := make([]*request, 0, len(objs))
-			for _, o := range objs {
-				out = append(out, convert(o))
-			}
-			return out, err
-		},
+// toRequest converts a cached object of either version; nil for anything else.
+func toRequest(obj any) *request {
+	switch o := obj.(type) {
+	case *certificatesv1.PodCertificateRequest:
+		return fromV1(o)
+	case *certificatesv1beta1.PodCertificateRequest:
+		return fromV1beta1(o)
 	}
+	return nil
 }
 
 // versionClient reads and writes the PodCertificateRequests of one API version.
 type versionClient interface {
-	// informer returns factory's PodCertificateRequest informer for this version and a
-	// reader of its cache.
-	informer(factory informers.SharedInformerFactory) (cache.SharedIndexInformer, cacheReader)
+	// informer returns factory's PodCertificateRequest informer for this version; its cache
+	// holds objects that toRequest converts.
+	informer(factory informers.SharedInformerFactory) cache.SharedIndexInformer
 	// get reads namespace/name from the API server.
 	get(ctx context.Context, namespace, name string) (*request, error)
-	// updateStatus writes a copy of r.object with status, with UpdateStatus (conditional on
-	// r's resourceVersion). status is the caller's own copy: it is not copied again.
-	updateStatus(ctx context.Context, r *request, status *certificatesv1.PodCertificateRequestStatus) error
+	// updateStatus writes a deep copy of r.object whose status apply has changed, with
+	// UpdateStatus (conditional on r's resourceVersion).
+	updateStatus(ctx context.Context, r *request, apply func(*certificatesv1.PodCertificateRequestStatus)) error
 }
 
 // newVersionClient returns the versionClient of version, or an error for NotServed or an
@@ -169,13 +150,8 @@ func fromV1(o *certificatesv1.PodCertificateRequest) *request {
 		created: o.CreationTimestamp.Time, generation: o.Generation}
 }
 
-func (v1Client) informer(factory informers.SharedInformerFactory) (cache.SharedIndexInformer, cacheReader) {
-	inf := factory.Certificates().V1().PodCertificateRequests()
-	lister := inf.Lister()
-	get := func(namespace, name string) (*certificatesv1.PodCertificateRequest, error) {
-		return lister.PodCertificateRequests(namespace).Get(name)
-	}
-	return inf.Informer(), newCacheReader(get, lister.List, fromV1)
+func (v1Client) informer(factory informers.SharedInformerFactory) cache.SharedIndexInformer {
+	return factory.Certificates().V1().PodCertificateRequests().Informer()
 }
 
 func (c v1Client) get(ctx context.Context, namespace, name string) (*request, error) {
@@ -186,9 +162,9 @@ func (c v1Client) get(ctx context.Context, namespace, name string) (*request, er
 	return fromV1(o), nil
 }
 
-func (c v1Client) updateStatus(ctx context.Context, r *request, status *certificatesv1.PodCertificateRequestStatus) error {
+func (c v1Client) updateStatus(ctx context.Context, r *request, apply func(*certificatesv1.PodCertificateRequestStatus)) error {
 	o := r.object.(*certificatesv1.PodCertificateRequest).DeepCopy()
-	o.Status = *status
+	apply(&o.Status)
 	_, err := c.kube.CertificatesV1().PodCertificateRequests(o.Namespace).UpdateStatus(ctx, o,
 		metav1.UpdateOptions{FieldManager: FieldManager})
 	return err
@@ -203,13 +179,8 @@ func fromV1beta1(o *certificatesv1beta1.PodCertificateRequest) *request {
 		created: o.CreationTimestamp.Time, generation: o.Generation}
 }
 
-func (v1beta1Client) informer(factory informers.SharedInformerFactory) (cache.SharedIndexInformer, cacheReader) {
-	inf := factory.Certificates().V1beta1().PodCertificateRequests()
-	lister := inf.Lister()
-	get := func(namespace, name string) (*certificatesv1beta1.PodCertificateRequest, error) {
-		return lister.PodCertificateRequests(namespace).Get(name)
-	}
-	return inf.Informer(), newCacheReader(get, lister.List, fromV1beta1)
+func (v1beta1Client) informer(factory informers.SharedInformerFactory) cache.SharedIndexInformer {
+	return factory.Certificates().V1beta1().PodCertificateRequests().Informer()
 }
 
 func (c v1beta1Client) get(ctx context.Context, namespace, name string) (*request, error) {
@@ -220,9 +191,9 @@ func (c v1beta1Client) get(ctx context.Context, namespace, name string) (*reques
 	return fromV1beta1(o), nil
 }
 
-func (c v1beta1Client) updateStatus(ctx context.Context, r *request, status *certificatesv1.PodCertificateRequestStatus) error {
+func (c v1beta1Client) updateStatus(ctx context.Context, r *request, apply func(*certificatesv1.PodCertificateRequestStatus)) error {
 	o := r.object.(*certificatesv1beta1.PodCertificateRequest).DeepCopy()
-	o.Status = certificatesv1beta1.PodCertificateRequestStatus(*status)
+	apply((*certificatesv1.PodCertificateRequestStatus)(&o.Status)) // the same fields
 	_, err := c.kube.CertificatesV1beta1().PodCertificateRequests(o.Namespace).UpdateStatus(ctx, o,
 		metav1.UpdateOptions{FieldManager: FieldManager})
 	return err

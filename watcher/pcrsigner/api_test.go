@@ -106,9 +106,9 @@ func TestMissingPermissions(t *testing.T) {
 	}
 
 	kube = fake.NewClientset()
-	allowReviews(kube, "watch podcertificaterequests", "update podcertificaterequests/status")
+	allowReviews(kube, "get podcertificaterequests", "watch podcertificaterequests", "update podcertificaterequests/status")
 	missing, err = MissingPermissions(context.Background(), kube, V1)
-	if want := []string{"watch podcertificaterequests", "update podcertificaterequests/status"}; err != nil || !slices.Equal(missing, want) {
+	if want := []string{"get podcertificaterequests", "watch podcertificaterequests", "update podcertificaterequests/status"}; err != nil || !slices.Equal(missing, want) {
 		t.Errorf("MissingPermissions() = %v, %v; want %v", missing, err, want)
 	}
 

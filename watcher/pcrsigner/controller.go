@@ -108,8 +108,8 @@ type Controller struct {
 	metrics     Metrics
 	giveUpAfter time.Duration
 
-	loop    *workloop.Loop
-	readers []cacheReader
+	loop      *workloop.Loop
+	informers []cache.SharedIndexInformer // one per signer name
 
 	// rejected holds, by key, the UID of objects whose last status write was refused as
 	// invalid (422): a second refusal drops them.
@@ -156,10 +156,11 @@ func New(kube kubernetes.Interface, signer Signer, opts Options) (*Controller, e
 		Kind: "PodCertificateRequest", QueueName: "signet_pcr_signer", SignerNames: opts.SignerNames,
 		BackoffInitial: opts.BackoffInitial, BackoffMax: opts.BackoffMax,
 		Informer: func(_ string, factory informers.SharedInformerFactory) cache.SharedIndexInformer {
-			informer, reader := api.informer(factory)
-			c.readers = append(c.readers, reader)
+			informer := api.informer(factory)
+			c.informers = append(c.informers, informer)
 			return informer
 		},
+		Wants: c.wants,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating PodCertificateRequest signing controller: %w", err)

@@ -20,13 +20,10 @@ func (c *Controller) OldestPending() map[string]time.Duration {
 	for _, name := range c.loop.SignerNames() {
 		oldest[name] = 0
 	}
-	for _, reader := range c.readers {
-		requests, err := reader.list()
-		if err != nil {
-			continue // a cache lister never fails
-		}
-		for _, r := range requests {
-			if skipReason(r, c.loop.Serves) != "" {
+	for _, inf := range c.informers {
+		for _, obj := range inf.GetStore().List() {
+			r := toRequest(obj)
+			if r == nil || skipReason(r, c.loop.Serves) != "" {
 				continue
 			}
 			if age := c.age(r); age > oldest[r.pcr.SignerName] {

@@ -251,12 +251,10 @@ func (c *Controller) supersededReason(old, fresh *request) string {
 	return ""
 }
 
-// updateStatus writes base's status changed by apply (on a deep copy) with UpdateStatus.
-// Errors wrap the API error.
+// updateStatus writes base's object with its status changed by apply (on a deep copy) with
+// UpdateStatus. Errors wrap the API error.
 func (c *Controller) updateStatus(ctx context.Context, base *request, apply func(*certificatesv1.PodCertificateRequestStatus)) error {
-	status := base.status.DeepCopy()
-	apply(status)
-	if err := c.api.updateStatus(ctx, base, status); err != nil {
+	if err := c.api.updateStatus(ctx, base, apply); err != nil {
 		return fmt.Errorf("updating status of PodCertificateRequest %s: %w", base.key(), err)
 	}
 	return nil

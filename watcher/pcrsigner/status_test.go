@@ -1,11 +1,13 @@
 package pcrsigner
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
@@ -239,5 +242,45 @@ func TestStatusWriteErrors(t *testing.T) {
 				t.Errorf("outcomes = %v, want %s", got, tt.wantOutcome)
 			}
 		})
+	}
+}
+
+// TestWantsAfterRejection: the queue filter turns down objects that sync would skip (signed
+// elsewhere, another signer), except one whose status write was refused once: its next
+// event is queued so that sync forgets the rejection, and after that it is turned down again.
+func TestWantsAfterRejection(t *testing.T) {
+	c, kube, ctx := newTestController(t, &fakeSigner{}, V1, nil, newPCR("pcr"))
+	issued := newPCR("pcr", withCondition("Issued"), withChain)
+	if !c.wants(newPCR("pcr")) {
+		t.Error("wants(pending) = false, want true")
+	}
+	if c.wants(issued) || c.wants(newPCR("other", withSigner("example.com/other"))) {
+		t.Error("wants() = true for an issued object or another signer's, want false")
+	}
+
+	kube.PrependReactor("update", "podcertificaterequests", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		return action.GetSubresource() == "status", nil, invalidStatus()
+	})
+	if err := c.sync(ctx, testKey); !apierrors.IsInvalid(err) {
+		t.Fatalf("sync() = %v, want the Invalid error", err)
+	}
+	if !c.wants(issued) {
+		t.Error("wants(issued after a rejection) = false, want true (sync must forget the rejection)")
+	}
+	if err := kube.Tracker().Update(certificatesv1.SchemeGroupVersion.WithResource("podcertificaterequests"), issued, testNS); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		r, err := c.get(testNS, "pcr")
+		return r != nil && hasCondition(r, "Issued"), err
+	})
+	if err != nil {
+		t.Fatalf("the cache did not see the issued object: %v", err)
+	}
+	if err := c.sync(ctx, testKey); err != nil {
+		t.Fatalf("sync(issued) = %v, want nil", err)
+	}
+	if c.wants(issued) {
+		t.Error("wants(issued) = true after sync skipped it, want false")
 	}
 }

@@ -7,7 +7,7 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -119,16 +119,31 @@ func (c *Controller) age(r *request) time.Duration {
 // get returns the object namespace/name from whichever signer's cache holds it, or nil if
 // none does.
 func (c *Controller) get(namespace, name string) (*request, error) {
-	for _, reader := range c.readers {
-		r, err := reader.get(namespace, name)
+	key := namespace + "/" + name
+	for _, inf := range c.informers {
+		obj, exists, err := inf.GetIndexer().GetByKey(key)
 		switch {
-		case err == nil:
-			return r, nil
-		case !apierrors.IsNotFound(err):
-			return nil, fmt.Errorf("getting PodCertificateRequest %s/%s: %w", namespace, name, err)
+		case err != nil:
+			return nil, fmt.Errorf("getting PodCertificateRequest %s: %w", key, err)
+		case exists:
+			return toRequest(obj), nil
 		}
 	}
 	return nil, nil
+}
+
+// wants is the queue's filter (workloop.Options.Wants): an object is queued if sync would not
+// skip it, or if its last status write was rejected (sync then forgets the rejection), so the
+// controller's own Issued or Denied write costs no queue round.
+func (c *Controller) wants(obj any) bool {
+	r := toRequest(obj)
+	if r == nil || skipReason(r, c.loop.Serves) == "" {
+		return true
+	}
+	c.rejectedMu.Lock()
+	defer c.rejectedMu.Unlock()
+	_, rejected := c.rejected[r.key()]
+	return rejected
 }
 
 // skipReason returns why r must not be signed now, or "" if it must.
@@ -152,10 +167,5 @@ func skipReason(r *request, served func(signerName string) bool) string {
 // hasCondition reports whether r has a condition of type t. Its status is not read: the API
 // server admits only True for these types, and the kubelet reads only the type.
 func hasCondition(r *request, t string) bool {
-	for _, cond := range r.status.Conditions {
-		if cond.Type == t {
-			return true
-		}
-	}
-	return false
+	return meta.FindStatusCondition(r.status.Conditions, t) != nil
 }
