@@ -1,14 +1,10 @@
 package csrsigner
 
 import (
-	"context"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/klog/v2"
-
-	"github.com/signet-pki/signet/watcher/signerclient"
 )
 
 // QueueDepth is the number of CSRs waiting in the work queue (not counting those waiting out
@@ -77,14 +73,4 @@ func (c *Controller) event(csr *certificatesv1.CertificateSigningRequest, eventT
 		return
 	}
 	c.recorder.Eventf(csr, eventType, reason, messageFmt, args...)
-}
-
-// signedMessage describes the issued leaf for the Signed Event (see signerclient.Issued.Summary);
-// a leaf that is needed and does not parse is logged and the message names only the signer.
-func signedMessage(ctx context.Context, signerName string, issued signerclient.Issued) string {
-	message, err := issued.Summary(signerName)
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "Describing the issued certificate")
-	}
-	return message
 }

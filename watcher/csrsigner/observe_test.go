@@ -1,7 +1,6 @@
 package csrsigner
 
 import (
-	"context"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -23,7 +22,6 @@ import (
 
 	"github.com/signet-pki/signet/internal/testpki"
 	"github.com/signet-pki/signet/watcher/internal/looptest"
-	"github.com/signet-pki/signet/watcher/signerclient"
 )
 
 // approvedAt approves a CSR at t (the Approved condition's lastUpdateTime).
@@ -182,22 +180,6 @@ func TestEventsAndMetrics(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestSignedMessageSerialFromChain checks that a serial parsed from the chain is written as
-// the server writes it: the hex of its bytes, with a leading zero.
-func TestSignedMessageSerialFromChain(t *testing.T) {
-	notAfter := time.Date(2026, 5, 5, 12, 0, 0, 0, time.UTC)
-	leaf := testpki.CA(t).Sign(t, &x509.Certificate{
-		SerialNumber: big.NewInt(0x1abc1), Subject: pkix.Name{CommonName: "leaf"},
-		NotBefore: notAfter.Add(-time.Hour), NotAfter: notAfter,
-	}, testpki.Key(t, testpki.P256).Public())
-	chain := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Raw})
-	got := signedMessage(context.Background(), servedSigner, signerclient.Issued{Chain: chain})
-	want := "certificate issued by example.com/serving, serial 01abc1, valid until 2026-05-05T12:00:00Z"
-	if got != want {
-		t.Errorf("signedMessage() = %q, want %q", got, want)
 	}
 }
 

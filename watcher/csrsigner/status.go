@@ -42,7 +42,7 @@ func (c *Controller) writeCertificate(ctx context.Context, csr *certificatesv1.C
 	latency := c.sinceApproval(csr)
 	c.metrics.ObserveIssuanceLatency(csr.Spec.SignerName, latency)
 	c.metrics.ObserveHandled(csr.Spec.SignerName, OutcomeSigned)
-	message := signedMessage(ctx, csr.Spec.SignerName, issued)
+	message := issued.Summary(ctx, csr.Spec.SignerName)
 	if retried || c.signedEvent {
 		c.event(csr, corev1.EventTypeNormal, ReasonSigned, "%s", message)
 	}

@@ -51,10 +51,7 @@ const (
 // creation, logs the issuance and, if the object was retried before (or every certificate
 // gets one), emits the Signed Event.
 func (c *Controller) writeIssued(ctx context.Context, r *request, issued signerclient.Issued, retried bool) error {
-	message, err := issued.Summary(r.pcr.SignerName)
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "Describing the issued certificate")
-	}
+	message := issued.Summary(ctx, r.pcr.SignerName)
 	result, err := c.writeStatus(ctx, r, func(status *certificatesv1.PodCertificateRequestStatus) {
 		status.Conditions = append(status.Conditions, c.condition(r, certificatesv1.PodCertificateRequestConditionTypeIssued, ReasonIssued, message))
 		status.CertificateChain = string(issued.Chain)
