@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 
 	"github.com/signet-pki/signet/internal/configfile"
+	"github.com/signet-pki/signet/watcher/pcrsigner"
 )
 
 // APIVersion and Kind identify the watcher's configuration file format.
@@ -31,10 +32,10 @@ const (
 	DefaultBackoffInitial = 250 * time.Millisecond
 	DefaultBackoffMax     = 30 * time.Second
 
-	// DefaultPCRGiveUpAfter is the default podCertificateRequests.giveUpAfter, and
-	// MaxPCRGiveUpAfter its maximum: the age at which kube-controller-manager's cleaner
-	// deletes a PodCertificateRequest.
-	DefaultPCRGiveUpAfter = 10 * time.Minute
+	// DefaultPCRGiveUpAfter is the default podCertificateRequests.giveUpAfter (the
+	// controller's own default), and MaxPCRGiveUpAfter its maximum: the age at which
+	// kube-controller-manager's cleaner deletes a PodCertificateRequest.
+	DefaultPCRGiveUpAfter = pcrsigner.DefaultGiveUpAfter
 	MaxPCRGiveUpAfter     = 15 * time.Minute
 
 	DefaultLeaseName     = "signet-watcher"

@@ -43,7 +43,6 @@ type Queue interface {
 // *Metrics records nothing, so tests may leave it out.
 type Metrics struct {
 	registry *prometheus.Registry
-	signers  []string
 
 	rpcDuration *prometheus.HistogramVec
 	rpcErrors   *prometheus.CounterVec
@@ -124,7 +123,6 @@ func New(signers, outcomes, pcrOutcomes []string) *Metrics {
 	sorted := slices.Compact(slices.Sorted(slices.Values(signers)))
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
-		signers:  sorted,
 		rpcDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Subsystem: subsystem, Name: "server_rpc_duration_seconds",
 			Help:    "Duration of calls to the signing server, by gRPC method and status code.",
