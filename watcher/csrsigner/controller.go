@@ -11,7 +11,6 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	certificateslisters "k8s.io/client-go/listers/certificates/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -99,8 +98,7 @@ type Controller struct {
 	metrics     Metrics
 	giveUpAfter time.Duration // ≤ 0: never give up
 
-	loop    *workloop.Loop
-	listers []certificateslisters.CertificateSigningRequestLister
+	loop *workloop.Loop
 }
 
 // New builds a Controller with one informer per signer name, each filtered by the field
@@ -137,9 +135,7 @@ func New(kube kubernetes.Interface, signer Signer, opts Options) (*Controller, e
 		Kind: "CSR", QueueName: "signet_csr_signer", SignerNames: opts.SignerNames,
 		BackoffInitial: opts.BackoffInitial, BackoffMax: opts.BackoffMax,
 		Informer: func(_ string, factory informers.SharedInformerFactory) cache.SharedIndexInformer {
-			csrs := factory.Certificates().V1().CertificateSigningRequests()
-			c.listers = append(c.listers, csrs.Lister())
-			return csrs.Informer()
+			return factory.Certificates().V1().CertificateSigningRequests().Informer()
 		},
 		Wants: c.wants,
 	})

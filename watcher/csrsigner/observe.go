@@ -4,7 +4,6 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
-	"k8s.io/apimachinery/pkg/labels"
 )
 
 // QueueDepth is the number of CSRs waiting in the work queue (not counting those waiting out
@@ -19,25 +18,13 @@ func (c *Controller) HasSynced() bool { return c.loop.HasSynced() }
 // oldest CSR in the cache that is to be signed (approved, not denied or failed, no
 // certificate), or 0 if there is none.
 func (c *Controller) OldestPending() map[string]time.Duration {
-	oldest := make(map[string]time.Duration)
-	for _, name := range c.loop.SignerNames() {
-		oldest[name] = 0
-	}
-	for _, lister := range c.listers {
-		csrs, err := lister.List(labels.Everything())
-		if err != nil {
-			continue // a cache lister never fails
+	return c.loop.OldestPending(func(obj any) (string, time.Duration, bool) {
+		csr, ok := obj.(*certificatesv1.CertificateSigningRequest)
+		if !ok || skipReason(csr, c.loop.Serves) != "" {
+			return "", 0, false
 		}
-		for _, csr := range csrs {
-			if skipReason(csr, c.loop.Serves) != "" {
-				continue
-			}
-			if age := c.sinceApproval(csr); age > oldest[csr.Spec.SignerName] {
-				oldest[csr.Spec.SignerName] = age
-			}
-		}
-	}
-	return oldest
+		return csr.Spec.SignerName, c.sinceApproval(csr), true
+	})
 }
 
 // sinceApproval is the time since csr was approved (see approvalTime), or 0 if the object

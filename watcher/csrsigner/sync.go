@@ -7,7 +7,6 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/klog/v2"
 
 	"github.com/signet-pki/signet/watcher/signerclient"
@@ -88,16 +87,9 @@ const ReasonSigningDeadlineExceeded = "SigningDeadlineExceeded"
 // get returns the CSR called name from whichever signer's cache holds it, or nil if none
 // does.
 func (c *Controller) get(name string) (*certificatesv1.CertificateSigningRequest, error) {
-	for _, lister := range c.listers {
-		csr, err := lister.Get(name)
-		switch {
-		case err == nil:
-			return csr, nil
-		case !apierrors.IsNotFound(err):
-			return nil, fmt.Errorf("getting CSR %s: %w", name, err)
-		}
-	}
-	return nil, nil
+	obj, err := c.loop.Cached(name)
+	csr, _ := obj.(*certificatesv1.CertificateSigningRequest)
+	return csr, err
 }
 
 // skipReason returns why csr must not be signed now, or "" if it must.

@@ -108,8 +108,7 @@ type Controller struct {
 	metrics     Metrics
 	giveUpAfter time.Duration
 
-	loop      *workloop.Loop
-	informers []cache.SharedIndexInformer // one per signer name
+	loop *workloop.Loop
 
 	// rejected holds, by key, the UID of objects whose last status write was refused as
 	// invalid (422): a second refusal drops them.
@@ -156,9 +155,7 @@ func New(kube kubernetes.Interface, signer Signer, opts Options) (*Controller, e
 		Kind: "PodCertificateRequest", QueueName: "signet_pcr_signer", SignerNames: opts.SignerNames,
 		BackoffInitial: opts.BackoffInitial, BackoffMax: opts.BackoffMax,
 		Informer: func(_ string, factory informers.SharedInformerFactory) cache.SharedIndexInformer {
-			informer := api.informer(factory)
-			c.informers = append(c.informers, informer)
-			return informer
+			return api.informer(factory)
 		},
 		Wants: c.wants,
 	})

@@ -16,22 +16,13 @@ func (c *Controller) HasSynced() bool { return c.loop.HasSynced() }
 // oldest cached PodCertificateRequest still to be signed (no Issued, Denied or Failed
 // condition, no chain), or 0 if there is none.
 func (c *Controller) OldestPending() map[string]time.Duration {
-	oldest := make(map[string]time.Duration)
-	for _, name := range c.loop.SignerNames() {
-		oldest[name] = 0
-	}
-	for _, inf := range c.informers {
-		for _, obj := range inf.GetStore().List() {
-			r := toRequest(obj)
-			if r == nil || skipReason(r, c.loop.Serves) != "" {
-				continue
-			}
-			if age := c.age(r); age > oldest[r.pcr.SignerName] {
-				oldest[r.pcr.SignerName] = age
-			}
+	return c.loop.OldestPending(func(obj any) (string, time.Duration, bool) {
+		r := toRequest(obj)
+		if r == nil || skipReason(r, c.loop.Serves) != "" {
+			return "", 0, false
 		}
-	}
-	return oldest
+		return r.pcr.SignerName, c.age(r), true
+	})
 }
 
 // event records an Event on r's object (in its namespace) if there is a recorder.

@@ -119,17 +119,8 @@ func (c *Controller) age(r *request) time.Duration {
 // get returns the object namespace/name from whichever signer's cache holds it, or nil if
 // none does.
 func (c *Controller) get(namespace, name string) (*request, error) {
-	key := namespace + "/" + name
-	for _, inf := range c.informers {
-		obj, exists, err := inf.GetIndexer().GetByKey(key)
-		switch {
-		case err != nil:
-			return nil, fmt.Errorf("getting PodCertificateRequest %s: %w", key, err)
-		case exists:
-			return toRequest(obj), nil
-		}
-	}
-	return nil, nil
+	obj, err := c.loop.Cached(namespace + "/" + name)
+	return toRequest(obj), err
 }
 
 // wants is the queue's filter (workloop.Options.Wants): an object is queued if sync would not

@@ -59,8 +59,8 @@ type Options struct {
 	// BackoffMax not below BackoffInitial.
 	BackoffInitial, BackoffMax time.Duration
 	// Informer returns, from the informer factory of one signer name, the informer of the
-	// controller's objects. It is called once per signer name; the caller keeps what else it
-	// needs of that factory (its lister).
+	// controller's objects. It is called once per signer name; the Loop reads its cache
+	// (Cached, OldestPending).
 	Informer func(signerName string, factory informers.SharedInformerFactory) cache.SharedIndexInformer
 	// Wants, if not nil, tells whether an added or updated object may need work; an object it
 	// turns down is not queued (a key already queued stays, and its sync finds nothing to do).
@@ -80,6 +80,7 @@ type Loop struct {
 	wants                      func(obj any) bool
 
 	factories []informers.SharedInformerFactory
+	informers []cache.SharedIndexInformer // one per signer name
 	handles   []cache.ResourceEventHandlerRegistration
 	queue     workqueue.TypedRateLimitingInterface[string]
 }
@@ -115,7 +116,8 @@ func New(kube kubernetes.Interface, opts Options) (*Loop, error) {
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = selector }),
 			informers.WithTransform(dropManagedFields),
 		)
-		handle, err := opts.Informer(name, factory).AddEventHandler(cache.ResourceEventHandlerFuncs{
+		informer := opts.Informer(name, factory)
+		handle, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    l.enqueue,
 			UpdateFunc: func(_, obj any) { l.enqueue(obj) },
 		})
@@ -123,6 +125,7 @@ func New(kube kubernetes.Interface, opts Options) (*Loop, error) {
 			return nil, fmt.Errorf("adding event handler for %s: %w", name, err)
 		}
 		l.factories = append(l.factories, factory)
+		l.informers = append(l.informers, informer)
 		l.handles = append(l.handles, handle)
 	}
 	return l, nil
@@ -155,6 +158,39 @@ func (l *Loop) Serves(signerName string) bool { return l.served[signerName] }
 
 // SignerNames lists the served signer names, sorted.
 func (l *Loop) SignerNames() []string { return slices.Sorted(maps.Keys(l.served)) }
+
+// Cached returns the object with key (the queue's key: name, or namespace/name) from
+// whichever signer name's cache holds it, or nil if none does.
+func (l *Loop) Cached(key string) (any, error) {
+	for _, inf := range l.informers {
+		obj, exists, err := inf.GetIndexer().GetByKey(key)
+		if err != nil {
+			return nil, fmt.Errorf("getting %s %s from the cache: %w", l.kind, key, err)
+		}
+		if exists {
+			return obj, nil
+		}
+	}
+	return nil, nil
+}
+
+// OldestPending returns, for every served signer name, the largest age that pending reports
+// over the cached objects, or 0 if it reports none. pending returns an object's signer name
+// and age, and false for an object that is not pending (or not of the controller's type).
+func (l *Loop) OldestPending(pending func(obj any) (signerName string, age time.Duration, ok bool)) map[string]time.Duration {
+	oldest := make(map[string]time.Duration, len(l.served))
+	for name := range l.served {
+		oldest[name] = 0
+	}
+	for _, inf := range l.informers {
+		for _, obj := range inf.GetStore().List() {
+			if name, age, ok := pending(obj); ok && l.served[name] && age > oldest[name] {
+				oldest[name] = age
+			}
+		}
+	}
+	return oldest
+}
 
 // Queue is the work queue, for the controller's retry bookkeeping (NumRequeues) and tests.
 func (l *Loop) Queue() workqueue.TypedRateLimitingInterface[string] { return l.queue }
