@@ -34,12 +34,17 @@ func newCA(t testing.TB, kt testpki.KeyType) ca {
 	return ca{cert: a.Cert, key: a.Key}
 }
 
+// leafNotBefore is read once, so that every leafTemplate encodes the same TBS (two reads of
+// the clock may straddle a second) and the leaf is valid now (chains are verified).
+var leafNotBefore = time.Now().Add(-5 * time.Minute)
+
+// leafTemplate is a client leaf valid from leafNotBefore for a day.
 func leafTemplate() *x509.Certificate {
 	return &x509.Certificate{
 		SerialNumber:          big.NewInt(42),
 		Subject:               pkix.Name{CommonName: "system:node:worker-1", Organization: []string{"system:nodes"}},
-		NotBefore:             time.Now().Add(-5 * time.Minute),
-		NotAfter:              time.Now().Add(24 * time.Hour),
+		NotBefore:             leafNotBefore,
+		NotAfter:              leafNotBefore.Add(24 * time.Hour),
 		KeyUsage:              x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 		BasicConstraintsValid: true,
