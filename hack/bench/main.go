@@ -385,7 +385,6 @@ func cpuTime() time.Duration {
 // printStats is -stats.
 var printStats bool
 
-// parseInts parses a comma-separated list of positive integers.
 // parseInts parses a comma-separated list of positive counts; an empty list is none.
 func parseInts(list string) ([]int, error) {
 	var out []int

@@ -148,29 +148,36 @@ func targets(results []result) string {
 		if signet == nil {
 			continue
 		}
-		check := func(name string, got, bound float64, atLeast bool) {
-			verdict := "meets"
-			if (atLeast && got < bound) || (!atLeast && got > bound) {
-				verdict = "BELOW target"
-			}
+		// check states num/den against bound (at least, or at most); a zero anchor (KCM signed
+		// nothing, or a latency of 0) is reported, not judged.
+		check := func(name string, num, den, bound float64, atLeast bool) {
 			op := "≤"
 			if atLeast {
 				op = "≥"
+			}
+			if den <= 0 {
+				fmt.Fprintf(&sb, "- %s: %s cannot be judged: KCM's figure is 0 (target %s %g×)\n", load, name, op, bound)
+				return
+			}
+			got := num / den
+			verdict := "meets"
+			if (atLeast && got < bound) || (!atLeast && got > bound) {
+				verdict = "MISSES target"
 			}
 			fmt.Fprintf(&sb, "- %s: %s %.2f× (target %s %g×): %s\n", load, name, got, op, bound, verdict)
 		}
 		if r.load.rate == 0 {
 			if fast != nil {
-				check("throughput Signet / KCM (QPS 1000)", signet.throughput()/fast.throughput(), 0.95, true)
+				check("throughput Signet / KCM (QPS 1000)", signet.throughput(), fast.throughput(), 0.95, true)
 			}
 			if slow != nil {
-				check("throughput Signet / KCM (default QPS)", signet.throughput()/slow.throughput(), 10, true)
+				check("throughput Signet / KCM (default QPS)", signet.throughput(), slow.throughput(), 10, true)
 			}
 			continue
 		}
 		if fast != nil {
-			check("p50 Signet / KCM (QPS 1000)", signet.p50.Seconds()/fast.p50.Seconds(), 1.5, false)
-			check("p99 Signet / KCM (QPS 1000)", signet.p99.Seconds()/fast.p99.Seconds(), 2, false)
+			check("p50 Signet / KCM (QPS 1000)", signet.p50.Seconds(), fast.p50.Seconds(), 1.5, false)
+			check("p99 Signet / KCM (QPS 1000)", signet.p99.Seconds(), fast.p99.Seconds(), 2, false)
 		}
 	}
 	if sb.Len() == 0 {
