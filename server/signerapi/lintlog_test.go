@@ -5,29 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/signet-pki/signet/server/lint"
 )
-
-// lockedBuffer is a bytes.Buffer safe for the service's logger and the test.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) lines() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Split(strings.TrimSpace(b.buf.String()), "\n")
-}
 
 // A certificate issued with lint warnings or notices (here: the default exclusions lifted) is
 // logged at WARN with its serial and the findings; an issuance without findings is not.
@@ -43,7 +24,8 @@ func TestIssuanceLogsLintFindings(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			logs := &lockedBuffer{}
+			// The service logs on the calling goroutine, before the call returns.
+			logs := &bytes.Buffer{}
 			spec := legacy(signerA)
 			spec.lint = true
 			h := newHarness(t, harnessOptions{signers: []signerSpec{spec}, lint: tc.opts, logs: logs})
@@ -53,7 +35,7 @@ func TestIssuanceLogsLintFindings(t *testing.T) {
 				t.Fatalf("sign: %v", err)
 			}
 			var found map[string]any
-			for _, line := range logs.lines() {
+			for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 				var entry map[string]any
 				if json.Unmarshal([]byte(line), &entry) == nil && entry["msg"] == "certificate issued with lint findings" {
 					found = entry
@@ -66,10 +48,10 @@ func TestIssuanceLogsLintFindings(t *testing.T) {
 				return
 			}
 			if found == nil {
-				t.Fatalf("no lint findings logged; log:\n%s", strings.Join(logs.lines(), "\n"))
+				t.Fatalf("no lint findings logged; log:\n%s", logs.String())
 			}
-			if found["level"] != "WARN" || found["serial"] != resp.GetSerialNumber() {
-				t.Errorf("log entry %v: want level WARN and serial %s", found, resp.GetSerialNumber())
+			if found["level"] != "WARN" || found["serial"] != resp.GetSerialNumber() || found["requester"] != "alice" {
+				t.Errorf("log entry %v: want level WARN, serial %s and requester alice", found, resp.GetSerialNumber())
 			}
 			findings, _ := json.Marshal(found["lint_findings"])
 			named := false

@@ -23,18 +23,19 @@ import (
 
 // Log keys used by the service.
 const (
-	logKeySigner    = "signer"
-	logKeyClient    = "client"
-	logKeyKind      = "kind"
-	logKeyObjectUID = "object_uid"
-	logKeyObject    = "object"
-	logKeyRequester = "requester"
-	logKeyOutcome   = "outcome"
-	logKeySerial    = "serial"
-	logKeyNotAfter  = "not_after"
-	logKeyReason    = "reason"
-	logKeyError     = "error"
-	logKeyLedgerSeq = "ledger_seq"
+	logKeySigner       = "signer"
+	logKeyClient       = "client"
+	logKeyKind         = "kind"
+	logKeyObjectUID    = "object_uid"
+	logKeyObject       = "object"
+	logKeyRequester    = "requester"
+	logKeyOutcome      = "outcome"
+	logKeySerial       = "serial"
+	logKeyNotAfter     = "not_after"
+	logKeyReason       = "reason"
+	logKeyError        = "error"
+	logKeyLedgerSeq    = "ledger_seq"
+	logKeyLintFindings = "lint_findings"
 )
 
 // Signer is one served signer.

@@ -33,7 +33,7 @@ import (
 func (s *Service) SignCertificateSigningRequest(ctx context.Context, req *signetv1.SignCertificateSigningRequestRequest) (*signetv1.SignCertificateSigningRequestResponse, error) {
 	start := s.opts.Clock.Now()
 	d := s.newDecision(ctx, issuance.KindCertificateSigningRequest, req.GetSignerName(), req.GetObject(),
-		req.GetRequester().GetUsername(), logKeyRequester, req.GetRequester().GetUsername())
+		req.GetRequester().GetUsername())
 	sg, err := s.admit(ctx, d)
 	if err != nil {
 		return nil, err
@@ -121,17 +121,21 @@ type decisionContext struct {
 }
 
 // newDecision is the context of one call: the client's identity, the signer, the object and
-// its requester (none for a PodCertificateRequest), and a logger carrying them with the
-// kind's own attributes (logAttrs, key-value pairs).
+// its requester (none for a PodCertificateRequest), and a logger carrying them (the requester
+// only if there is one) with the kind's own attributes (logAttrs, key-value pairs).
 func (s *Service) newDecision(ctx context.Context, kind issuance.Kind, signer string, object *signetv1.KubernetesObject, requester string, logAttrs ...any) decisionContext {
 	d := decisionContext{identity: ClientIdentity(ctx), signer: signer, kind: kind, objectUID: object.GetUid(), requester: requester}
-	d.log = s.opts.Log.With(append([]any{
+	attrs := []any{
 		logKeySigner, d.signer,
 		logKeyClient, d.identity,
 		logKeyKind, d.kind,
 		logKeyObjectUID, d.objectUID,
 		logKeyObject, object.GetName(),
-	}, logAttrs...)...)
+	}
+	if requester != "" {
+		attrs = append(attrs, logKeyRequester, requester)
+	}
+	d.log = s.opts.Log.With(append(attrs, logAttrs...)...)
 	return d
 }
 
@@ -167,7 +171,7 @@ func (s *Service) recordIssued(ctx context.Context, d decisionContext, cert *iss
 		// Warnings and notices do not stop issuance; they are what the gate's configuration
 		// lets through, shown so that an operator can tighten it or fix the profile.
 		d.log.Warn("certificate issued with lint findings", logKeySerial, rec.Serial, logKeyLedgerSeq, rec.Seq,
-			"lint_findings", cert.LintFindings)
+			logKeyLintFindings, cert.LintFindings)
 	}
 	return idempotency.Entry{
 		Serial:      rec.Serial,
