@@ -250,7 +250,7 @@ func (i *Issuer) finish(p *prepared, names leafNames, notBefore, notAfter time.T
 		if err != nil {
 			return err
 		}
-		p.findings = append(res.Warnings, res.Notices...)
+		p.findings = slices.Concat(res.Warnings, res.Notices)
 	}
 	return nil
 }
