@@ -215,7 +215,7 @@ func (s *Server) healthLoop(ctx context.Context) {
 
 // ready is the /readyz check: the server is not closed and the ledger accepts records.
 func (s *Server) ready() error {
-	if s.closing.Err() != nil || s.ledger == nil {
+	if s.closing.Err() != nil {
 		return ErrClosed
 	}
 	if err := s.ledger.Err(); err != nil {
