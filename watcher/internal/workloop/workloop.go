@@ -86,8 +86,8 @@ type Loop struct {
 }
 
 // New builds the Loop: one informer factory per signer name, whose informer enqueues every
-// added or updated object (that Options.Wants accepts). It returns an error without signer names or with an invalid
-// back-off.
+// added or updated object that Options.Wants accepts. It returns an error without signer
+// names or with an invalid back-off.
 func New(kube kubernetes.Interface, opts Options) (*Loop, error) {
 	if len(opts.SignerNames) == 0 {
 		return nil, errors.New("no signer names")
