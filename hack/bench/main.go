@@ -11,7 +11,9 @@
 //     (server.New on a configuration file, served on loopback; see grpcIssue). The targets
 //     apply to this one: it is the server as its clients see it.
 //
-// Each is measured with 1 caller and with 64 concurrent callers.
+// Each is measured with 1 caller and with 64 concurrent callers, over several rounds (-rounds);
+// a round measures all three one right after another, and the table reports each column's
+// median and the median of the rounds' gRPC/bare ratios, with their range.
 package main
 
 import (
@@ -31,7 +33,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -62,6 +63,7 @@ func main() {
 	blockprofile := flag.String("blockprofile", "", "write a goroutine blocking profile of the whole run to this file")
 	mutexprofile := flag.String("mutexprofile", "", "write a mutex contention profile of the whole run to this file")
 	lintModes := flag.String("lint", "off,on", "which lint settings to measure signet with: off, on or both")
+	serverRounds := flag.Int("rounds", 5, "server alone: measure every configuration this many times (bare, in-process and gRPC in each round) and report the medians")
 	traceFile := flag.String("trace", "", "write an execution trace of the whole run to this file")
 	stats := flag.Bool("stats", false, "print each signet run's ledger batch statistics to stderr")
 	clusterMode := flag.Bool("cluster", false, "compare kube-controller-manager csrsigning, Signet and the apiserver-only ceiling on one real control plane instead")
@@ -138,37 +140,16 @@ func main() {
 		fail(err)
 	}
 
-	var rows []row
-	for _, kt := range strings.Split(*keys, ",") {
-		ca, err := newCA(kt)
-		if err != nil {
-			fail(err)
-		}
-		csr, err := newCSR("bench-client")
-		if err != nil {
-			fail(err)
-		}
-		for _, callers := range callerCounts {
-			bare := measure(callers, func() error { return bareIssue(ca, csr) })
-			for _, lintOn := range []bool{false, true} {
-				if !slices.Contains(strings.Split(*lintModes, ","), map[bool]string{false: "off", true: "on"}[lintOn]) {
-					continue
-				}
-				sign, cleanup, err := signetIssue(ca, csr, lintOn)
-				if err != nil {
-					fail(err)
-				}
-				inProcess := measure(callers, sign)
-				cleanup()
-				if sign, cleanup, err = grpcIssue(ca, csr, lintOn); err != nil {
-					fail(err)
-				}
-				r := row{ca: kt, callers: callers, lint: lintOn, bare: bare, inProcess: inProcess, grpc: measure(callers, sign)}
-				cleanup()
-				rows = append(rows, r)
-				fmt.Fprintln(os.Stderr, r.markdown())
-			}
-		}
+	lintOn, err := parseLintModes(*lintModes)
+	if err != nil {
+		fail(err)
+	}
+	if *serverRounds < 1 {
+		fail(fmt.Errorf("-rounds %d: want at least 1", *serverRounds))
+	}
+	rows, err := serverAlone(serverAloneOpts{keys: strings.Split(*keys, ","), callers: callerCounts, lintModes: lintOn, rounds: *serverRounds})
+	if err != nil {
+		fail(err)
 	}
 	table := render(rows)
 	fmt.Print(table)
@@ -177,38 +158,6 @@ func main() {
 			fail(err)
 		}
 	}
-}
-
-// row is one server-alone measurement; rates are operations per second. The target applies to
-// grpc, the server as clients reach it; inProcess (the same pipeline called as a Go function)
-// shows what gRPC and mutual TLS add.
-type row struct {
-	ca                    string
-	callers               int
-	lint                  bool
-	bare, inProcess, grpc float64
-}
-
-func (r row) markdown() string {
-	lintLabel, target := "off", 0.60
-	if r.lint {
-		lintLabel, target = "on (default gate)", 0.25
-	}
-	ratio := r.grpc / r.bare
-	verdict := "meets"
-	if ratio < target {
-		verdict = "BELOW"
-	}
-	return fmt.Sprintf("| %s | %d | %s | %.0f | %.0f | %.0f | %.2f | ≥ %.2f %s |", r.ca, r.callers, lintLabel, r.bare, r.inProcess, r.grpc, ratio, target, verdict)
-}
-
-func render(rows []row) string {
-	s := "| CA key | callers | lint | bare parse+sign+PEM (ops/s) | signet pipeline in-process (ops/s) | signet-server over gRPC + mTLS (ops/s) | ratio gRPC / bare | target |\n"
-	s += "|---|---|---|---|---|---|---|---|\n"
-	for _, r := range rows {
-		s += r.markdown() + "\n"
-	}
-	return s
 }
 
 // measure runs fn under testing.Benchmark with the given number of concurrent callers and
@@ -397,6 +346,22 @@ func parseInts(list string) ([]int, error) {
 			return nil, fmt.Errorf("bad count %q in %q", f, list)
 		}
 		out = append(out, n)
+	}
+	return out, nil
+}
+
+// parseLintModes parses -lint: a comma-separated list of off and on, in the order given.
+func parseLintModes(list string) ([]bool, error) {
+	var out []bool
+	for _, f := range strings.Split(list, ",") {
+		switch strings.TrimSpace(f) {
+		case "off":
+			out = append(out, false)
+		case "on":
+			out = append(out, true)
+		default:
+			return nil, fmt.Errorf("-lint: bad setting %q in %q (accepted: off, on)", f, list)
+		}
 	}
 	return out, nil
 }

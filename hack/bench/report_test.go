@@ -332,26 +332,3 @@ func TestParseInts(t *testing.T) {
 		}
 	}
 }
-
-func TestRowMarkdown(t *testing.T) {
-	for _, tt := range []struct {
-		r    row
-		want string
-	}{
-		{row{ca: "P-256", callers: 64, bare: 1000, inProcess: 800, grpc: 600}, "| P-256 | 64 | off | 1000 | 800 | 600 | 0.60 | ≥ 0.60 meets |"},
-		{row{ca: "P-256", callers: 1, bare: 1000, inProcess: 800, grpc: 599}, "| P-256 | 1 | off | 1000 | 800 | 599 | 0.60 | ≥ 0.60 BELOW |"},
-		{row{ca: "RSA-2048", callers: 64, lint: true, bare: 2000, inProcess: 700, grpc: 500}, "| RSA-2048 | 64 | on (default gate) | 2000 | 700 | 500 | 0.25 | ≥ 0.25 meets |"},
-		{row{ca: "RSA-2048", callers: 1, lint: true, bare: 2000, inProcess: 700, grpc: 400}, "| RSA-2048 | 1 | on (default gate) | 2000 | 700 | 400 | 0.20 | ≥ 0.25 BELOW |"},
-		{row{ca: "P-256", callers: 1, bare: 1000, inProcess: 1500, grpc: 1200}, "| P-256 | 1 | off | 1000 | 1500 | 1200 | 1.20 | ≥ 0.60 meets |"},
-	} {
-		if got := tt.r.markdown(); got != tt.want {
-			t.Errorf("markdown:\n got %s\nwant %s", got, tt.want)
-		}
-	}
-	rows := []row{{ca: "P-256", callers: 1, bare: 10, inProcess: 9, grpc: 8}, {ca: "P-256", callers: 64, lint: true, bare: 40, inProcess: 20, grpc: 5}}
-	lines := strings.Split(render(rows), "\n")
-	if len(lines) != 5 || lines[4] != "" || !strings.HasPrefix(lines[0], "| CA key | callers |") || lines[1] != "|---|---|---|---|---|---|---|---|" ||
-		lines[2] != rows[0].markdown() || lines[3] != rows[1].markdown() {
-		t.Errorf("render = %q", lines)
-	}
-}
