@@ -215,7 +215,8 @@ func runCluster(ctx context.Context, opts clusterOpts) error {
 	for _, l := range loads {
 		runs := make([][]result, len(signers))
 		for round := range max(opts.rounds, 1) {
-			for i, s := range signers {
+			for _, i := range roundOrder(len(signers), round) {
+				s := signers[i]
 				if round > 0 && s.kind == "kcm" && s.qps == 0 && l.rate == 0 {
 					continue // N/20 seconds each, and its rate is the client's QPS limit: once is enough
 				}

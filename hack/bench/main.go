@@ -350,6 +350,19 @@ func parseInts(list string) ([]int, error) {
 	return out, nil
 }
 
+// roundOrder is the order in which round runs n measurements (the cluster's signers, or the
+// server-alone anchor, in-process and gRPC calls): each round starts one later than the round
+// before, so that none always runs first or last (the machine drifts within a round, and on
+// the control plane etcd keeps the history of earlier scenarios until the API server compacts
+// it).
+func roundOrder(n, round int) []int {
+	order := make([]int, n)
+	for k := range order {
+		order[k] = (round + k) % n
+	}
+	return order
+}
+
 // parseLintModes parses -lint: a comma-separated list of off and on, in the order given.
 func parseLintModes(list string) ([]bool, error) {
 	var out []bool

@@ -28,8 +28,7 @@ type row struct {
 }
 
 // serverAlone measures every configuration of o and returns its rows, printing each to stderr
-// as it completes. The three measurements of a round run in an order that rotates from round to
-// round, so that none is always the first after the previous configuration.
+// as it completes. The three measurements of a round run in roundOrder.
 func serverAlone(o serverAloneOpts) ([]row, error) {
 	var rows []row
 	for _, kt := range o.keys {
@@ -57,8 +56,7 @@ func serverAlone(o serverAloneOpts) ([]row, error) {
 				rates := []*[]float64{&r.bare, &r.inProcess, &r.grpc}
 				calls := []func() error{bare, inProcess, overGRPC}
 				for round := range o.rounds {
-					for k := range calls {
-						i := (round + k) % len(calls)
+					for _, i := range roundOrder(len(calls), round) {
 						*rates[i] = append(*rates[i], measure(callers, calls[i]))
 					}
 				}

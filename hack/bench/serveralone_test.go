@@ -119,3 +119,14 @@ func TestParseLintModes(t *testing.T) {
 		}
 	}
 }
+
+func TestRoundOrderRotates(t *testing.T) {
+	for round, want := range [][]int{{0, 1, 2, 3}, {1, 2, 3, 0}, {2, 3, 0, 1}, {3, 0, 1, 2}, {0, 1, 2, 3}} {
+		if got := roundOrder(4, round); !slices.Equal(got, want) {
+			t.Errorf("roundOrder(4, %d) = %v, want %v", round, got, want)
+		}
+	}
+	if got := roundOrder(1, 7); !slices.Equal(got, []int{0}) {
+		t.Errorf("roundOrder(1, 7) = %v, want [0]", got)
+	}
+}
