@@ -33,6 +33,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -352,13 +353,16 @@ func parseInts(list string) ([]int, error) {
 
 // roundOrder is the order in which round runs n measurements (the cluster's signers, or the
 // server-alone anchor, in-process and gRPC calls): each round starts one later than the round
-// before, so that none always runs first or last (the machine drifts within a round, and on
-// the control plane etcd keeps the history of earlier scenarios until the API server compacts
-// it).
+// before, and odd rounds run backwards, so that none always runs first or last, or right after
+// the same other one (the machine drifts within a round, and on the control plane etcd keeps
+// the history of earlier scenarios until the API server compacts it).
 func roundOrder(n, round int) []int {
 	order := make([]int, n)
 	for k := range order {
 		order[k] = (round + k) % n
+	}
+	if round%2 == 1 {
+		slices.Reverse(order)
 	}
 	return order
 }

@@ -120,11 +120,22 @@ func TestParseLintModes(t *testing.T) {
 	}
 }
 
-func TestRoundOrderRotates(t *testing.T) {
-	for round, want := range [][]int{{0, 1, 2, 3}, {1, 2, 3, 0}, {2, 3, 0, 1}, {3, 0, 1, 2}, {0, 1, 2, 3}} {
+func TestRoundOrder(t *testing.T) {
+	for round, want := range [][]int{{0, 1, 2, 3}, {0, 3, 2, 1}, {2, 3, 0, 1}, {2, 1, 0, 3}, {0, 1, 2, 3}} {
 		if got := roundOrder(4, round); !slices.Equal(got, want) {
 			t.Errorf("roundOrder(4, %d) = %v, want %v", round, got, want)
 		}
+	}
+	// With 3 measurements over 5 rounds (server alone), each runs first and last at least once
+	// and follows each of the others at least once.
+	first, last, after := map[int]bool{}, map[int]bool{}, map[[2]int]bool{}
+	for round := range 5 {
+		o := roundOrder(3, round)
+		first[o[0]], last[o[2]] = true, true
+		after[[2]int{o[0], o[1]}], after[[2]int{o[1], o[2]}] = true, true
+	}
+	if len(first) != 3 || len(last) != 3 || len(after) != 6 {
+		t.Errorf("over 5 rounds of 3: first %v, last %v, pairs %v; want every one first and last, all 6 orders of a pair", first, last, after)
 	}
 	if got := roundOrder(1, 7); !slices.Equal(got, []int{0}) {
 		t.Errorf("roundOrder(1, 7) = %v, want [0]", got)
