@@ -29,7 +29,7 @@ func clusterTable(results []result, kubeVersion string, elapsed time.Duration) s
 		"PCR rows: PodCertificateRequests (certificates.k8s.io/v1, empty stub PKCS#10 with a P-256 key, as the kubelet makes them) for a pod-identity signer, Signet only (kube-controller-manager has no PodCertificateRequest signer); there is no approval, so latency = create returned → Issued seen, and the ceiling writes the Issued status (chain, notBefore, notAfter, beginRefreshAt) itself. "+
 		"CPU = user+sys seconds of the signer process(es) over the scenario; RSS = VmHWM (Signet: server + watcher summed); apiserver+etcd CPU = the same for the control plane, which shares the 2 cores with the signer, so signer CPU is taken from the API server. "+
 		"Both signers run as least-privilege users with the same RBAC rules. "+
-		"Each row is the median of %d interleaved runs, the signers' order changing from round to round (rotated, odd rounds reversed) (by throughput for bursts, by p50 for the paced stream; KCM at its default QPS runs bursts once: its rate is its client's QPS limit). "+
+		"Each row is the median of %d interleaved runs (by throughput for bursts, by p50 for the paced stream; KCM at its default QPS runs bursts once: its rate is its client's QPS limit); the signers' order changes from round to round (rotated, odd rounds reversed). "+
 		"Ratio rows: throughput and latency as Signet / other (throughput > 1 and latency < 1 favour Signet). Whole run: %s.\n\n",
 		kubeVersion, rounds(results), elapsed.Round(time.Second))
 	sb.WriteString("| workload | signer | signed | total s | per s | latency p50 ms | p90 ms | p99 ms | signer CPU s | signer peak RSS MiB | apiserver+etcd CPU s |\n")

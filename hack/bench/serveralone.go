@@ -52,16 +52,16 @@ func serverAlone(o serverAloneOpts) ([]row, error) {
 					closeInProcess()
 					return nil, err
 				}
-				r := row{ca: kt, callers: callers, lint: lintOn}
-				rates := []*[]float64{&r.bare, &r.inProcess, &r.grpc}
-				calls := []func() error{bare, inProcess, overGRPC}
+				calls := [...]func() error{bare, inProcess, overGRPC}
+				var rates [len(calls)][]float64
 				for round := range o.rounds {
 					for _, i := range roundOrder(len(calls), round) {
-						*rates[i] = append(*rates[i], measure(callers, calls[i]))
+						rates[i] = append(rates[i], measure(callers, calls[i]))
 					}
 				}
 				closeGRPC()
 				closeInProcess()
+				r := row{ca: kt, callers: callers, lint: lintOn, bare: rates[0], inProcess: rates[1], grpc: rates[2]}
 				rows = append(rows, r)
 				fmt.Fprintln(os.Stderr, r.markdown())
 			}
