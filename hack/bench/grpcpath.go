@@ -17,7 +17,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
 	"github.com/signet-pki/signet/keystore"
+	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server"
 	"github.com/signet-pki/signet/server/config"
 	"github.com/signet-pki/signet/server/devpki"
@@ -29,13 +34,16 @@ import (
 // grpcIssue runs the real signet-server in this process the way the binary runs it: server.New
 // on a configuration file (the dev PKI for mutual TLS; ca as the only signer's CA, in a key
 // file; the kube-apiserver-client profile; the lint gate on or off; the durable ledger and the
-// idempotency store as configured by default), served on a loopback listener. The returned
-// call signs a CSR object with a new UID through the watcher's own client (signerclient: mTLS,
-// one connection shared by every caller, as the watcher's workers share theirs).
-func grpcIssue(ca *issuance.CA, csrPEM []byte, lintOn bool) (sign func() error, cleanup func(), err error) {
+// idempotency store as configured by default), served on a loopback listener. sign signs a
+// CSR object with a new UID through the watcher's own client (signerclient: mTLS, one
+// connection shared by every caller, as the watcher's workers share theirs). echo is the
+// anchor for what a call over gRPC costs by itself: a grpc.health.v1 Check of the signing
+// service on the same server, over a second mTLS connection with signerclient's fixed
+// flow-control windows.
+func grpcIssue(ca *issuance.CA, csrPEM []byte, lintOn bool) (sign, echo func() error, cleanup func(), err error) {
 	dir, err := os.MkdirTemp("", "signet-bench-server-")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var undo []func()
@@ -53,16 +61,16 @@ func grpcIssue(ca *issuance.CA, csrPEM []byte, lintOn bool) (sign func() error, 
 	}()
 	cfg, err := benchServerConfig(dir, ca, lintOn)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	srv, err := server.New(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
-		return nil, nil, fmt.Errorf("starting signet-server: %w", err)
+		return nil, nil, nil, fmt.Errorf("starting signet-server: %w", err)
 	}
 	undo = append(undo, srv.Close)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, lis) }()
@@ -78,7 +86,7 @@ func grpcIssue(ca *issuance.CA, csrPEM []byte, lintOn bool) (sign func() error, 
 		CertFile: filepath.Join(dir, devpki.ClientCert), KeyFile: filepath.Join(dir, devpki.ClientKey),
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	undo = append(undo, func() { _ = client.Close() })
 	var n atomic.Int64
@@ -95,7 +103,25 @@ func grpcIssue(ca *issuance.CA, csrPEM []byte, lintOn bool) (sign func() error, 
 		})
 		return err
 	}
-	return sign, cleanup, nil
+	tlsConfig, err := devpki.ClientTLSConfig(dir)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	echoConn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(tlsConfig)),
+		grpc.WithStaticStreamWindowSize(1<<20), grpc.WithStaticConnWindowSize(4<<20)) // signerclient's windows
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	undo = append(undo, func() { _ = echoConn.Close() })
+	health := healthpb.NewHealthClient(echoConn)
+	echo = func() error {
+		resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: signetv1.SignerService_ServiceDesc.ServiceName})
+		if err == nil && resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			err = fmt.Errorf("health check of the signing service: %s", resp.GetStatus())
+		}
+		return err
+	}
+	return sign, echo, cleanup, nil
 }
 
 // benchServerConfig writes the dev PKI into dir and returns its configuration changed to serve

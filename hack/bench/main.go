@@ -9,10 +9,13 @@
 //     durable ledger record (fsync, group commit) and the idempotency store;
 //   - signet-server over gRPC + mTLS: the same call made by a client to the real server
 //     (server.New on a configuration file, served on loopback; see grpcIssue). The targets
-//     apply to this one: it is the server as its clients see it.
+//     apply to this one: it is the server as its clients see it;
+//   - health check: a grpc.health.v1 Check of the same server, the anchor for what a call over
+//     gRPC with mutual TLS costs by itself. With the in-process rate it gives the ratio the
+//     server would reach if gRPC cost one such call and nothing more (see row.bounds).
 //
 // Each is measured with 1 caller and with 64 concurrent callers, over several rounds (-rounds);
-// a round measures all three one right after another, and the table reports each column's
+// a round measures all four one right after another, and the table reports each column's
 // median and the median of the rounds' gRPC/bare ratios, with their range.
 package main
 

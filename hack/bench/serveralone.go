@@ -16,19 +16,20 @@ type serverAloneOpts struct {
 }
 
 // row is one server-alone configuration. Each round measures the bare anchor, the pipeline
-// in-process and the server over gRPC one right after another, so that the ratio of a round
-// compares figures taken on the same machine state; rates are operations per second, one per
-// round. The target applies to grpc, the server as clients reach it; inProcess (the same
-// pipeline called as a Go function) shows what gRPC and mutual TLS add.
+// in-process, the server over gRPC and a health check of that server one right after
+// another, so that the ratio of a round compares figures taken on the same machine state;
+// rates are operations per second, one per round. The target applies to grpc, the server as
+// clients reach it; inProcess (the same pipeline called as a Go function) shows what gRPC and
+// mutual TLS add, and echo (a call that does nothing) what a gRPC call costs by itself.
 type row struct {
-	ca                    string
-	callers               int
-	lint                  bool
-	bare, inProcess, grpc []float64
+	ca                          string
+	callers                     int
+	lint                        bool
+	bare, inProcess, grpc, echo []float64
 }
 
 // serverAlone measures every configuration of o and returns its rows, printing each to stderr
-// as it completes. The three measurements of a round run in roundOrder.
+// as it completes. The four measurements of a round run in roundOrder.
 func serverAlone(o serverAloneOpts) ([]row, error) {
 	var rows []row
 	for _, kt := range o.keys {
@@ -47,12 +48,12 @@ func serverAlone(o serverAloneOpts) ([]row, error) {
 				if err != nil {
 					return nil, err
 				}
-				overGRPC, closeGRPC, err := grpcIssue(ca, csr, lintOn)
+				overGRPC, echo, closeGRPC, err := grpcIssue(ca, csr, lintOn)
 				if err != nil {
 					closeInProcess()
 					return nil, err
 				}
-				calls := [...]func() error{bare, inProcess, overGRPC}
+				calls := [...]func() error{bare, inProcess, overGRPC, echo}
 				var rates [len(calls)][]float64
 				for round := range o.rounds {
 					for _, i := range roundOrder(len(calls), round) {
@@ -61,7 +62,7 @@ func serverAlone(o serverAloneOpts) ([]row, error) {
 				}
 				closeGRPC()
 				closeInProcess()
-				r := row{ca: kt, callers: callers, lint: lintOn, bare: rates[0], inProcess: rates[1], grpc: rates[2]}
+				r := row{ca: kt, callers: callers, lint: lintOn, bare: rates[0], inProcess: rates[1], grpc: rates[2], echo: rates[3]}
 				rows = append(rows, r)
 				fmt.Fprintln(os.Stderr, r.markdown())
 			}
@@ -75,6 +76,18 @@ func (r row) ratios() []float64 {
 	out := make([]float64, 0, len(r.grpc))
 	for i := range min(len(r.grpc), len(r.bare)) {
 		out = append(out, r.grpc[i]/r.bare[i])
+	}
+	return out
+}
+
+// bounds is, for each round, the gRPC/bare ratio the server would reach if a call over gRPC
+// cost the in-process pipeline plus one health check and nothing more: the two per-call times
+// add (the wait of one caller; the CPU time per call when many callers keep the cores busy).
+// A target above a round's bound cannot be met by the handler alone.
+func (r row) bounds() []float64 {
+	out := make([]float64, 0, len(r.bare))
+	for i := range min(len(r.bare), len(r.inProcess), len(r.echo)) {
+		out = append(out, 1/(1/r.inProcess[i]+1/r.echo[i])/r.bare[i])
 	}
 	return out
 }
@@ -105,14 +118,14 @@ func (r row) markdown() string {
 			meeting++
 		}
 	}
-	return fmt.Sprintf("| %s | %d | %s | %.0f | %.0f | %.0f | %.2f | %.2f–%.2f | ≥ %.2f %s (%d of %d rounds) |",
-		r.ca, r.callers, lintLabel, median(r.bare), median(r.inProcess), median(r.grpc),
-		ratio, slices.Min(ratios), slices.Max(ratios), target, verdict, meeting, len(ratios))
+	return fmt.Sprintf("| %s | %d | %s | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f–%.2f | %.2f | ≥ %.2f %s (%d of %d rounds) |",
+		r.ca, r.callers, lintLabel, median(r.bare), median(r.inProcess), median(r.grpc), median(r.echo),
+		ratio, slices.Min(ratios), slices.Max(ratios), median(r.bounds()), target, verdict, meeting, len(ratios))
 }
 
 func render(rows []row) string {
-	s := "| CA key | callers | lint | bare parse+sign+PEM (ops/s) | signet pipeline in-process (ops/s) | signet-server over gRPC + mTLS (ops/s) | ratio gRPC / bare | rounds' ratios | target |\n"
-	s += "|---|---|---|---|---|---|---|---|---|\n"
+	s := "| CA key | callers | lint | bare parse+sign+PEM (ops/s) | signet pipeline in-process (ops/s) | signet-server over gRPC + mTLS (ops/s) | health check, same server (ops/s) | ratio gRPC / bare | rounds' ratios | ratio if gRPC cost one health check | target |\n"
+	s += "|---|---|---|---|---|---|---|---|---|---|---|\n"
 	for _, r := range rows {
 		s += r.markdown() + "\n"
 	}

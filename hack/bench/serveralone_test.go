@@ -14,41 +14,44 @@ func TestRowMarkdown(t *testing.T) {
 	}{
 		{
 			name: "one round at the lint-off floor",
-			r:    row{ca: "P-256", callers: 64, bare: []float64{1000}, inProcess: []float64{800}, grpc: []float64{600}},
-			want: "| P-256 | 64 | off | 1000 | 800 | 600 | 0.60 | 0.60–0.60 | ≥ 0.60 meets (1 of 1 rounds) |",
+			r:    row{ca: "P-256", callers: 64, bare: []float64{1000}, inProcess: []float64{800}, grpc: []float64{600}, echo: []float64{4000}},
+			want: "| P-256 | 64 | off | 1000 | 800 | 600 | 4000 | 0.60 | 0.60–0.60 | 0.67 | ≥ 0.60 meets (1 of 1 rounds) |",
 		},
 		{
 			name: "one round just under the lint-off floor",
-			r:    row{ca: "P-256", callers: 1, bare: []float64{1000}, inProcess: []float64{800}, grpc: []float64{599}},
-			want: "| P-256 | 1 | off | 1000 | 800 | 599 | 0.60 | 0.60–0.60 | ≥ 0.60 BELOW (0 of 1 rounds) |",
+			r:    row{ca: "P-256", callers: 1, bare: []float64{1000}, inProcess: []float64{800}, grpc: []float64{599}, echo: []float64{4000}},
+			want: "| P-256 | 1 | off | 1000 | 800 | 599 | 4000 | 0.60 | 0.60–0.60 | 0.67 | ≥ 0.60 BELOW (0 of 1 rounds) |",
 		},
 		{
 			name: "lint on at its floor",
-			r:    row{ca: "RSA-2048", callers: 64, lint: true, bare: []float64{2000}, inProcess: []float64{700}, grpc: []float64{500}},
-			want: "| RSA-2048 | 64 | on (default gate) | 2000 | 700 | 500 | 0.25 | 0.25–0.25 | ≥ 0.25 meets (1 of 1 rounds) |",
+			r:    row{ca: "RSA-2048", callers: 64, lint: true, bare: []float64{2000}, inProcess: []float64{700}, grpc: []float64{500}, echo: []float64{7000}},
+			want: "| RSA-2048 | 64 | on (default gate) | 2000 | 700 | 500 | 7000 | 0.25 | 0.25–0.25 | 0.32 | ≥ 0.25 meets (1 of 1 rounds) |",
 		},
 		{
 			name: "lint on under its floor",
-			r:    row{ca: "RSA-2048", callers: 1, lint: true, bare: []float64{2000}, inProcess: []float64{700}, grpc: []float64{400}},
-			want: "| RSA-2048 | 1 | on (default gate) | 2000 | 700 | 400 | 0.20 | 0.20–0.20 | ≥ 0.25 BELOW (0 of 1 rounds) |",
+			r:    row{ca: "RSA-2048", callers: 1, lint: true, bare: []float64{2000}, inProcess: []float64{700}, grpc: []float64{400}, echo: []float64{7000}},
+			want: "| RSA-2048 | 1 | on (default gate) | 2000 | 700 | 400 | 7000 | 0.20 | 0.20–0.20 | 0.32 | ≥ 0.25 BELOW (0 of 1 rounds) |",
 		},
 		{
 			// Round ratios 0.50, 0.70, 0.65: the median ratio is a round's own (0.65), not
-			// median(grpc)/median(bare) = 650/1000; the rates are each column's median.
+			// median(grpc)/median(bare) = 650/1000; the rates are each column's median. The
+			// rounds' bounds are 0.60, 0.56 and 0.50.
 			name: "three rounds: medians, range and rounds meeting",
 			r: row{ca: "P-256", callers: 64,
 				bare:      []float64{1200, 1000, 800},
 				inProcess: []float64{900, 700, 800},
-				grpc:      []float64{600, 700, 520}},
-			want: "| P-256 | 64 | off | 1000 | 800 | 600 | 0.65 | 0.50–0.70 | ≥ 0.60 meets (2 of 3 rounds) |",
+				grpc:      []float64{600, 700, 520},
+				echo:      []float64{3600, 2800, 800}},
+			want: "| P-256 | 64 | off | 1000 | 800 | 600 | 2800 | 0.65 | 0.50–0.70 | 0.56 | ≥ 0.60 meets (2 of 3 rounds) |",
 		},
 		{
 			name: "even rounds: the median ratio is the mean of the middle two",
 			r: row{ca: "P-256", callers: 1,
 				bare:      []float64{1000, 1000, 1000, 1000},
 				inProcess: []float64{900, 900, 900, 900},
-				grpc:      []float64{500, 580, 640, 700}},
-			want: "| P-256 | 1 | off | 1000 | 900 | 610 | 0.61 | 0.50–0.70 | ≥ 0.60 meets (2 of 4 rounds) |",
+				grpc:      []float64{500, 580, 640, 700},
+				echo:      []float64{9000, 1800, 9000, 1800}},
+			want: "| P-256 | 1 | off | 1000 | 900 | 610 | 5400 | 0.61 | 0.50–0.70 | 0.71 | ≥ 0.60 meets (2 of 4 rounds) |",
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,16 +61,36 @@ func TestRowMarkdown(t *testing.T) {
 		})
 	}
 	rows := []row{
-		{ca: "P-256", callers: 1, bare: []float64{10}, inProcess: []float64{9}, grpc: []float64{8}},
-		{ca: "P-256", callers: 64, lint: true, bare: []float64{40}, inProcess: []float64{20}, grpc: []float64{5}},
+		{ca: "P-256", callers: 1, bare: []float64{10}, inProcess: []float64{9}, grpc: []float64{8}, echo: []float64{90}},
+		{ca: "P-256", callers: 64, lint: true, bare: []float64{40}, inProcess: []float64{20}, grpc: []float64{5}, echo: []float64{80}},
 	}
 	lines := strings.Split(render(rows), "\n")
-	if len(lines) != 5 || lines[4] != "" || !strings.HasPrefix(lines[0], "| CA key | callers |") || lines[1] != "|---|---|---|---|---|---|---|---|---|" ||
+	if len(lines) != 5 || lines[4] != "" || !strings.HasPrefix(lines[0], "| CA key | callers |") || lines[1] != "|---|---|---|---|---|---|---|---|---|---|---|" ||
 		lines[2] != rows[0].markdown() || lines[3] != rows[1].markdown() {
 		t.Errorf("render = %q", lines)
 	}
 	if n := strings.Count(lines[0], "|"); n != strings.Count(lines[2], "|") {
 		t.Errorf("header has %d cell borders, rows %d", n, strings.Count(lines[2], "|"))
+	}
+}
+
+func TestRowBounds(t *testing.T) {
+	// Per call, in-process 1/800 s and a health check 1/4000 s add up to 1/666.7 s: against a
+	// bare rate of 1000/s, 0.667. A round's bound uses that round's three rates only.
+	r := row{bare: []float64{1000, 500}, inProcess: []float64{800, 400}, echo: []float64{4000, 400}}
+	got := r.bounds()
+	want := []float64{2.0 / 3, 0.4}
+	if len(got) != len(want) {
+		t.Fatalf("bounds = %v, want %v", got, want)
+	}
+	for i := range want {
+		if d := got[i] - want[i]; d > 1e-9 || d < -1e-9 {
+			t.Errorf("bounds[%d] = %v, want %v", i, got[i], want[i])
+		}
+	}
+	// A health check costing nothing leaves the in-process pipeline's own ratio.
+	if got := (row{bare: []float64{1000}, inProcess: []float64{800}, echo: []float64{1e18}}).bounds(); got[0] < 0.7999 || got[0] > 0.8 {
+		t.Errorf("bound with a free health check = %v, want 0.8 (in-process / bare)", got[0])
 	}
 }
 
