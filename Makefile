@@ -7,6 +7,18 @@ TOOLS        := $(GO) tool -modfile=hack/tools/go.mod
 BIN          := bin
 CMDS         := signet-server signet-watcher signetctl
 GOTEST_FLAGS ?= -race -count=1 -timeout=20m
+DAEMONS      := signet-server signet-watcher
+# The daemons' built-in GODEBUG default; a GODEBUG in their environment still overrides it
+# (GODEBUG=schedtrace=0 turns it off). schedtrace at its longest period (24.8 days) keeps the
+# Go runtime's sysmon thread out of deep sleep, so the first syscall after an idle moment no
+# longer restarts its 20 µs polling: a process woken by every request spent ~15 % of its CPU
+# in those sleeps (golang/go#18236). Alternated A/B, burst of 5,000 CSRs: Signet's CPU -15 to
+# -28 %. Side effect: one SCHED line of scheduler counters on stderr every 24.8 days (and at
+# start on a host up longer). See docs/benchmarks.md, "The Go runtime's sysmon".
+DAEMON_GODEBUG := schedtrace=2147483647
+# daemon_ldflags prepends the module's own default GODEBUG (from its go line), which -X
+# would otherwise replace.
+daemon_ldflags = -X=runtime.godebugDefault=$$(d=$$($(GO) list -f '{{.DefaultGODEBUG}}' ./cmd/signet-server); echo $${d:+$$d,})$(DAEMON_GODEBUG)
 
 .DEFAULT_GOAL := help
 
@@ -17,7 +29,8 @@ help: ## List the targets.
 .PHONY: build
 build: ## Build the binaries into bin/.
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
+	$(GO) build -ldflags="$(daemon_ldflags)" -o $(BIN)/ $(addprefix ./cmd/,$(DAEMONS))
+	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(filter-out $(DAEMONS),$(CMDS)))
 
 .PHONY: kube-bins
 kube-bins: ## Build kube-apiserver and etcd (KUBE_VERSION, default v1.37.1) from Go modules into .cache/ (slow once, then cached).
@@ -37,7 +50,7 @@ demo: build kube-bins ## Start a local control plane, signet-server --dev and si
 
 .PHONY: bench
 bench: build kube-bins ## Server issuance vs the bare parse+sign anchor (same run), watcher memory on a real cluster.
-	$(GO) run ./hack/bench -out docs/benchmarks-server.md
+	$(GO) run -ldflags="$(daemon_ldflags)" ./hack/bench -out docs/benchmarks-server.md
 	$(GO) run ./hack/bench -watcher-memory -kube-version $(KUBE_VERSION) -bin $(BIN) -out docs/benchmarks-watcher-memory.md
 	./hack/kube-bins.sh $(KUBE_VERSION) kube-controller-manager && $(GO) run ./hack/bench -cluster -kube-version $(KUBE_VERSION) -cluster-burst 1000,5000 -cluster-pcr-burst 1000,5000 -bin $(BIN) -out docs/benchmarks-cluster.md -plot docs/benchmarks-cluster-latency.png
 	@echo "tables written to docs/benchmarks-server.md, docs/benchmarks-watcher-memory.md and docs/benchmarks-cluster.md (plot: docs/benchmarks-cluster-latency.png)"

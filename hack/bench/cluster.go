@@ -147,6 +147,10 @@ func runCluster(ctx context.Context, opts clusterOpts) error {
 			return fmt.Errorf("%s missing (run make build): %w", b, err)
 		}
 	}
+	binaries, err := binariesNote(opts.bin)
+	if err != nil {
+		return err
+	}
 	// SIGNET_BENCH_SIGNERS (comma-separated kinds: ceiling, kcm, signet) narrows the run for debugging.
 	only := os.Getenv("SIGNET_BENCH_SIGNERS")
 	want := func(kind string) bool { return only == "" || slices.Contains(strings.Split(only, ","), kind) }
@@ -238,7 +242,7 @@ func runCluster(ctx context.Context, opts clusterOpts) error {
 			}
 		}
 	}
-	table := clusterTable(results, opts.kubeVersion, time.Since(started))
+	table := clusterTable(results, opts.kubeVersion, time.Since(started)) + "\n" + binaries
 	fmt.Print(table)
 	if opts.out != "" {
 		if err := os.WriteFile(opts.out, []byte(table), 0o644); err != nil {
