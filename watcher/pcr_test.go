@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/watcher/internal/looptest"
 )
 
 // pcrTimes are the times refusingServer answers PodCertificateRequests with.
@@ -62,7 +63,7 @@ func pendingPCR(name string, annotations map[string]string) *certificatesv1.PodC
 // pcrClientset is a fake clientset holding objs whose discovery serves PodCertificateRequests
 // in certificates.k8s.io/v1 and whose SelfSubjectAccessReviews answer allowed.
 func pcrClientset(allowed bool, objs ...runtime.Object) *fake.Clientset {
-	kube := fake.NewClientset(objs...)
+	kube := looptest.NewClientset(objs...)
 	kube.Resources = []*metav1.APIResourceList{{GroupVersion: "certificates.k8s.io/v1", APIResources: []metav1.APIResource{
 		{Name: "certificatesigningrequests"}, {Name: "podcertificaterequests", Namespaced: true},
 	}}}
@@ -142,7 +143,7 @@ func TestRunWithoutPodCertificateRequests(t *testing.T) {
 			return pcrClientset(true, approvedCSR("csr", "ok"), pendingPCR("pcr", nil))
 		}, &disabled},
 		"not served": {func() *fake.Clientset {
-			return fake.NewClientset(approvedCSR("csr", "ok"), pendingPCR("pcr", nil))
+			return looptest.NewClientset(approvedCSR("csr", "ok"), pendingPCR("pcr", nil))
 		}, nil},
 		"not permitted": {func() *fake.Clientset {
 			return pcrClientset(false, approvedCSR("csr", "ok"), pendingPCR("pcr", nil))

@@ -21,10 +21,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2/ktesting"
 
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/watcher/internal/looptest"
 	"github.com/signet-pki/signet/watcher/internal/mtlstest"
 )
 
@@ -118,7 +118,7 @@ func TestRunLeaderMetricsEvents(t *testing.T) {
 			RetryPeriod:   metav1.Duration{Duration: 200 * time.Millisecond},
 		},
 	}
-	kube := fake.NewClientset(approvedCSR("good", "ok"))
+	kube := looptest.NewClientset(approvedCSR("good", "ok"))
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, cfg, kube, logger) }()
 
@@ -186,7 +186,7 @@ func TestRunStandbyIsReady(t *testing.T) {
 	addr := freeAddress(t)
 	now := metav1.NewMicroTime(time.Now())
 	holder, duration := "replica-a", int32(3600)
-	kube := fake.NewClientset(approvedCSR("good", "ok"), &coordinationv1.Lease{
+	kube := looptest.NewClientset(approvedCSR("good", "ok"), &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "signet-test", Name: DefaultLeaseName},
 		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &duration, AcquireTime: &now, RenewTime: &now},
 	})
@@ -241,7 +241,7 @@ func TestRun(t *testing.T) {
 		SignerNames: []string{"example.com/serving"},
 		Server:      startServer(t),
 	}
-	kube := fake.NewClientset(approvedCSR("good", "ok"), approvedCSR("bad", "refuse"))
+	kube := looptest.NewClientset(approvedCSR("good", "ok"), approvedCSR("bad", "refuse"))
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, cfg, kube, logger) }()
 
@@ -305,7 +305,7 @@ func TestRunErrors(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			err := Run(ctx, tt.cfg, fake.NewClientset(), logger)
+			err := Run(ctx, tt.cfg, looptest.NewClientset(), logger)
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("Run() = %v, want an error containing %q", err, tt.wantErr)
 			}

@@ -122,7 +122,7 @@ func newTestControllerWith(t *testing.T, signer *fakeSigner, mutate func(*Option
 	t.Helper()
 	logger, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
-	kube := fake.NewClientset(objs...)
+	kube := looptest.NewClientset(objs...)
 	opts := Options{
 		SignerNames:    []string{servedSigner},
 		BackoffInitial: 10 * time.Millisecond,
@@ -294,7 +294,7 @@ func TestManagedFieldsDropped(t *testing.T) {
 }
 
 func TestNewErrors(t *testing.T) {
-	kube := fake.NewClientset()
+	kube := looptest.NewClientset()
 	for name, opts := range map[string]Options{
 		"no signer names": {BackoffInitial: time.Second, BackoffMax: time.Second},
 		"no back-off":     {SignerNames: []string{servedSigner}},
@@ -315,7 +315,7 @@ func TestRun(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	kube := fake.NewClientset(newCSR("other", approved, withSigner(otherSigner)))
+	kube := looptest.NewClientset(newCSR("other", approved, withSigner(otherSigner)))
 	signer := &fakeSigner{errs: []error{status.Error(codes.Unavailable, "connection refused")}}
 	metrics := &looptest.Metrics{}
 	rec := record.NewFakeRecorder(10)

@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -222,7 +221,7 @@ func TestManagedFieldsDropped(t *testing.T) {
 }
 
 func TestNewErrors(t *testing.T) {
-	kube := fake.NewClientset()
+	kube := looptest.NewClientset()
 	valid := Options{Version: V1, SignerNames: []string{servedSigner}, BackoffInitial: time.Second, BackoffMax: time.Second}
 	for name, mutate := range map[string]func(*Options){
 		"not served":         func(o *Options) { o.Version = NotServed },
@@ -249,7 +248,7 @@ func TestRun(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	kube := fake.NewClientset(newPCR("other", withSigner(otherSigner)))
+	kube := looptest.NewClientset(newPCR("other", withSigner(otherSigner)))
 	signer := &fakeSigner{errs: []error{status.Error(codes.Unavailable, "connection refused")}}
 	metrics := &looptest.Metrics{}
 	rec := record.NewFakeRecorder(10)

@@ -135,7 +135,7 @@ func newTestController(t *testing.T, signer Signer, version APIVersion, mutate f
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
-	kube := fake.NewClientset(objs...)
+	kube := looptest.NewClientset(objs...)
 	opts := Options{
 		Version:        version,
 		SignerNames:    []string{servedSigner},

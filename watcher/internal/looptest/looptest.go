@@ -7,12 +7,43 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/signet-pki/signet/watcher/internal/workloop"
 )
+
+// NewClientset is fake.NewClientset whose watches deliver copies of the tracker's objects.
+// client-go's tracker (v0.37, testing/fixture.go) hands a watch that starts after some objects
+// were stored those very objects, uncopied; the informers' transform (workloop's
+// dropManagedFields) changes what it is given, as client-go allows, and so raced the tracker's
+// own readers (a Get deep-copying the same object) under -race. A real API server decodes a
+// fresh object for every watch event.
+func NewClientset(objs ...runtime.Object) *fake.Clientset {
+	kube := fake.NewClientset(objs...)
+	kube.PrependWatchReactor("*", func(action clienttesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if w, ok := action.(clienttesting.WatchActionImpl); ok {
+			opts = w.ListOptions
+		}
+		w, err := kube.Tracker().Watch(action.GetResource(), action.GetNamespace(), opts)
+		if err != nil {
+			return false, nil, err
+		}
+		return true, watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+			if e.Object != nil {
+				e.Object = e.Object.DeepCopyObject()
+			}
+			return e, true
+		}), nil
+	})
+	return kube
+}
 
 // Start starts loop's informers, stops them (and cancels ctx with cancel) when the test ends,
 // and waits until their caches have synced and every informer watches kube. Waiting for the
