@@ -17,12 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-
 	"github.com/signet-pki/signet/keystore"
-	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server"
 	"github.com/signet-pki/signet/server/config"
 	"github.com/signet-pki/signet/server/devpki"
@@ -38,8 +33,7 @@ import (
 // CSR object with a new UID through the watcher's own client (signerclient: mTLS, one
 // connection shared by every caller, as the watcher's workers share theirs). echo is the
 // anchor for what a call over gRPC costs by itself: a grpc.health.v1 Check of the signing
-// service on the same server, over a second mTLS connection with signerclient's fixed
-// flow-control windows.
+// service through the same client and connection (signerclient.CheckHealth).
 func grpcIssue(ca *issuance.CA, csrPEM []byte, lintOn bool) (sign, echo func() error, cleanup func(), err error) {
 	dir, err := os.MkdirTemp("", "signet-bench-server-")
 	if err != nil {
@@ -103,24 +97,7 @@ func grpcIssue(ca *issuance.CA, csrPEM []byte, lintOn bool) (sign, echo func() e
 		})
 		return err
 	}
-	tlsConfig, err := devpki.ClientTLSConfig(dir)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	echoConn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(tlsConfig)),
-		grpc.WithStaticStreamWindowSize(1<<20), grpc.WithStaticConnWindowSize(4<<20)) // signerclient's windows
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	undo = append(undo, func() { _ = echoConn.Close() })
-	health := healthpb.NewHealthClient(echoConn)
-	echo = func() error {
-		resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: signetv1.SignerService_ServiceDesc.ServiceName})
-		if err == nil && resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-			err = fmt.Errorf("health check of the signing service: %s", resp.GetStatus())
-		}
-		return err
-	}
+	echo = func() error { return client.CheckHealth(ctx) }
 	return sign, echo, cleanup, nil
 }
 

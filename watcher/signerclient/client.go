@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	_ "google.golang.org/grpc/health" // client-side health checking (healthCheckConfig)
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
@@ -93,6 +94,7 @@ type Config struct {
 type Client struct {
 	conn    *grpc.ClientConn
 	rpc     signetv1.SignerServiceClient
+	health  healthpb.HealthClient
 	timeout time.Duration
 }
 
@@ -141,7 +143,8 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating signer client for %s: %w", endpointList(endpoints), err)
 	}
-	return &Client{conn: conn, rpc: signetv1.NewSignerServiceClient(conn), timeout: cfg.RPCTimeout}, nil
+	return &Client{conn: conn, rpc: signetv1.NewSignerServiceClient(conn), health: healthpb.NewHealthClient(conn),
+		timeout: cfg.RPCTimeout}, nil
 }
 
 // resolverAddresses returns the endpoints of cfg, Address first, without duplicates, each
@@ -252,6 +255,22 @@ func (c *Client) SignCSR(ctx context.Context, csr *certificatesv1.CertificateSig
 		issued.NotAfter = ts.AsTime()
 	}
 	return issued, nil
+}
+
+// CheckHealth asks a server, picked as a signing call would be, whether it serves the signing
+// service (a grpc.health.v1 Check of HealthService), within the client's RPC timeout. It fails
+// on an error or an answer other than SERVING.
+func (c *Client) CheckHealth(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	resp, err := c.health.Check(ctx, &healthpb.HealthCheckRequest{Service: HealthService})
+	if err != nil {
+		return fmt.Errorf("checking the health of %s: %w", HealthService, err)
+	}
+	if st := resp.GetStatus(); st != healthpb.HealthCheckResponse_SERVING {
+		return fmt.Errorf("checking the health of %s: %s", HealthService, st)
+	}
+	return nil
 }
 
 // errEmptyChain is returned when the server answers without a certificate; it is transient.

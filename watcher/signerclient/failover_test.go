@@ -3,6 +3,7 @@ package signerclient
 import (
 	"context"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -250,5 +251,23 @@ func TestResolverAddresses(t *testing.T) {
 func TestKeepaliveFitsServerPolicy(t *testing.T) {
 	if keepaliveTime < 10*time.Second {
 		t.Errorf("keepalive time %s is below the server's MinTime of 10s", keepaliveTime)
+	}
+}
+
+// TestCheckHealth: CheckHealth answers nil while the server serves the signing service, and an
+// error naming the service once it reports NOT_SERVING.
+func TestCheckHealth(t *testing.T) {
+	ca := mtlstest.NewCA(t)
+	s := startHealthServer(t, ca, "localhost", "a")
+	caFile, certFile, keyFile := ca.ClientFiles(t, t.TempDir(), "watcher-1")
+	c := newTestClient(t, Config{Address: net.JoinHostPort("localhost", s.port),
+		CAFile: caFile, CertFile: certFile, KeyFile: keyFile, RPCTimeout: 2 * time.Second})
+	if err := c.CheckHealth(context.Background()); err != nil {
+		t.Fatalf("CheckHealth of a serving server: %v", err)
+	}
+	s.health.SetServingStatus(HealthService, healthpb.HealthCheckResponse_NOT_SERVING)
+	err := c.CheckHealth(context.Background())
+	if err == nil || !strings.Contains(err.Error(), HealthService) {
+		t.Fatalf("CheckHealth of a NOT_SERVING server = %v, want an error naming %s", err, HealthService)
 	}
 }
