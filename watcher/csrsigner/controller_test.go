@@ -136,7 +136,7 @@ func newTestControllerWith(t *testing.T, signer *fakeSigner, mutate func(*Option
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	looptest.Start(t, ctx, cancel, c.loop, kube)
+	looptest.Start(t, ctx, cancel, c.loop)
 	logger.V(4).Info("Test controller ready")
 	kube.ClearActions()
 	return c, kube, ctx

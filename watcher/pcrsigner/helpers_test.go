@@ -150,7 +150,7 @@ func newTestController(t *testing.T, signer Signer, version APIVersion, mutate f
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	looptest.Start(t, ctx, cancel, c.loop, kube)
+	looptest.Start(t, ctx, cancel, c.loop)
 	kube.ClearActions()
 	return c, kube, ctx
 }
