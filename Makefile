@@ -8,13 +8,10 @@ BIN          := bin
 CMDS         := signet-server signet-watcher signetctl
 GOTEST_FLAGS ?= -race -count=1 -timeout=20m
 DAEMONS      := signet-server signet-watcher
-# The daemons' built-in GODEBUG default; a GODEBUG in their environment still overrides it
-# (GODEBUG=schedtrace=0 turns it off). schedtrace at its longest period (24.8 days) keeps the
-# Go runtime's sysmon thread out of deep sleep, so the first syscall after an idle moment no
-# longer restarts its 20 µs polling: a process woken by every request spent ~15 % of its CPU
-# in those sleeps (golang/go#18236). Alternated A/B, burst of 5,000 CSRs: Signet's CPU -15 to
-# -28 %. Side effect: one SCHED line of scheduler counters on stderr every 24.8 days (and at
-# start on a host up longer). See docs/benchmarks.md, "The Go runtime's sysmon".
+# The daemons' built-in GODEBUG default (the environment's GODEBUG overrides it): keeps Go's
+# sysmon out of deep sleep, so a wake from idle no longer restarts its 20 µs polling
+# (golang/go#18236). Why, what it costs and what it saves: docs/benchmarks.md, "The Go
+# runtime's sysmon".
 DAEMON_GODEBUG := schedtrace=2147483647
 # daemon_ldflags prepends the module's own default GODEBUG (from its go line), which -X
 # would otherwise replace.

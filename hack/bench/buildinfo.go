@@ -16,7 +16,7 @@ func binariesNote(bin string) (string, error) {
 	for _, name := range []string{"signet-server", "signet-watcher"} {
 		info, err := buildinfo.ReadFile(filepath.Join(bin, name))
 		if err != nil {
-			return "", fmt.Errorf("reading the build information of %s: %w", name, err)
+			return "", fmt.Errorf("reading the build information of %s (run make build): %w", name, err)
 		}
 		var ldflags string
 		for _, s := range info.Settings {
