@@ -67,7 +67,7 @@ func main() {
 	blockprofile := flag.String("blockprofile", "", "write a goroutine blocking profile of the whole run to this file")
 	mutexprofile := flag.String("mutexprofile", "", "write a mutex contention profile of the whole run to this file")
 	lintModes := flag.String("lint", "off,on", "which lint settings to measure signet with: off, on or both")
-	serverRounds := flag.Int("rounds", 5, "server alone: measure every configuration this many times (bare, in-process and gRPC in each round) and report the medians")
+	serverRounds := flag.Int("rounds", 5, "server alone: measure every configuration this many times (bare, in-process, gRPC and a health check in each round) and report the medians")
 	traceFile := flag.String("trace", "", "write an execution trace of the whole run to this file")
 	stats := flag.Bool("stats", false, "print each signet run's ledger batch statistics to stderr")
 	clusterMode := flag.Bool("cluster", false, "compare kube-controller-manager csrsigning, Signet and the apiserver-only ceiling on one real control plane instead")
@@ -355,7 +355,7 @@ func parseInts(list string) ([]int, error) {
 }
 
 // roundOrder is the order in which round runs n measurements (the cluster's signers, or the
-// server-alone anchor, in-process and gRPC calls): each round starts one later than the round
+// server-alone anchor, in-process, gRPC and health-check calls): each round starts one later than the round
 // before, and odd rounds run backwards, so that none always runs first or last, or right after
 // the same other one (the machine drifts within a round, and on the control plane etcd keeps
 // the history of earlier scenarios until the API server compacts it).
