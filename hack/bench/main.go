@@ -355,10 +355,10 @@ func parseInts(list string) ([]int, error) {
 }
 
 // roundOrder is the order in which round runs n measurements (the cluster's signers, or the
-// server-alone anchor, in-process, gRPC and health-check calls): each round starts one later than the round
-// before, and odd rounds run backwards, so that none always runs first or last, or right after
-// the same other one (the machine drifts within a round, and on the control plane etcd keeps
-// the history of earlier scenarios until the API server compacts it).
+// server-alone anchor, in-process, gRPC and health-check calls): each round starts one later
+// than the round before, and odd rounds run backwards, so that none always runs first or last,
+// or right after the same other one (the machine drifts within a round, and on the control
+// plane etcd keeps the history of earlier scenarios until the API server compacts it).
 func roundOrder(n, round int) []int {
 	order := make([]int, n)
 	for k := range order {
