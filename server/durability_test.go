@@ -150,6 +150,8 @@ func TestMetricsReflectDecisions(t *testing.T) {
 		`signet_server_refusals_total{reason="UNSUPPORTED_KEY",signer="signet.dev/dev"} 1`,
 		`signet_server_ca_certificate_expiry_timestamp_seconds{signer="signet.dev/dev"}`,
 		`signet_server_sign_duration_seconds_count{signer="signet.dev/dev"} 1`,
+		// The pipeline's share of it: the refused weak key did not count.
+		`signet_server_issuance_duration_seconds_count{signer="signet.dev/dev"} 1`,
 		// Both decisions are records: the issuance and the refusal.
 		"signet_server_ledger_records_total 2\n",
 		"signet_server_ledger_append_duration_seconds_count 2\n",

@@ -165,6 +165,8 @@ func checkPodMetrics(t *testing.T, s *testServer) {
 	for _, want := range []string{
 		`signet_server_requests_total{outcome="issued",signer="signet.dev/pod-identity"} 1`,
 		`signet_server_requests_total{outcome="idempotent_replay",signer="signet.dev/pod-identity"} 1`,
+		// The replay did not run the pipeline again.
+		`signet_server_issuance_duration_seconds_count{signer="signet.dev/pod-identity"} 1`,
 		`signet_server_refusals_total{reason="UNKNOWN_ANNOTATION",signer="signet.dev/pod-identity"} 1`,
 		`signet_server_refusals_total{reason="POLICY_VIOLATION",signer="signet.dev/dev"} 1`,
 		`signet_server_refusals_total{reason="SIGNER_NOT_ALLOWED",signer="signet.dev/pod-identity"} 1`,

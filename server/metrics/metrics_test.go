@@ -141,6 +141,30 @@ func TestObserveRequest(t *testing.T) {
 	}
 }
 
+func TestObserveIssuance(t *testing.T) {
+	m := newTest(t)
+	m.ObserveIssuance(serving, 400*time.Microsecond)
+	m.ObserveIssuance(serving, 2*time.Millisecond)
+	m.ObserveIssuance("evil.example/never-served", time.Millisecond)
+
+	h := histogram(t, m.issuance.WithLabelValues(serving))
+	if h.GetSampleCount() != 2 || math.Abs(h.GetSampleSum()-0.0024) > 1e-9 {
+		t.Errorf("issuance_duration_seconds{serving}: count %d sum %v, want 2 and 0.0024", h.GetSampleCount(), h.GetSampleSum())
+	}
+	cumulative := map[float64]uint64{0.00025: 0, 0.0005: 1, 0.001: 1, 0.0025: 2}
+	for _, b := range h.GetBucket() {
+		if want, ok := cumulative[b.GetUpperBound()]; ok && b.GetCumulativeCount() != want {
+			t.Errorf("issuance_duration_seconds{serving} bucket le=%v = %d, want %d", b.GetUpperBound(), b.GetCumulativeCount(), want)
+		}
+	}
+	if got := histogram(t, m.issuance.WithLabelValues(UnknownSigner)).GetSampleCount(); got != 1 {
+		t.Errorf("issuance_duration_seconds{unknown} count %d, want 1 (names not served are not labels)", got)
+	}
+	if got := count(t, m.issuance); got != 3 {
+		t.Errorf("issuance_duration_seconds has %d series, want 3 (two signers and unknown)", got)
+	}
+}
+
 func TestCountersAndGauges(t *testing.T) {
 	m := newTest(t)
 	m.ObserveRefusal(serving, "POLICY_VIOLATION")
@@ -225,6 +249,7 @@ func TestNilMetricsRecordsNothing(t *testing.T) {
 	m.ObserveRateLimited(serving, "client")
 	m.SetCAExpiry(serving, time.Now())
 	m.ObserveLedgerAppend(time.Millisecond)
+	m.ObserveIssuance(serving, time.Millisecond)
 }
 
 func TestHandler(t *testing.T) {

@@ -57,10 +57,12 @@ func (s *Service) SignPodCertificateRequest(ctx context.Context, req *signetv1.S
 	podReq := podRequestFromProto(req)
 	d.hash = idempotency.PodRequestHash(podReq)
 	entry, res, err := s.opts.Store.Do(ctx, d.objectUID, d.hash, func() (idempotency.Entry, error) {
+		t := s.opts.Clock.Now()
 		cert, err := sg.Issuer.IssuePod(podReq)
 		if err != nil {
 			return idempotency.Entry{}, err
 		}
+		s.opts.Metrics.ObserveIssuance(d.signer, s.since(t))
 		return s.recordIssued(ctx, d, &cert.Certificate, describePod(podReq.Pod))
 	})
 	if err := s.settle(ctx, d, start, entry, res, err); err != nil {

@@ -42,10 +42,12 @@ func (s *Service) SignCertificateSigningRequest(ctx context.Context, req *signet
 	d.hash = idempotency.RequestHash(issReq.SignerName, issReq.PEM, issReq.Usages, issReq.ExpirationSeconds,
 		issReq.Requester.Username, issReq.Requester.UID, issReq.Requester.Groups, issReq.Requester.Extra)
 	entry, res, err := s.opts.Store.Do(ctx, d.objectUID, d.hash, func() (idempotency.Entry, error) {
+		t := s.opts.Clock.Now()
 		cert, err := sg.Issuer.Issue(issReq)
 		if err != nil {
 			return idempotency.Entry{}, err
 		}
+		s.opts.Metrics.ObserveIssuance(d.signer, s.since(t))
 		return s.recordIssued(ctx, d, cert, "")
 	})
 	if err := s.settle(ctx, d, start, entry, res, err); err != nil {
