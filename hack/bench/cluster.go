@@ -96,6 +96,10 @@ type result struct {
 	negative int
 	busy     float64 // share of all cores busy in the second before the scenario started
 	rounds   int     // runs of this scenario; this result is their median
+	// breakdown (Signet only, when hasBreakdown) is where the time of the run's signing calls
+	// went, from the processes' metrics.
+	breakdown    breakdown
+	hasBreakdown bool
 }
 
 // medianRun returns the median of runs of one scenario: by throughput for a burst, by p50
@@ -119,8 +123,9 @@ func (r result) throughput() float64 { return float64(r.signed) / r.total.Second
 
 // signerProc is a running signer: its processes and a stop function.
 type signerProc struct {
-	pids []int
-	stop func()
+	pids    []int
+	metrics []string // /metrics URLs to break a run's time down by (Signet's processes)
+	stop    func()
 }
 
 type clusterBench struct {
@@ -397,6 +402,7 @@ func (b *clusterBench) startSigner(ctx context.Context, kcmPath string, s signer
 		cmds = append(cmds, c)
 		return nil
 	}
+	var metrics []string
 	switch s.kind {
 	case "kcm":
 		args := []string{"--kubeconfig=" + b.kcmKC, "--controllers=csrsigning", "--leader-elect=false",
@@ -409,13 +415,17 @@ func (b *clusterBench) startSigner(ctx context.Context, kcmPath string, s signer
 		}
 		err = start(kcmPath, args...)
 	case "signet":
-		var grpcAddr, httpAddr string
+		var grpcAddr, httpAddr, watcherMetrics string
 		if grpcAddr, err = freePort(); err != nil {
 			break
 		}
 		if httpAddr, err = freePort(); err != nil {
 			break
 		}
+		if watcherMetrics, err = freePort(); err != nil {
+			break
+		}
+		metrics = []string{"http://" + httpAddr + "/metrics", "http://" + watcherMetrics + "/metrics"}
 		if err = start(filepath.Join(b.opts.bin, "signet-server"), "--config", filepath.Join(b.state, devpki.ConfigFile),
 			"--listen", grpcAddr, "--http-listen", httpAddr); err != nil {
 			break
@@ -423,9 +433,9 @@ func (b *clusterBench) startSigner(ctx context.Context, kcmPath string, s signer
 		err = start(filepath.Join(b.opts.bin, "signet-watcher"), "--kubeconfig", b.watchKC, "--signer-name", clientSigner, "--signer-name", podSigner,
 			"--server", grpcAddr, "--tls-ca", filepath.Join(b.state, devpki.TLSCACert),
 			"--tls-cert", filepath.Join(b.state, devpki.ClientCert), "--tls-key", filepath.Join(b.state, devpki.ClientKey),
-			"--leader-elect=false", "--metrics-address=127.0.0.1:0")
+			"--leader-elect=false", "--metrics-address="+watcherMetrics)
 	}
-	p := &signerProc{stop: stop}
+	p := &signerProc{stop: stop, metrics: metrics}
 	for _, c := range cmds {
 		p.pids = append(p.pids, c.Process.Pid)
 	}

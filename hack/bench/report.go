@@ -96,6 +96,18 @@ func clusterTable(results []result, kubeVersion string, elapsed time.Duration) s
 		}
 	}
 	sb.WriteString("\n")
+	var parts []string
+	for _, r := range results {
+		if r.hasBreakdown {
+			parts = append(parts, fmt.Sprintf(" %s: %s;", r.load.label, r.breakdown))
+		}
+	}
+	if len(parts) > 0 {
+		sb.WriteString("\nWhere Signet's signing calls spend their time (means over each timed run, from the deltas of both processes' /metrics: " +
+			"the watcher's signet_watcher_server_rpc_duration_seconds, the server's sign_duration_seconds, issuance_duration_seconds and ledger_append_duration_seconds):")
+		sb.WriteString(strings.Join(parts, ""))
+		sb.WriteString("\n")
+	}
 	for _, r := range results {
 		if r.negative > 0 {
 			fmt.Fprintf(&sb, "\nNote: %s, %s: %d certificate(s) seen on the watch before the approval call returned (negative latency, kept in the quantiles; drawn at 0.1 ms in the plot).\n", r.load.label, r.signer.label, r.negative)

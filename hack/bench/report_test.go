@@ -237,6 +237,8 @@ func TestClusterTable(t *testing.T) {
 	}
 	sigPaced := with(run(signetSigner, pacedLoad, 198, 20*sec, 9*msec, 30*msec, 90*msec), []float64{0.4, 0.2}, 40, 2, 3)
 	sigPaced.failed, sigPaced.negative, sigPaced.busy = 2, 2, 0.12
+	sigPaced.breakdown = breakdown{calls: 200, rpc: 0.0029, handler: 0.0019, issuance: 0.0009, ledger: 0.0006}
+	sigPaced.hasBreakdown = true
 	results := []result{
 		with(run(ceilingSigner, burstLoad, 1000, sec/2, 2*msec, 3*msec, 5*msec), nil, 0, 3, 3),
 		with(run(kcmDefault, burstLoad, 1000, 50*sec, 24000*msec, 44000*msec, 49000*msec), []float64{2}, 80, 6, 1),
@@ -301,6 +303,10 @@ func TestClusterTable(t *testing.T) {
 		" burst 1000 server 1.00 s, watcher 0.50 s (1.00 / 0.50 ms per object);",
 		" paced 10/s server 0.40 s, watcher 0.20 s (2.02 / 1.01 ms per object);",
 		"Note: paced 10/s, Signet (signet-server + signet-watcher): 2 certificate(s) seen on the watch before the approval call returned",
+		// Only the run with a breakdown gets one.
+		"/metrics: the watcher's signet_watcher_server_rpc_duration_seconds, the server's sign_duration_seconds, issuance_duration_seconds " +
+			"and ledger_append_duration_seconds): paced 10/s: watcher → server 2.90 ms = server 1.90 (issuance 0.90, ledger 0.60, rest 0.40) " +
+			"+ transport and waiting 1.00;\n",
 	} {
 		if !strings.Contains(table, s) {
 			t.Errorf("table lacks %q", s)

@@ -64,6 +64,14 @@ func (b *clusterBench) scenario(ctx context.Context, kcmPath string, s signerKin
 	defer objects.deleteAll(tag)
 	// Wait for quiet after the signer's start-up and warm-up, right before the timed run.
 	res.busy = waitQuiet(60 * time.Second)
+	// Scraped outside the CPU-timed window, so that the scrapes' own CPU is not counted.
+	var sums0 sums
+	if proc != nil && len(proc.metrics) > 0 {
+		var err error
+		if sums0, err = scrapeSums(ctx, proc.metrics); err != nil {
+			return res, err
+		}
+	}
 	var cpu0 []float64
 	if proc != nil {
 		cpu0 = cpuEach(proc.pids)
@@ -177,6 +185,13 @@ func (b *clusterBench) scenario(ctx context.Context, kcmPath string, s signerKin
 	if proc != nil {
 		for i, c := range cpuEach(proc.pids) {
 			res.cpuEach = append(res.cpuEach, c-cpu0[i])
+		}
+		if sums0 != nil {
+			sums1, err := scrapeSums(ctx, proc.metrics)
+			if err != nil {
+				return res, err
+			}
+			res.breakdown, res.hasBreakdown = breakdownOf(sums0, sums1)
 		}
 		for _, pid := range proc.pids {
 			hwm, _, err := procMemory(pid)
