@@ -145,7 +145,7 @@ type clusterBench struct {
 	planePIDs []int
 }
 
-func runCluster(ctx context.Context, opts clusterOpts) error {
+func runCluster(ctx context.Context, opts clusterOpts) (err error) {
 	started := time.Now()
 	binaries, err := binariesNote(opts.bin) // also fails when a binary is missing
 	if err != nil {
@@ -178,7 +178,14 @@ func runCluster(ctx context.Context, opts clusterOpts) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	// Kept when the run fails: it holds the signers' logs (one per scenario) that say why.
+	defer func() {
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: kept %s for the signers' logs\n", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	}()
 	b := &clusterBench{opts: opts, cluster: cluster, kube: kube, dir: dir, state: filepath.Join(dir, "state"),
 		planePIDs: childPIDs("kube-apiserver", "etcd")}
 	if err := b.setup(); err != nil {
@@ -357,13 +364,19 @@ func writeSignetConfig(path string) error {
 	return os.WriteFile(path, out, 0o600)
 }
 
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+// freePorts returns n distinct free loopback addresses; all n stay bound until every one is
+// chosen, so that no two are the same port.
+func freePorts(n int) ([]string, error) {
+	addrs := make([]string, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		addrs = append(addrs, l.Addr().String())
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return addrs, nil
 }
 
 // startSigner starts the signer process(es) of s with their output in the scenario's log file.
@@ -415,16 +428,11 @@ func (b *clusterBench) startSigner(ctx context.Context, kcmPath string, s signer
 		}
 		err = start(kcmPath, args...)
 	case "signet":
-		var grpcAddr, httpAddr, watcherMetrics string
-		if grpcAddr, err = freePort(); err != nil {
+		var addrs []string
+		if addrs, err = freePorts(3); err != nil {
 			break
 		}
-		if httpAddr, err = freePort(); err != nil {
-			break
-		}
-		if watcherMetrics, err = freePort(); err != nil {
-			break
-		}
+		grpcAddr, httpAddr, watcherMetrics := addrs[0], addrs[1], addrs[2]
 		metrics = []string{"http://" + httpAddr + "/metrics", "http://" + watcherMetrics + "/metrics"}
 		if err = start(filepath.Join(b.opts.bin, "signet-server"), "--config", filepath.Join(b.state, devpki.ConfigFile),
 			"--listen", grpcAddr, "--http-listen", httpAddr); err != nil {

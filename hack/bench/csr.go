@@ -40,7 +40,7 @@ func (o csrObjects) warmUp(ctx context.Context, tag string) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return errors.New("signer did not sign the warm-up CSR within 90s (see its log)")
+	return errors.New("signer did not sign the warm-up CSR within 90s (see its log, <scenario tag>.log in the folder the bench keeps)")
 }
 
 func (o csrObjects) list(ctx context.Context, tag string) (string, error) {

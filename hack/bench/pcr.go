@@ -116,7 +116,7 @@ func (o pcrObjects) warmUp(ctx context.Context, tag string) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return errors.New("signer did not issue the warm-up PodCertificateRequest within 90s (see its log)")
+	return errors.New("signer did not issue the warm-up PodCertificateRequest within 90s (see its log, <scenario tag>.log in the folder the bench keeps)")
 }
 
 func (o pcrObjects) list(ctx context.Context, tag string) (string, error) {
