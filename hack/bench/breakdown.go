@@ -1,13 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // The histograms a Signet run is broken down by: the watcher's calls to the server, and
@@ -28,58 +31,42 @@ type sums map[string]sumCount
 // keepSeries reports whether a series of histogram name counts: of the watcher's calls, only
 // the signing methods that returned OK (not health checks, not failures); of the server's
 // histograms, every series.
-func keepSeries(name, labels string) bool {
+func keepSeries(name string, m *dto.Metric) bool {
 	if name != metricRPC {
 		return true
 	}
-	return strings.Contains(labels, `code="OK"`) && strings.Contains(labels, `method="Sign`)
+	var code, method string
+	for _, l := range m.GetLabel() {
+		switch l.GetName() {
+		case "code":
+			code = l.GetValue()
+		case "method":
+			method = l.GetValue()
+		}
+	}
+	return code == "OK" && strings.HasPrefix(method, "Sign")
 }
 
-// parseSums reads the _sum and _count lines of the breakdown's histograms from r, a
-// Prometheus text exposition.
+// parseSums reads the _sum and _count of the breakdown's histograms from r, a Prometheus text
+// exposition, adding up the series keepSeries keeps.
 func parseSums(r io.Reader) (sums, error) {
-	out := sums{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		series, value, ok := strings.Cut(line, " ")
-		if !ok {
-			continue
-		}
-		name, labels, _ := strings.Cut(series, "{")
-		base, isSum := strings.CutSuffix(name, "_sum")
-		isCount := false
-		if !isSum {
-			base, isCount = strings.CutSuffix(name, "_count")
-		}
-		if !isSum && !isCount {
-			continue
-		}
-		switch base {
-		case metricRPC, metricHandler, metricIssuance, metricLedger:
-		default:
-			continue
-		}
-		if !keepSeries(base, labels) {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", series, err)
-		}
-		sc := out[base]
-		if isSum {
-			sc.sum += v
-		} else {
-			sc.count += v
-		}
-		out[base] = sc
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, err
 	}
-	return out, sc.Err()
+	out := sums{}
+	for _, name := range []string{metricRPC, metricHandler, metricIssuance, metricLedger} {
+		for _, m := range families[name].GetMetric() {
+			if h := m.GetHistogram(); h != nil && keepSeries(name, m) {
+				sc := out[name]
+				sc.sum += h.GetSampleSum()
+				sc.count += float64(h.GetSampleCount())
+				out[name] = sc
+			}
+		}
+	}
+	return out, nil
 }
 
 // scrapeSums fetches each /metrics URL and merges what parseSums finds (the server and the
@@ -95,11 +82,13 @@ func scrapeSums(ctx context.Context, urls []string) (sums, error) {
 		if err != nil {
 			return nil, fmt.Errorf("scraping %s: %w", u, err)
 		}
-		s, err := parseSums(resp.Body)
-		resp.Body.Close()
-		if err == nil && resp.StatusCode != http.StatusOK {
+		var s sums
+		if resp.StatusCode != http.StatusOK {
 			err = fmt.Errorf("status %s", resp.Status)
+		} else {
+			s, err = parseSums(resp.Body)
 		}
+		resp.Body.Close()
 		if err != nil {
 			return nil, fmt.Errorf("scraping %s: %w", u, err)
 		}
@@ -118,9 +107,9 @@ type breakdown struct {
 	rpc, handler, issuance, ledger float64
 }
 
-// breakdownOf is the breakdown of the calls made between two scrapes; ok is false if no
-// signing call was observed in between.
-func breakdownOf(before, after sums) (breakdown, bool) {
+// breakdownOf is the breakdown of the calls made between two scrapes (with calls 0 if no
+// signing call was observed in between).
+func breakdownOf(before, after sums) breakdown {
 	mean := func(name string) float64 {
 		n := after[name].count - before[name].count
 		if n <= 0 {
@@ -128,14 +117,13 @@ func breakdownOf(before, after sums) (breakdown, bool) {
 		}
 		return (after[name].sum - before[name].sum) / n
 	}
-	b := breakdown{
+	return breakdown{
 		calls:    after[metricRPC].count - before[metricRPC].count,
 		rpc:      mean(metricRPC),
 		handler:  mean(metricHandler),
 		issuance: mean(metricIssuance),
 		ledger:   mean(metricLedger),
 	}
-	return b, b.calls > 0
 }
 
 // String reads as "watcher → server 2.91 ms = server 1.90 (issuance 0.88, ledger 0.62, rest

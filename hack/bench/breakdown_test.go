@@ -22,15 +22,19 @@ signet_watcher_server_rpc_duration_seconds_sum{code="OK",method="Check"} 9
 signet_watcher_server_rpc_duration_seconds_count{code="OK",method="Check"} 9
 signet_watcher_server_rpc_duration_seconds_sum{code="Unavailable",method="SignCertificateSigningRequest"} 7
 signet_watcher_server_rpc_duration_seconds_count{code="Unavailable",method="SignCertificateSigningRequest"} 7
+# TYPE signet_server_sign_duration_seconds histogram
 signet_server_sign_duration_seconds_sum{signer="a"} 0.2
 signet_server_sign_duration_seconds_count{signer="a"} 100
 signet_server_sign_duration_seconds_sum{signer="b"} 0.1
 signet_server_sign_duration_seconds_count{signer="b"} 50
+# TYPE signet_server_issuance_duration_seconds histogram
 signet_server_issuance_duration_seconds_sum{signer="a"} 0.12
 signet_server_issuance_duration_seconds_count{signer="a"} 150
+# TYPE signet_server_ledger_append_duration_seconds histogram
 signet_server_ledger_append_duration_seconds_sum 0.09
 signet_server_ledger_append_duration_seconds_count 150
 signet_server_ledger_records_total 150
+# TYPE go_gc_duration_seconds summary
 go_gc_duration_seconds_sum 3
 go_gc_duration_seconds_count 3
 `
@@ -54,7 +58,8 @@ func TestParseSums(t *testing.T) {
 			t.Errorf("%s: sum %v count %v, want %v and %v", name, g.sum, g.count, w.sum, w.count)
 		}
 	}
-	if _, err := parseSums(strings.NewReader("signet_server_sign_duration_seconds_sum{signer=\"a\"} x\n")); err == nil {
+	if _, err := parseSums(strings.NewReader("# TYPE signet_server_sign_duration_seconds histogram\n" +
+		"signet_server_sign_duration_seconds_sum{signer=\"a\"} x\n")); err == nil {
 		t.Error("a value that is not a number: no error")
 	}
 }
@@ -62,8 +67,8 @@ func TestParseSums(t *testing.T) {
 func TestBreakdownOf(t *testing.T) {
 	before := sums{metricRPC: {1, 100}, metricHandler: {0.5, 100}, metricIssuance: {0.2, 100}, metricLedger: {0.1, 100}}
 	after := sums{metricRPC: {1.3, 200}, metricHandler: {0.7, 200}, metricIssuance: {0.29, 200}, metricLedger: {0.16, 200}}
-	b, ok := breakdownOf(before, after)
-	if !ok {
+	b := breakdownOf(before, after)
+	if b.calls == 0 {
 		t.Fatal("100 calls between the scrapes: no breakdown")
 	}
 	want := breakdown{calls: 100, rpc: 0.003, handler: 0.002, issuance: 0.0009, ledger: 0.0006}
@@ -79,18 +84,20 @@ func TestBreakdownOf(t *testing.T) {
 	if s, want := b.String(), "watcher → server 3.00 ms = server 2.00 (issuance 0.90, ledger 0.60, rest 0.50) + transport and waiting 1.00"; s != want {
 		t.Errorf("String() = %q, want %q", s, want)
 	}
-	if _, ok := breakdownOf(after, after); ok {
+	if b := breakdownOf(after, after); b.calls != 0 {
 		t.Error("no call between the scrapes: want no breakdown")
 	}
 }
 
 func TestScrapeSums(t *testing.T) {
 	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte("signet_server_sign_duration_seconds_sum 0.5\nsignet_server_sign_duration_seconds_count 10\n"))
+		_, _ = w.Write([]byte("# TYPE signet_server_sign_duration_seconds histogram\n" +
+			"signet_server_sign_duration_seconds_sum 0.5\nsignet_server_sign_duration_seconds_count 10\n"))
 	}))
 	defer server.Close()
 	watcher := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte(`signet_watcher_server_rpc_duration_seconds_sum{code="OK",method="SignCertificateSigningRequest"} 0.8` + "\n" +
+		_, _ = w.Write([]byte("# TYPE signet_watcher_server_rpc_duration_seconds histogram\n" +
+			`signet_watcher_server_rpc_duration_seconds_sum{code="OK",method="SignCertificateSigningRequest"} 0.8` + "\n" +
 			`signet_watcher_server_rpc_duration_seconds_count{code="OK",method="SignCertificateSigningRequest"} 10` + "\n"))
 	}))
 	defer watcher.Close()

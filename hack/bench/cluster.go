@@ -96,10 +96,9 @@ type result struct {
 	negative int
 	busy     float64 // share of all cores busy in the second before the scenario started
 	rounds   int     // runs of this scenario; this result is their median
-	// breakdown (Signet only, when hasBreakdown) is where the time of the run's signing calls
-	// went, from the processes' metrics.
-	breakdown    breakdown
-	hasBreakdown bool
+	// breakdown (Signet only; zero calls when not measured) is where the time of the run's
+	// signing calls went, from the processes' metrics.
+	breakdown breakdown
 }
 
 // medianRun returns the median of runs of one scenario: by throughput for a burst, by p50

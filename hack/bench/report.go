@@ -98,7 +98,7 @@ func clusterTable(results []result, kubeVersion string, elapsed time.Duration) s
 	sb.WriteString("\n")
 	var parts []string
 	for _, r := range results {
-		if r.hasBreakdown {
+		if r.breakdown.calls > 0 {
 			parts = append(parts, fmt.Sprintf(" %s: %s;", r.load.label, r.breakdown))
 		}
 	}

@@ -238,7 +238,6 @@ func TestClusterTable(t *testing.T) {
 	sigPaced := with(run(signetSigner, pacedLoad, 198, 20*sec, 9*msec, 30*msec, 90*msec), []float64{0.4, 0.2}, 40, 2, 3)
 	sigPaced.failed, sigPaced.negative, sigPaced.busy = 2, 2, 0.12
 	sigPaced.breakdown = breakdown{calls: 200, rpc: 0.0029, handler: 0.0019, issuance: 0.0009, ledger: 0.0006}
-	sigPaced.hasBreakdown = true
 	results := []result{
 		with(run(ceilingSigner, burstLoad, 1000, sec/2, 2*msec, 3*msec, 5*msec), nil, 0, 3, 3),
 		with(run(kcmDefault, burstLoad, 1000, 50*sec, 24000*msec, 44000*msec, 49000*msec), []float64{2}, 80, 6, 1),

@@ -191,7 +191,7 @@ func (b *clusterBench) scenario(ctx context.Context, kcmPath string, s signerKin
 			if err != nil {
 				return res, err
 			}
-			res.breakdown, res.hasBreakdown = breakdownOf(sums0, sums1)
+			res.breakdown = breakdownOf(sums0, sums1)
 		}
 		for _, pid := range proc.pids {
 			hwm, _, err := procMemory(pid)
