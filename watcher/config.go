@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -172,11 +173,15 @@ type ServerConfig struct {
 	// calls go to the connected, healthy endpoints among address and addresses. Either may
 	// be empty, not both.
 	Addresses []string `json:"addresses,omitempty"`
-	// CAFile is the PEM bundle of CA certificates that verify the server.
+	// CAFile is the PEM bundle of CA certificates that verify the server. Reloaded when it
+	// changes, so the server can move to a new CA (publish old and new in the bundle first).
+	// A relative path is relative to the config file's folder.
 	CAFile string `json:"caFile"`
-	// CertFile is the watcher's PEM client certificate (chain). Reloaded when it changes.
+	// CertFile is the watcher's PEM client certificate (chain). Reloaded when it changes. A
+	// relative path is relative to the config file's folder.
 	CertFile string `json:"certFile"`
-	// KeyFile is the PEM private key of CertFile. Reloaded when it changes.
+	// KeyFile is the PEM private key of CertFile. Reloaded when it changes. A relative path is
+	// relative to the config file's folder.
 	KeyFile string `json:"keyFile"`
 	// ServerName overrides the name verified in the server's certificate; by default the host
 	// part of each address.
@@ -193,13 +198,17 @@ type BackoffConfig struct {
 
 // LoadConfig reads the configuration file at path, strictly: field names are case-sensitive,
 // and every unknown or duplicated field is an error naming its path (server.adress).
-// apiVersion and kind must be present and match. It applies DefaultDeployment and Default but
-// does not call Validate, so that flags may still fill required fields.
+// apiVersion and kind must be present and match. Relative file paths (server.caFile,
+// server.certFile, server.keyFile) are made relative to the file's folder, as signet-server
+// does. It applies DefaultDeployment and Default but does not call Validate, so that flags may
+// still fill required fields.
 func LoadConfig(path string) (*Config, error) {
 	cfg := &Config{}
 	if err := configfile.Decode(path, APIVersion, Kind, cfg); err != nil {
 		return nil, fmt.Errorf("loading watcher config: %w", err)
 	}
+	s := &cfg.Server
+	configfile.ResolvePaths(filepath.Dir(path), &s.CAFile, &s.CertFile, &s.KeyFile)
 	cfg.DefaultDeployment()
 	cfg.Default()
 	return cfg, nil

@@ -280,3 +280,44 @@ func TestValidateListsEveryProblem(t *testing.T) {
 		t.Errorf("Validate() problems =\n%s\nwant\n%s", err, strings.Join(want, "\n"))
 	}
 }
+
+// TestLoadConfigRelativePaths: relative server file paths in a file are relative to the
+// file's folder, whatever the working directory; absolute paths are kept as written.
+func TestLoadConfigRelativePaths(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "tls"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls", "ca.crt"), []byte("CA"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "watcher.yaml")
+	content := `apiVersion: signet.dev/v1alpha1
+kind: WatcherConfiguration
+server:
+  address: signet:8443
+  caFile: tls/ca.crt
+  certFile: /etc/signet/tls/tls.crt
+  keyFile: ../keys/tls.key
+`
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir())
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		t.Fatalf("LoadConfig: %v", err)
+	}
+	want := ServerConfig{
+		CAFile:   filepath.Join(dir, "tls", "ca.crt"),
+		CertFile: "/etc/signet/tls/tls.crt",
+		KeyFile:  filepath.Join(filepath.Dir(dir), "keys", "tls.key"),
+	}
+	if got := cfg.Server; got.CAFile != want.CAFile || got.CertFile != want.CertFile || got.KeyFile != want.KeyFile {
+		t.Errorf("server files = %q, %q, %q; want %q, %q, %q",
+			got.CAFile, got.CertFile, got.KeyFile, want.CAFile, want.CertFile, want.KeyFile)
+	}
+	if data, err := os.ReadFile(cfg.Server.CAFile); err != nil || string(data) != "CA" {
+		t.Errorf("reading caFile from another working directory: %q, %v", data, err)
+	}
+}

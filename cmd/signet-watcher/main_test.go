@@ -9,8 +9,11 @@ import (
 	"github.com/signet-pki/signet/watcher"
 )
 
+// TestBuildConfigOverrides: flags replace the file's values; the file's relative paths are
+// relative to its folder, a flag's to the working directory.
 func TestBuildConfigOverrides(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "config.yaml")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.yaml")
 	content := `apiVersion: signet.dev/v1alpha1
 kind: WatcherConfiguration
 signerNames: [example.com/from-file]
@@ -37,8 +40,9 @@ server:
 		t.Errorf("signerNames = %v, want the flags'", cfg.SignerNames)
 	}
 	s := cfg.Server
-	if s.Address != "flag:9443" || s.Addresses != nil || s.CertFile != "flag-cert.pem" || s.CAFile != "file-ca.pem" || s.KeyFile != "file-key.pem" {
-		t.Errorf("server = %+v, want flags over file", s)
+	if s.Address != "flag:9443" || s.Addresses != nil || s.CertFile != "flag-cert.pem" ||
+		s.CAFile != filepath.Join(dir, "file-ca.pem") || s.KeyFile != filepath.Join(dir, "file-key.pem") {
+		t.Errorf("server = %+v, want flags over file, the file's paths in %s", s, dir)
 	}
 	if !cfg.LeaderElection.IsEnabled() || cfg.MetricsAddress != ":9465" {
 		t.Errorf("leader election %v, metrics %q; want the file format's defaults (on, :9465)", cfg.LeaderElection.IsEnabled(), cfg.MetricsAddress)

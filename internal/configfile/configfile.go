@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -52,6 +53,17 @@ func Decode(path, apiVersion, kind string, out any) error {
 		return fmt.Errorf("config %s: apiVersion/kind is %q/%q, want %q/%q", path, header.APIVersion, header.Kind, apiVersion, kind)
 	}
 	return nil
+}
+
+// ResolvePaths makes each relative path relative to dir, the folder of the configuration file
+// that holds it, so that a file means the same whatever the working directory. Empty and
+// absolute paths are left as they are.
+func ResolvePaths(dir string, paths ...*string) {
+	for _, p := range paths {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
 }
 
 // SignerNameProblems returns why name is not a signer name the kube-apiserver accepts, or

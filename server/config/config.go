@@ -249,23 +249,15 @@ func (c *Config) signerNames() []string {
 
 // resolvePaths makes relative file paths relative to dir.
 func (c *Config) resolvePaths(dir string) {
-	abs := func(p *string) {
-		if *p != "" && !filepath.IsAbs(*p) {
-			*p = filepath.Join(dir, *p)
-		}
-	}
-	abs(&c.TLS.CertFile)
-	abs(&c.TLS.KeyFile)
-	abs(&c.TLS.ClientCAFile)
-	abs(&c.Ledger.Dir)
+	paths := []*string{&c.TLS.CertFile, &c.TLS.KeyFile, &c.TLS.ClientCAFile, &c.Ledger.Dir}
 	for i := range c.Signers {
 		s := &c.Signers[i]
-		abs(&s.Certificate)
-		abs(&s.Intermediates)
+		paths = append(paths, &s.Certificate, &s.Intermediates)
 		// Only a plain path is resolved; a file:// URI is taken as written. keystore parses the
 		// URI, so the config and the key store never disagree on what names a file.
 		if path, ok := keystore.FilePath(s.Key); ok && path == s.Key {
-			abs(&s.Key)
+			paths = append(paths, &s.Key)
 		}
 	}
+	configfile.ResolvePaths(dir, paths...)
 }

@@ -8,11 +8,9 @@ package signerclient
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"time"
 
@@ -67,20 +65,23 @@ type Config struct {
 	// Addresses are the host:port of every signing server (fail-over endpoints). Calls go
 	// round-robin to the endpoints that are connected and healthy.
 	Addresses []string
-	// CAFile is the PEM bundle of CA certificates that verify the server.
+	// CAFile is the PEM bundle of CA certificates that verify the server. It is re-read when
+	// its modification time or size changes, checked at most every few seconds; new
+	// connections use the new bundle, so a server can move to a new CA without a restart
+	// (publish old and new CA in the bundle, then switch the server's certificate).
 	CAFile string
 	// CertFile and KeyFile are the client certificate (chain) and key, PEM. They are re-read
-	// when their modification time changes, checked at most every few seconds.
+	// when their modification time or size changes, checked at most every few seconds.
 	CertFile, KeyFile string
 	// ServerName is the name verified in every server's certificate; empty means the host
 	// part of each endpoint's address.
 	ServerName string
 	// RPCTimeout bounds every call; it must be positive.
 	RPCTimeout time.Duration
-	// Clock paces the certificate reload checks and times the calls for ObserveRPC; nil means
+	// Clock paces the TLS file reload checks and times the calls for ObserveRPC; nil means
 	// the real clock.
 	Clock clock.PassiveClock
-	// Logger reports certificate reloads; the zero Logger discards.
+	// Logger reports TLS file reloads; the zero Logger discards.
 	Logger klog.Logger
 	// ObserveRPC, if not nil, is called after every call with the method's name (the part
 	// after the last "/", e.g. "SignCertificateSigningRequest"), the call's gRPC code (OK on
@@ -115,7 +116,7 @@ func New(cfg Config) (*Client, error) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	tlsConfig, err := clientTLSConfig(cfg, clk)
+	creds, err := clientCredentials(cfg, clk)
 	if err != nil {
 		return nil, fmt.Errorf("creating signer client: %w", err)
 	}
@@ -123,7 +124,7 @@ func New(cfg Config) (*Client, error) {
 	endpointResolver.InitialState(resolver.State{Addresses: endpoints})
 	opts := []grpc.DialOption{
 		grpc.WithResolvers(endpointResolver),
-		grpc.WithTransportCredentials(credentials.NewTLS(tlsConfig)),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time:                keepaliveTime,
 			Timeout:             keepaliveTimeout,
@@ -192,28 +193,23 @@ func observeInterceptor(observe func(string, codes.Code, time.Duration), clk clo
 	}
 }
 
-// clientTLSConfig builds the mTLS configuration: servers verified against CAFile (under the
-// name each endpoint carries, see resolverAddresses), the client certificate served from disk
-// by a reloader.
-func clientTLSConfig(cfg Config, clk clock.PassiveClock) (*tls.Config, error) {
-	caPEM, err := os.ReadFile(cfg.CAFile)
-	if err != nil {
-		return nil, fmt.Errorf("reading server CA: %w", err)
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("reading server CA %s: no PEM certificates found", cfg.CAFile)
-	}
-	reloader, err := newCertReloader(cfg.CertFile, cfg.KeyFile, clk, cfg.Logger)
+// clientCredentials builds the mTLS credentials: TLS 1.3, servers verified against the
+// current CAFile bundle (re-read when it changes) under the name each endpoint carries (see
+// resolverAddresses), the client certificate served from disk by a reloader.
+func clientCredentials(cfg Config, clk clock.PassiveClock) (credentials.TransportCredentials, error) {
+	roots, err := newCAReloader(cfg.CAFile, clk, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
-	return &tls.Config{
+	certs, err := newCertReloader(cfg.CertFile, cfg.KeyFile, clk, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	return &reloadingTLS{roots: roots, base: &tls.Config{
 		MinVersion:           tls.VersionTLS13,
-		RootCAs:              roots,
 		ServerName:           cfg.ServerName,
-		GetClientCertificate: reloader.GetClientCertificate,
-	}, nil
+		GetClientCertificate: certs.GetClientCertificate,
+	}}, nil
 }
 
 // Issued is what the server returned for one signed CSR or PodCertificateRequest.
