@@ -103,16 +103,24 @@ func (s *fakeServer) SignCertificateSigningRequest(ctx context.Context, req *sig
 // returns the port.
 func startServer(t *testing.T, ca *mtlstest.CA, serverName string, fake *fakeServer) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, _ := serve(t, "127.0.0.1:0", ca.ServerTLS(t, serverName), fake)
+	_, port, _ := net.SplitHostPort(addr)
+	return port
+}
+
+// serve serves fake over TLS with cfg on addr ("127.0.0.1:0": any free port) until the test
+// ends, and returns the address it listens on and a function that stops the server sooner.
+func serve(t *testing.T, addr string, cfg *tls.Config, fake *fakeServer) (string, func()) {
+	t.Helper()
+	lis, err := net.Listen("tcp", addr)
 	if err != nil {
-		t.Fatalf("listening: %v", err)
+		t.Fatalf("listening on %s: %v", addr, err)
 	}
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(ca.ServerTLS(t, serverName))))
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(cfg)))
 	signetv1.RegisterSignerServiceServer(srv, fake)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
-	_, port, _ := net.SplitHostPort(lis.Addr().String())
-	return port
+	return lis.Addr().String(), srv.Stop
 }
 
 func newTestClient(t *testing.T, cfg Config) *Client {

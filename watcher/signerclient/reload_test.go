@@ -5,62 +5,28 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"net"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/signet-pki/signet/internal/testpki"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/watcher/internal/mtlstest"
 )
-
-// leafCert issues a P-256 leaf named name (DNS SAN and 127.0.0.1) from ca with the extended
-// key usage eku.
-func leafCert(t *testing.T, ca *mtlstest.CA, name string, eku x509.ExtKeyUsage) tls.Certificate {
-	t.Helper()
-	key := testpki.Key(t, testpki.P256)
-	cert := ca.Sign(t, &x509.Certificate{
-		Subject:     pkix.Name{CommonName: name},
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{eku},
-		DNSNames:    []string{name},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-	}, key.Public())
-	return tls.Certificate{Certificate: [][]byte{cert.Raw}, PrivateKey: key, Leaf: cert}
-}
 
 // serveTLS serves a fakeServer answering testChain on addr ("127.0.0.1:0": any free port)
 // with the certificate cert, requiring a client certificate from clientCA. It returns the
 // address it listens on and a function that stops the server.
 func serveTLS(t *testing.T, addr string, cert tls.Certificate, clientCA *mtlstest.CA) (string, func()) {
 	t.Helper()
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("listening on %s: %v", addr, err)
-	}
-	clientCAs := x509.NewCertPool()
-	clientCAs.AddCert(clientCA.Cert)
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{
-		Certificates: []tls.Certificate{cert},
-		ClientCAs:    clientCAs,
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		MinVersion:   tls.VersionTLS13,
-	})))
-	signetv1.RegisterSignerServiceServer(srv, &fakeServer{respond: func(context.Context) (*signetv1.SignCertificateSigningRequestResponse, error) {
+	return serve(t, addr, clientCA.RequireClients(cert), &fakeServer{respond: func(context.Context) (*signetv1.SignCertificateSigningRequestResponse, error) {
 		return &signetv1.SignCertificateSigningRequestResponse{CertificateChainPem: testChain}, nil
 	}})
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return lis.Addr().String(), srv.Stop
 }
 
 // rewrite replaces the content of path and moves its modification time forward, so that the
@@ -116,7 +82,7 @@ type reloadSetup struct {
 func newReloadSetup(t *testing.T, ca *mtlstest.CA) *reloadSetup {
 	t.Helper()
 	caFile, certFile, keyFile := ca.ClientFiles(t, t.TempDir(), "watcher-1")
-	addr, stop := serveTLS(t, "127.0.0.1:0", leafCert(t, ca, "localhost", x509.ExtKeyUsageServerAuth), ca)
+	addr, stop := serveTLS(t, "127.0.0.1:0", ca.Leaf(t, "localhost", x509.ExtKeyUsageServerAuth), ca)
 	_, port, _ := net.SplitHostPort(addr)
 	clk := clocktesting.NewFakePassiveClock(time.Now())
 	logger, logs := bufferedLogger(t)
@@ -139,7 +105,7 @@ func TestCABundleReload(t *testing.T) {
 	s := newReloadSetup(t, caA)
 
 	s.stop()
-	serveTLS(t, s.addr, leafCert(t, caB, "localhost", x509.ExtKeyUsageServerAuth), caA)
+	serveTLS(t, s.addr, caB.Leaf(t, "localhost", x509.ExtKeyUsageServerAuth), caA)
 	signUntil(t, s.c, "a refusal of the server on CA B", func(err error) bool {
 		if err == nil {
 			t.Fatal("SignCSR succeeded with the server on CA B while the bundle holds only A")
@@ -165,7 +131,7 @@ func TestCABundleBadRewriteKeepsPrevious(t *testing.T) {
 	rewrite(t, s.caFile, []byte("not PEM\n"))
 	s.clk.SetTime(s.clk.Now().Add(reloadInterval))
 	s.stop() // the next connection is a new handshake, after the reload check
-	serveTLS(t, s.addr, leafCert(t, ca, "localhost", x509.ExtKeyUsageServerAuth), ca)
+	serveTLS(t, s.addr, ca.Leaf(t, "localhost", x509.ExtKeyUsageServerAuth), ca)
 	signUntil(t, s.c, "success with the previous bundle", func(err error) bool { return err == nil })
 	logs := s.logs()
 	if n := strings.Count(logs, "Keeping the previous TLS files"); n != 1 || !strings.Contains(logs, "server CA "+s.caFile) {
@@ -185,8 +151,8 @@ func TestCAReloaderCadence(t *testing.T) {
 	if err != nil {
 		t.Fatalf("newCAReloader: %v", err)
 	}
-	leafA := leafCert(t, caA, "localhost", x509.ExtKeyUsageServerAuth).Leaf
-	leafB := leafCert(t, caB, "localhost", x509.ExtKeyUsageServerAuth).Leaf
+	leafA := caA.Leaf(t, "localhost", x509.ExtKeyUsageServerAuth).Leaf
+	leafB := caB.Leaf(t, "localhost", x509.ExtKeyUsageServerAuth).Leaf
 	check := func(step string, wantA, wantB bool) {
 		t.Helper()
 		roots := r.get()
@@ -242,10 +208,10 @@ func TestServerVerificationStrict(t *testing.T) {
 		serverName string
 		wantErr    string
 	}{
-		{"foreign CA", leafCert(t, foreign, "localhost", x509.ExtKeyUsageServerAuth), "", "certificate signed by unknown authority"},
-		{"wrong name", leafCert(t, ca, "other.test", x509.ExtKeyUsageServerAuth), "", "not localhost"},
-		{"wrong ServerName", leafCert(t, ca, "localhost", x509.ExtKeyUsageServerAuth), "signet.test", "not signet.test"},
-		{"client-auth only", leafCert(t, ca, "localhost", x509.ExtKeyUsageClientAuth), "", "incompatible key usage"},
+		{"foreign CA", foreign.Leaf(t, "localhost", x509.ExtKeyUsageServerAuth), "", "certificate signed by unknown authority"},
+		{"wrong name", ca.Leaf(t, "other.test", x509.ExtKeyUsageServerAuth), "", "not localhost"},
+		{"wrong ServerName", ca.Leaf(t, "localhost", x509.ExtKeyUsageServerAuth), "signet.test", "not signet.test"},
+		{"client-auth only", ca.Leaf(t, "localhost", x509.ExtKeyUsageClientAuth), "", "incompatible key usage"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,6 +4,7 @@
 package mtlstest
 
 import (
+	"crypto"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -31,18 +32,11 @@ func NewCA(t testing.TB) *CA {
 // (with cn and 127.0.0.1 as SANs) or client auth.
 func (ca *CA) Issue(t testing.TB, cn string, server bool) (certPEM, keyPEM []byte) {
 	t.Helper()
-	key := testpki.Key(t, testpki.P256)
-	tmpl := &x509.Certificate{
-		Subject:     pkix.Name{CommonName: cn},
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
+	eku := x509.ExtKeyUsageClientAuth
 	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.DNSNames = []string{cn}
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+		eku = x509.ExtKeyUsageServerAuth
 	}
-	cert := ca.Sign(t, tmpl, key.Public())
+	cert, key := ca.issue(t, cn, eku, server)
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
 		t.Fatalf("mtlstest: marshalling key: %v", err)
@@ -51,19 +45,46 @@ func (ca *CA) Issue(t testing.TB, cn string, server bool) (certPEM, keyPEM []byt
 		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
 }
 
+// Leaf returns a P-256 leaf for a server named name (name and 127.0.0.1 as SANs) with the
+// extended key usage eku, ready for tls.Config.Certificates. A test of how clients verify
+// servers passes another usage than server auth.
+func (ca *CA) Leaf(t testing.TB, name string, eku x509.ExtKeyUsage) tls.Certificate {
+	t.Helper()
+	cert, key := ca.issue(t, name, eku, true)
+	return tls.Certificate{Certificate: [][]byte{cert.Raw}, PrivateKey: key, Leaf: cert}
+}
+
+// issue signs a P-256 leaf named cn with the extended key usage eku, with cn and 127.0.0.1
+// as SANs if sans, and returns it with its key.
+func (ca *CA) issue(t testing.TB, cn string, eku x509.ExtKeyUsage, sans bool) (*x509.Certificate, crypto.Signer) {
+	t.Helper()
+	key := testpki.Key(t, testpki.P256)
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: cn},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{eku},
+	}
+	if sans {
+		tmpl.DNSNames = []string{cn}
+		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+	}
+	return ca.Sign(t, tmpl, key.Public()), key
+}
+
 // ServerTLS returns a TLS 1.3 server configuration named name that requires a client
 // certificate issued by ca.
 func (ca *CA) ServerTLS(t testing.TB, name string) *tls.Config {
 	t.Helper()
-	certPEM, keyPEM := ca.Issue(t, name, true)
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatalf("mtlstest: server pair: %v", err)
-	}
+	return ca.RequireClients(ca.Leaf(t, name, x509.ExtKeyUsageServerAuth))
+}
+
+// RequireClients returns a TLS 1.3 server configuration presenting cert (which may come from
+// another CA) and requiring a client certificate issued by ca.
+func (ca *CA) RequireClients(cert tls.Certificate) *tls.Config {
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
 	return &tls.Config{
-		Certificates: []tls.Certificate{pair},
+		Certificates: []tls.Certificate{cert},
 		ClientCAs:    pool,
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		MinVersion:   tls.VersionTLS13,
