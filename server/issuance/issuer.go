@@ -125,6 +125,9 @@ type Certificate struct {
 	Leaf *x509.Certificate
 	// ChainPEM is the leaf followed by the CA's intermediates, PEM-encoded.
 	ChainPEM []byte
+	// Grounds is the policy decision's Grounds: the rule that admitted the request when it is
+	// not the ordinary one (empty otherwise).
+	Grounds string
 	// LintFindings are the lint gate's Warn and Notice results for the certificate, as
 	// "lint_name: details" (warnings first, each kind sorted): they do not stop issuance, and
 	// the service logs them with it.
@@ -175,7 +178,7 @@ func (i *Issuer) sign(p *prepared) (*Certificate, error) {
 	for _, c := range i.ca.Intermediates {
 		_ = pem.Encode(&chain, &pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
 	}
-	return &Certificate{Leaf: leaf, ChainPEM: chain.Bytes(), LintFindings: p.findings}, nil
+	return &Certificate{Leaf: leaf, ChainPEM: chain.Bytes(), Grounds: p.decision.Grounds, LintFindings: p.findings}, nil
 }
 
 // prepared is a request that passed every step before signing.

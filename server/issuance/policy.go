@@ -80,6 +80,11 @@ type Decision struct {
 	// identity (a pod certificate has no other name). Unused for CertificateSigningRequests,
 	// whose subject and SANs are the request's.
 	URIs []*url.URL
+	// Grounds names the rule that let this requester have this certificate when it is not the
+	// ordinary one, e.g. `bootstrap: requester in group "system:bootstrappers"` for a node's
+	// first certificate requested with a bootstrap token. The ledger records it with the
+	// issuance. Empty for the ordinary case.
+	Grounds string
 }
 
 // Kind is the kind of Kubernetes object a request comes from.

@@ -59,6 +59,11 @@ type Record struct {
 	Reason string `json:"reason,omitempty"`
 	// Message is the human-readable detail of the decision.
 	Message string `json:"message,omitempty"`
+	// Grounds names the rule that admitted the request when it is not the ordinary one, e.g.
+	// `bootstrap: requester in group "system:bootstrappers"` for a node's first client
+	// certificate (issuance.Decision.Grounds). Records without it leave it out of the
+	// encoding, so records written before the field existed still verify.
+	Grounds string `json:"grounds,omitempty"`
 	// Certificate is the issued chain in PEM (leaf first) for Issued records.
 	Certificate string `json:"certificate,omitempty"`
 	// PrevHash is the previous record's Hash; 64 zeros for the first record.
@@ -93,7 +98,7 @@ func (r *Record) validate() error {
 func (r *Record) normalize() {
 	for _, s := range []*string{
 		&r.Signer, &r.Client, &r.Requester, &r.ObjectUID, &r.ObjectKind, &r.IdempotencyKey, &r.RequestHash,
-		&r.Serial, &r.Reason, &r.Message, &r.Certificate,
+		&r.Serial, &r.Reason, &r.Message, &r.Grounds, &r.Certificate,
 	} {
 		*s = strings.ToValidUTF8(*s, "\uFFFD")
 	}

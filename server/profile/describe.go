@@ -115,7 +115,7 @@ func (p Profile) describeKubelet(d *Description) {
 		`The requester must be that node: spec.username equal to the common name and "system:nodes" among spec.groups.`
 	if p.spec.Name == NameKubeAPIServerClientKubelet {
 		d.TrustDistribution = fmt.Sprintf(apiserverOnlyFmt, " as kubelet client certificates", "--client-ca-file")
-		d.PermittedSubjects += " A bootstrap requester (system:bootstrap:<token>) therefore cannot obtain a node's first certificate through this profile." + refusal
+		d.PermittedSubjects += p.describeBootstrap() + refusal
 		d.PermittedExtensions = "No SANs: a request with any DNS, IP, email or URI SAN is refused." + otherExtensions
 		d.PermittedKeyUsages = `spec.usages must be exactly {"digital signature", "client auth"} or {"digital signature", "key encipherment", "client auth"}, ` +
 			`the sets kube-controller-manager accepts (key encipherment is optional for keys other than RSA); anything else is refused.` + leafOnlyUsages + usagesOnlySpec
@@ -126,6 +126,24 @@ func (p Profile) describeKubelet(d *Description) {
 	d.PermittedExtensions = "At least one DNS or IP SAN is required; DNS and IP SANs are copied as requested. Email and URI SANs are refused." + otherExtensions
 	d.PermittedKeyUsages = `spec.usages must be exactly {"digital signature", "server auth"} or {"digital signature", "key encipherment", "server auth"}, ` +
 		`the sets kube-controller-manager accepts (key encipherment is optional for keys other than RSA); anything else is refused.` + leafOnlyUsages + usagesOnlySpec
+}
+
+// describeBootstrap explains the bootstrap rule of kube-apiserver-client-kubelet as
+// configured.
+func (p Profile) describeBootstrap() string {
+	if b := p.spec.Bootstrap; b != nil && b.Disabled {
+		return " Bootstrap is off (bootstrap.disabled): a requester that is not the node, a kubelet joining with a bootstrap token included, " +
+			"is refused, so nodes must obtain their first certificate by other means."
+	}
+	groups := defaultBootstrapGroups
+	if b := p.spec.Bootstrap; b != nil && len(b.Groups) != 0 {
+		groups = b.Groups
+	}
+	return fmt.Sprintf(" For a node's first certificate, a requester in a bootstrap group (%s) may instead ask for any system:node:<name>, "+
+		"as a kubelet joining with a bootstrap token does (username system:bootstrap:<token id>, group system:bootstrappers). "+
+		"As with kube-controller-manager, the approval is the authority over which node a bootstrap requester may join as "+
+		"(its csrapproving controller checks the nodeclient permission); the ledger records such issuances with grounds \"bootstrap\". "+
+		"Set bootstrap.disabled to refuse them.", quoted(groups))
 }
 
 // describe fills d for a custom profile; privileged explains the privileged-group rule.

@@ -32,10 +32,17 @@ func TestDescribe(t *testing.T) {
 			"PermittedSubjects": {"system:masters, acme:admins", "allowed", "allowPrivileged is set"},
 		}},
 		{profile.Spec{Name: profile.NameKubeAPIServerClientKubelet}, want{
-			"TrustDistribution":   {"kubelet client certificates", "--client-ca-file"},
-			"PermittedSubjects":   {`["system:nodes"]`, `"system:node:"`, "spec.username", "spec.groups", "system:bootstrap"},
+			"TrustDistribution": {"kubelet client certificates", "--client-ca-file"},
+			"PermittedSubjects": {`["system:nodes"]`, `"system:node:"`, "spec.username", "spec.groups",
+				`bootstrap group (["system:bootstrappers"])`, "system:bootstrap:<token id>", "approval is the authority", "bootstrap.disabled"},
 			"PermittedExtensions": {"No SANs", "refused"},
 			"PermittedKeyUsages":  {`{"digital signature", "client auth"}`, `{"digital signature", "key encipherment", "client auth"}`},
+		}},
+		{profile.Spec{Name: profile.NameKubeAPIServerClientKubelet, Bootstrap: &profile.BootstrapSpec{Groups: []string{"acme:joiners"}}}, want{
+			"PermittedSubjects": {`bootstrap group (["acme:joiners"])`},
+		}},
+		{profile.Spec{Name: profile.NameKubeAPIServerClientKubelet, Bootstrap: &profile.BootstrapSpec{Disabled: true}}, want{
+			"PermittedSubjects": {"Bootstrap is off (bootstrap.disabled)", "bootstrap token included, is refused"},
 		}},
 		{profile.Spec{Name: profile.NameKubeletServing}, want{
 			"TrustDistribution":   {"--kubelet-certificate-authority"},

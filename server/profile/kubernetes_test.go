@@ -3,6 +3,8 @@ package profile_test
 import (
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/signet-pki/signet/internal/testpki"
@@ -24,6 +26,7 @@ const (
 	rExactly    = "usages: exactly"
 	rUser       = "username equals the common name"
 	rGroup      = "groups include system:nodes"
+	rNodeOrBoot = "requester: the node itself (username equals the common name, groups include system:nodes) or in a bootstrap group"
 	rDNSOrIP    = "at least one DNS name or IP address"
 	rNoEmailURI = "no email address or URI"
 	rPriv       = "privileged: "
@@ -46,12 +49,13 @@ func TestRuleNames(t *testing.T) {
 			"usages: at most digital signature, key encipherment, client auth",
 			"privileged: no organization in [system:masters]",
 		},
-		profile.NameKubeAPIServerClientKubelet: append([]string{
+		profile.NameKubeAPIServerClientKubelet: {
 			"subject: organization exactly [system:nodes]",
 			"sans: none (no DNS name, IP address, email address or URI)",
 			"subject: common name starts with system:node:",
 			"usages: exactly digital signature and client auth, optionally with key encipherment",
-		}, requester...),
+			"requester: the node itself (username equals the common name, groups include system:nodes) or in a bootstrap group [system:bootstrappers]",
+		},
 		profile.NameKubeletServing: append([]string{
 			"subject: organization exactly [system:nodes]",
 			"sans: at least one DNS name or IP address",
@@ -134,7 +138,8 @@ func TestPrivilegedGroups(t *testing.T) {
 }
 
 // TestKubeletClient covers kubernetes.io/kube-apiserver-client-kubelet: kube-controller-manager's
-// ValidateKubeletClientCSR plus the requester checks.
+// ValidateKubeletClientCSR plus the requester check (the node itself, or a bootstrap
+// requester: see TestKubeletClientBootstrap).
 func TestKubeletClient(t *testing.T) {
 	t.Parallel()
 	p := newProfile(t, profile.Spec{Name: profile.NameKubeAPIServerClientKubelet})
@@ -156,11 +161,13 @@ func TestKubeletClient(t *testing.T) {
 		{name: "no organization", csr: caseCSR{tmpl: subject(node)}, usages: rsaUsages, failed: []string{rOrg}},
 		{name: "common name without prefix", csr: caseCSR{tmpl: subject("node:n1", "system:nodes")}, usages: rsaUsages,
 			requester: requester("node:n1", "system:nodes"), failed: []string{rCN}},
-		{name: "common name is not the requester", csr: caseCSR{tmpl: subject("system:node:n2", "system:nodes")}, usages: rsaUsages, failed: []string{rUser}},
+		{name: "common name is not the requester", csr: caseCSR{tmpl: subject("system:node:n2", "system:nodes")}, usages: rsaUsages, failed: []string{rNodeOrBoot}},
 		{name: "bootstrap requester", csr: good(), usages: rsaUsages,
-			requester: requester("system:bootstrap:abcdef", "system:bootstrappers", "system:authenticated"), failed: []string{rUser, rGroup}},
-		{name: "no requester", csr: good(), usages: rsaUsages, requester: &issuance.Requester{}, failed: []string{rUser, rGroup}},
-		{name: "groups without system:nodes", csr: good(), usages: rsaUsages, requester: requester(node, "system:authenticated"), failed: []string{rGroup}},
+			requester: requester("system:bootstrap:abcdef", "system:bootstrappers", "system:authenticated")},
+		{name: "no requester", csr: good(), usages: rsaUsages, requester: &issuance.Requester{}, failed: []string{rNodeOrBoot}},
+		{name: "groups without system:nodes", csr: good(), usages: rsaUsages, requester: requester(node, "system:authenticated"), failed: []string{rNodeOrBoot}},
+		{name: "another node", csr: good(), usages: rsaUsages, requester: requester("system:node:n2", "system:nodes"), failed: []string{rNodeOrBoot}},
+		{name: "plain user", csr: good(), usages: rsaUsages, requester: requester("alice", "dev", "system:authenticated"), failed: []string{rNodeOrBoot}},
 		{name: "client auth only", csr: good(), usages: []string{ca}, failed: []string{rExactly}},
 		{name: "server auth added", csr: good(), usages: []string{ds, ke, ca, sa}, failed: []string{rExactly}},
 		{name: "server auth instead", csr: good(), usages: []string{ds, ke, sa}, failed: []string{rExactly}},
@@ -169,8 +176,68 @@ func TestKubeletClient(t *testing.T) {
 		{name: "cert sign", csr: good(), usages: []string{ds, ca, "cert sign"}, failed: []string{rLeaf, rExactly}},
 		{name: "CA requested", csr: caseCSR{tmpl: with(subject(node, "system:nodes"), wantCA)}, usages: rsaUsages, failed: []string{rCA}},
 		{name: "everything wrong", csr: caseCSR{tmpl: with(subject("alice", "dev"), dns("a.example.com"), wantCA)}, usages: []string{sa},
-			requester: requester("bob"), failed: []string{rCA, rOrg, rNoSAN, rCN, rExactly, rUser, rGroup}},
+			requester: requester("bob"), failed: []string{rCA, rOrg, rNoSAN, rCN, rExactly, rNodeOrBoot}},
 	})
+}
+
+// TestKubeletClientBootstrap covers the bootstrap rule of kube-apiserver-client-kubelet as a
+// kubelet joining with a bootstrap token meets it: by default a requester in
+// system:bootstrappers obtains any node's certificate, with the decision's grounds saying so;
+// configured groups replace the default; bootstrap.disabled refuses the join with a detail
+// naming the option, while the node itself still renews.
+func TestKubeletClientBootstrap(t *testing.T) {
+	t.Parallel()
+	joining := requester("system:bootstrap:abcdef", "system:bootstrappers", "system:bootstrappers:kubeadm:default-node-token", "system:authenticated")
+	csr := caseCSR{tmpl: subject(node, "system:nodes")}
+	usages := []string{ds, ca}
+	tests := []struct {
+		name        string
+		bootstrap   *profile.BootstrapSpec
+		requester   *issuance.Requester
+		wantGrounds string   // when issued
+		wantDetail  []string // substrings of the requester rule's detail
+	}{
+		{name: "default groups, bootstrap token", requester: joining,
+			wantGrounds: `bootstrap: requester in group "system:bootstrappers"`, wantDetail: []string{"bootstrap:", `"system:bootstrap:abcdef"`}},
+		{name: "default groups, renewal", requester: &nodeRequester, wantDetail: []string{"the node itself"}},
+		{name: "configured group", bootstrap: &profile.BootstrapSpec{Groups: []string{"acme:node-joiners"}},
+			requester: requester("joiner", "acme:node-joiners"), wantGrounds: `bootstrap: requester in group "acme:node-joiners"`},
+		{name: "configured groups replace the default", bootstrap: &profile.BootstrapSpec{Groups: []string{"acme:node-joiners"}},
+			requester: joining, wantDetail: []string{"neither the node nor in a bootstrap group"}},
+		{name: "disabled refuses the join", bootstrap: &profile.BootstrapSpec{Disabled: true}, requester: joining,
+			wantDetail: []string{`"system:bootstrappers" is a bootstrap group`, "bootstrap.disabled: true"}},
+		{name: "disabled keeps renewal", bootstrap: &profile.BootstrapSpec{Disabled: true}, requester: &nodeRequester,
+			wantDetail: []string{"the node itself"}},
+		{name: "disabled refuses a plain user", bootstrap: &profile.BootstrapSpec{Disabled: true}, requester: requester("alice", "dev"),
+			wantDetail: []string{"not the node", "bootstrap.disabled"}},
+		{name: "plain user", requester: requester("alice", "dev", "system:authenticated"),
+			wantDetail: []string{`username is "alice"`, "neither the node nor in a bootstrap group"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := newProfile(t, profile.Spec{Name: profile.NameKubeAPIServerClientKubelet, Bootstrap: tc.bootstrap})
+			d, results, err := p.Evaluate(csr.parse(t), issuance.Request{Usages: usages, Requester: *tc.requester})
+			issued := tc.wantGrounds != "" || slices.Contains(tc.wantDetail, "the node itself")
+			var failed []string
+			if !issued {
+				failed = []string{"requester: "}
+			}
+			checkResults(t, results, err, failed, nil)
+			if d.Grounds != tc.wantGrounds {
+				t.Errorf("Grounds = %q, want %q", d.Grounds, tc.wantGrounds)
+			}
+			last := results[len(results)-1]
+			for _, want := range tc.wantDetail {
+				if !strings.Contains(last.Detail, want) {
+					t.Errorf("requester rule detail = %q, want it to contain %q", last.Detail, want)
+				}
+			}
+			if tc.bootstrap != nil && tc.bootstrap.Disabled && !strings.Contains(last.Rule, "bootstrap is off (bootstrap.disabled)") {
+				t.Errorf("rule name = %q, want it to say bootstrap is off", last.Rule)
+			}
+		})
+	}
 }
 
 // TestKubeletServing covers kubernetes.io/kubelet-serving: kube-controller-manager's

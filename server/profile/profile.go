@@ -45,6 +45,10 @@ type input struct {
 
 	key *issuance.PodKey
 	pod issuance.PodRequest
+
+	// grounds is set by a rule that admits the request on other than the ordinary grounds
+	// (see issuance.Decision.Grounds).
+	grounds string
 }
 
 // sentinels are the errors a failed rule may wrap.
@@ -115,6 +119,11 @@ func cloneSpec(s Spec) Spec {
 		c.KeyTypes = slices.Clone(c.KeyTypes)
 		s.Custom = &c
 	}
+	if s.Bootstrap != nil {
+		b := *s.Bootstrap
+		b.Groups = slices.Clone(b.Groups)
+		s.Bootstrap = &b
+	}
 	if s.PodIdentity != nil {
 		pi := *s.PodIdentity
 		pi.AllowedAnnotations = slices.Clone(pi.AllowedAnnotations)
@@ -153,7 +162,7 @@ func (p Profile) buildRules() (csrRules, podRules []rule) {
 		rules = append(rules, kubeAPIServerClientRules()...)
 		rules = append(rules, p.privilegedRule(true))
 	case NameKubeAPIServerClientKubelet:
-		rules = append(rules, kubeletClientRules()...)
+		rules = append(rules, kubeletClientRules(p.spec.Bootstrap)...)
 	case NameKubeletServing:
 		rules = append(rules, kubeletServingRules()...)
 	case NameLegacyUnknown:
@@ -204,6 +213,7 @@ func (p Profile) Evaluate(csr *x509.CertificateRequest, req issuance.Request) (i
 	}
 	in.ekus, in.usageErr = ekus, err
 	results, err := run(rules, in)
+	d.Grounds = in.grounds
 	return d, results, err
 }
 

@@ -118,8 +118,8 @@ func usagesAtMostRule(allowed []string) rule {
 }
 
 // kubeletClientRules are kube-controller-manager's ValidateKubeletClientCSR, in its order,
-// then Signet's requester checks.
-func kubeletClientRules() []rule {
+// then Signet's requester check, with bootstrap configured by b (nil: the defaults).
+func kubeletClientRules(b *BootstrapSpec) []rule {
 	return []rule{
 		organizationNodesRule(),
 		{name: "sans: none (no DNS name, IP address, email address or URI)", check: func(in *input) (string, error) {
@@ -127,9 +127,44 @@ func kubeletClientRules() []rule {
 		}},
 		commonNamePrefixRule(),
 		usagesExactlyRule(usageClientAuth),
-		requesterUsernameRule(),
-		requesterGroupRule(),
+		nodeClientRequesterRule(b),
 	}
+}
+
+// nodeClientRequesterRule requires the requester to be the node itself (spec.username equal
+// to the common name, system:nodes among spec.groups: a renewal) or, unless b disables it, a
+// member of a bootstrap group (a node's first certificate). The second sets the decision's
+// grounds, which the ledger records.
+func nodeClientRequesterRule(b *BootstrapSpec) rule {
+	disabled := b != nil && b.Disabled
+	groups := defaultBootstrapGroups
+	if b != nil && len(b.Groups) != 0 {
+		groups = b.Groups
+	}
+	const self = "the node itself (username equals the common name, groups include " + nodesGroup + ")"
+	name := "requester: " + self + " or in a bootstrap group " + list(groups)
+	if disabled {
+		name = "requester: " + self + "; bootstrap is off (bootstrap.disabled)"
+	}
+	return rule{name: name, check: func(in *input) (string, error) {
+		user, userGroups, cn := in.req.Requester.Username, in.req.Requester.Groups, in.csr.Subject.CommonName
+		found := fmt.Sprintf("username is %q, groups are %s, common name is %q", user, quoted(userGroups), cn)
+		if user != "" && user == cn && slices.Contains(userGroups, nodesGroup) {
+			return "the node itself: " + found, nil
+		}
+		i := slices.IndexFunc(userGroups, func(g string) bool { return slices.Contains(groups, g) })
+		switch {
+		case i >= 0 && disabled:
+			return fmt.Sprintf("%s; %q is a bootstrap group, but bootstrap is turned off for this signer (profile bootstrap.disabled: true), "+
+				"so only the node itself may obtain its certificate", found, userGroups[i]), issuance.ErrPolicyViolation
+		case i >= 0:
+			in.grounds = fmt.Sprintf("bootstrap: requester in group %q", userGroups[i])
+			return fmt.Sprintf("bootstrap: %s; %q is a bootstrap group", found, userGroups[i]), nil
+		case disabled:
+			return found + "; the requester is not the node (bootstrap is off: bootstrap.disabled)", issuance.ErrPolicyViolation
+		}
+		return found + "; the requester is neither the node nor in a bootstrap group", issuance.ErrPolicyViolation
+	}}
 }
 
 // kubeletServingRules are kube-controller-manager's ValidateKubeletServingCSR, in its order,

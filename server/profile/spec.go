@@ -78,6 +78,38 @@ type Spec struct {
 	// PodIdentity configures the pod-identity profile; optional when Name is pod-identity
 	// (nil: every default), refused otherwise.
 	PodIdentity *PodIdentitySpec `json:"podIdentity,omitempty"`
+	// Bootstrap configures who, besides the node itself, may obtain a node's client
+	// certificate; only on kube-apiserver-client-kubelet (nil: every default).
+	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
+}
+
+// BootstrapSpec configures the bootstrap rule of kube-apiserver-client-kubelet: a requester
+// in one of Groups may obtain a client certificate for any system:node:<name>, as a kubelet
+// joining with a bootstrap token does (requester system:bootstrap:<token id>, group
+// system:bootstrappers). The authority over a first node certificate is the approver (the
+// nodeclient SubjectAccessReview kube-controller-manager's approver makes), so the signer
+// only checks that the requester is one the cluster lets bootstrap nodes.
+type BootstrapSpec struct {
+	// Disabled turns the rule off: only the node itself (spec.username equal to the common
+	// name, system:nodes among spec.groups) may obtain its certificate. For clusters that join
+	// nodes by other means.
+	Disabled bool `json:"disabled,omitempty"`
+	// Groups are the bootstrap groups; default ["system:bootstrappers"], the group every
+	// bootstrap token authenticates into. system:nodes and the groups every user or every
+	// anonymous request has are refused. Not allowed with Disabled.
+	Groups []string `json:"groups,omitempty"`
+}
+
+// defaultBootstrapGroups is the bootstrap group list when BootstrapSpec.Groups is empty.
+var defaultBootstrapGroups = []string{"system:bootstrappers"}
+
+// forbiddenBootstrapGroups are groups that must not be bootstrap groups, with the reason.
+var forbiddenBootstrapGroups = map[string]string{
+	"system:nodes":           "every node is in it, so any node could obtain another node's certificate",
+	"system:authenticated":   "every authenticated user is in it",
+	"system:unauthenticated": "every anonymous request is in it",
+	"system:serviceaccounts": "every service account is in it",
+	"system:masters":         "a cluster administrator needs no bootstrap rule; use a dedicated group",
 }
 
 // PodIdentitySpec configures the pod-identity profile, which serves PodCertificateRequests.
@@ -190,6 +222,7 @@ func (s Spec) compile() (compiled, error) {
 		c.custom, cerrs = compileCustom(*s.Custom)
 		errs = append(errs, cerrs...)
 	}
+	errs = append(errs, s.validateBootstrap()...)
 	switch {
 	case s.Name != NamePodIdentity && s.PodIdentity != nil:
 		errs = append(errs, fmt.Errorf("podIdentity: only allowed when name is pod-identity, not %q", s.Name))
@@ -202,6 +235,33 @@ func (s Spec) compile() (compiled, error) {
 		return compiled{}, err
 	}
 	return c, nil
+}
+
+// validateBootstrap checks the bootstrap settings: only on kube-apiserver-client-kubelet,
+// groups not with disabled, each group plain, not duplicated and not a group every node or
+// user is in.
+func (s Spec) validateBootstrap() []error {
+	b := s.Bootstrap
+	if b == nil {
+		return nil
+	}
+	if s.Name != NameKubeAPIServerClientKubelet {
+		return []error{fmt.Errorf("bootstrap: only allowed when name is %s, not %q", NameKubeAPIServerClientKubelet, s.Name)}
+	}
+	var errs []error
+	if b.Disabled && len(b.Groups) != 0 {
+		errs = append(errs, errors.New("bootstrap.groups: not allowed when bootstrap.disabled is set"))
+	}
+	errs = append(errs, validateList("bootstrap.groups", b.Groups, func(g string) error {
+		if err := checkPlain(g); err != nil {
+			return err
+		}
+		if why, ok := forbiddenBootstrapGroups[g]; ok {
+			return fmt.Errorf("cannot be a bootstrap group: %s", why)
+		}
+		return nil
+	})...)
+	return errs
 }
 
 // subjectPinned are the profiles whose subject the profile fixes, so the privileged-group

@@ -165,6 +165,7 @@ func (s *Service) recordIssued(ctx context.Context, d decisionContext, cert *iss
 	rec.NotBefore, rec.NotAfter = cert.Leaf.NotBefore, cert.Leaf.NotAfter
 	rec.Certificate = string(cert.ChainPEM)
 	rec.Message = message
+	rec.Grounds = cert.Grounds
 	rec, err := s.appendRecord(ctx, rec)
 	if err != nil {
 		return idempotency.Entry{}, fmt.Errorf("%w: %w", errLedgerUnavailable, err)
