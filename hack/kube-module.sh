@@ -24,6 +24,7 @@ modfile=$(go mod download -json "k8s.io/kubernetes@$version" | sed -n 's/.*"GoMo
   echo "	go.etcd.io/etcd/server/v3"
   echo "	k8s.io/kubernetes/cmd/kube-apiserver"
   echo "	k8s.io/kubernetes/cmd/kube-controller-manager"
+  echo "	k8s.io/kubernetes/cmd/kubelet"
   echo ")"
   echo
   echo "require ("

@@ -55,6 +55,10 @@ type Options struct {
 	// APIServerFlags are extra kube-apiserver flags by name without dashes; each replaces any
 	// default value, e.g. {"v": "4"}.
 	APIServerFlags map[string]string
+	// ExtraClientCAs are PEM CA certificates the apiserver trusts for client certificates
+	// besides the cluster's own user CA (its --client-ca-file holds both), e.g. the CA that
+	// signs kubelet client certificates.
+	ExtraClientCAs []byte
 	// StartTimeout bounds the start of each of etcd and kube-apiserver. Default 60s.
 	StartTimeout time.Duration
 	// Output, if set, receives the raw output of etcd and kube-apiserver.
@@ -149,6 +153,11 @@ func startOnce(ctx context.Context, version, etcdPath, apiPath string, timeout t
 			Out: tee(apiOut, opts.Output), Err: tee(apiOut, opts.Output),
 		},
 	}
+	authn, err := newCertAuthn(opts.ExtraClientCAs)
+	if err != nil {
+		return nil, fmt.Errorf("starting control plane %s: %w", version, err)
+	}
+	plane.APIServer.SecureServing.Authn = authn
 	// A single member need not wait the default second before electing itself leader.
 	plane.Etcd.Configure().Set("heartbeat-interval", "10").Set("election-timeout", "100")
 	configureAPIServer(plane.APIServer.Configure(), opts)
