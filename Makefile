@@ -33,8 +33,13 @@ build: ## Build the binaries into bin/.
 kube-bins: ## Build kube-apiserver and etcd (KUBE_VERSION, default v1.37.1) from Go modules into .cache/ (slow once, then cached).
 	./hack/kube-bins.sh $(KUBE_VERSION)
 
+.PHONY: test-deps
+test-deps: ## Build every Kubernetes binary the tests run (kube-bins plus kube-controller-manager and kubelet); install containerd and runc if missing.
+	./hack/kube-bins.sh $(KUBE_VERSION) etcd kube-apiserver kube-controller-manager kubelet
+	./hack/node-deps.sh
+
 .PHONY: test
-test: kube-bins ## Run unit tests and the integration tests on a real kube-apiserver and etcd.
+test: test-deps ## Run unit tests and the integration tests on a real control plane, kube-controller-manager and a real kubelet (as root).
 	$(GO) test $(GOTEST_FLAGS) ./...
 
 .PHONY: test-unit
