@@ -6,9 +6,11 @@ package csrsigner
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -58,9 +60,13 @@ type Options struct {
 const DefaultGiveUpAfter = 55 * time.Minute
 
 // Metrics receives what the controller observes: every handled CSR by outcome (OutcomeSigned,
-// OutcomeFailed, OutcomeRetried, OutcomeConflict or OutcomeGone), and the time from approval
-// (the Approved condition's lastUpdateTime, else the object's creation) to the certificate
-// written in status. Implementations must be safe for concurrent use.
+// OutcomeFailed, OutcomeRetried, OutcomeConflict or OutcomeGone), and the issuance latency:
+// the time from when the watcher saw the CSR approved to its certificate written in status,
+// on the controller's clock. When the watcher saw the approval more than a second after the
+// Approved condition's whole-second timestamp (its lastUpdateTime, else its
+// lastTransitionTime, else the object's creation), for example after a restart or a change
+// of leader, or has no record of seeing it, the latency starts at that timestamp instead
+// (see latencyStart). Implementations must be safe for concurrent use.
 type Metrics = workloop.Metrics
 
 // Outcomes passed to Metrics.ObserveHandled.
@@ -99,13 +105,21 @@ type Controller struct {
 	giveUpAfter time.Duration // ≤ 0: never give up
 
 	loop *workloop.Loop
+
+	// seen holds, by UID, when the informers first delivered each CSR approved and still to
+	// be signed (see wants): the start of its issuance latency (see latencyStart). An entry
+	// is forgotten once the CSR's status is written or the write dropped (see writeStatus),
+	// when an event shows the CSR no longer to be signed, and when it is deleted.
+	seenMu sync.Mutex
+	seen   map[types.UID]time.Time
 }
 
 // New builds a Controller with one informer per signer name, each filtered by the field
 // selector spec.signerName=<name> and stripped of managedFields, all feeding one work queue
-// keyed by CSR name with exponential per-item back-off (see workloop). It returns an error
-// without signer names, with a back-off that is not positive or whose max is below its
-// initial delay, or whose max is not below the give-up deadline.
+// keyed by CSR name with exponential per-item back-off (see workloop); the informers' events
+// also record when each CSR was seen approved (see wants) and forget deleted ones. It
+// returns an error without signer names, with a back-off that is not positive or whose max
+// is below its initial delay, or whose max is not below the give-up deadline.
 func New(kube kubernetes.Interface, signer Signer, opts Options) (*Controller, error) {
 	giveUpAfter := opts.GiveUpAfter
 	if giveUpAfter == 0 {
@@ -130,6 +144,7 @@ func New(kube kubernetes.Interface, signer Signer, opts Options) (*Controller, e
 		signedEvent: opts.SignedEventAlways,
 		metrics:     metrics,
 		giveUpAfter: giveUpAfter,
+		seen:        make(map[types.UID]time.Time),
 	}
 	loop, err := workloop.New(kube, workloop.Options{
 		Kind: "CSR", QueueName: "signet_csr_signer", SignerNames: opts.SignerNames,
@@ -137,7 +152,8 @@ func New(kube kubernetes.Interface, signer Signer, opts Options) (*Controller, e
 		Informer: func(_ string, factory informers.SharedInformerFactory) cache.SharedIndexInformer {
 			return factory.Certificates().V1().CertificateSigningRequests().Informer()
 		},
-		Wants: c.wants,
+		Wants:   c.wants,
+		Deleted: c.deleted,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating CSR signing controller: %w", err)

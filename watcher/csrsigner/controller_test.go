@@ -278,6 +278,10 @@ func TestSyncUpdateErrors(t *testing.T) {
 			if err := c.sync(ctx, "csr"); (err != nil) != tt.wantErr {
 				t.Errorf("sync() error = %v, want error %v", err, tt.wantErr)
 			}
+			// A CSR re-queued keeps its sighting; one dropped is done with.
+			if _, ok := seenAt(c, "uid-csr"); ok != tt.wantErr {
+				t.Errorf("sighting recorded after sync: %v, want %v", ok, tt.wantErr)
+			}
 		})
 	}
 }

@@ -1,10 +1,12 @@
 package csrsigner
 
 import (
+	"context"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,8 +18,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/signet-pki/signet/internal/testpki"
@@ -168,6 +174,10 @@ func TestEventsAndMetrics(t *testing.T) {
 			} else if len(metrics.Latencies()) != 0 {
 				t.Errorf("latency observed without a certificate: %v", metrics.Latencies())
 			}
+			// A CSR re-queued keeps its sighting; one written is done with.
+			if _, ok := seenAt(c, tt.csr.UID); ok != tt.wantErr {
+				t.Errorf("sighting recorded after sync: %v, want %v", ok, tt.wantErr)
+			}
 			updates := statusUpdates(t, kube)
 			switch {
 			case tt.wantErr && len(updates) > 0:
@@ -231,5 +241,180 @@ func TestReadOuts(t *testing.T) {
 	c.loop.Queue().Add("a")
 	if got := c.QueueDepth(); got != 2 {
 		t.Errorf("QueueDepth() = %d, want 2", got)
+	}
+}
+
+// TestIssuanceLatency checks when the issuance latency starts, with a fake clock: at the
+// first delivery of the CSR approved (wants) if that was at most a second after the Approved
+// condition's whole-second time, else at the condition's time. The CSR is approved at
+// cond, a whole second, as the API server stores it.
+func TestIssuanceLatency(t *testing.T) {
+	cond := testNow
+	ms := time.Millisecond
+	tests := []struct {
+		name    string
+		csr     *certificatesv1.CertificateSigningRequest // nil: approved at cond
+		seen    []time.Duration                           // offsets from cond of the deliveries; none: no record
+		written time.Duration                             // offset from cond of the status write
+		want    time.Duration
+	}{
+		{name: "seen promptly: from the sighting, sub-second", seen: []time.Duration{720 * ms}, written: 750 * ms, want: 30 * ms},
+		{name: "seen a second after the condition: still prompt", seen: []time.Duration{time.Second}, written: time.Second + 30*ms, want: 30 * ms},
+		{name: "seen just over a second after: late, from the condition", seen: []time.Duration{time.Second + ms}, written: time.Second + 31*ms,
+			want: time.Second + 31*ms},
+		{name: "seen minutes later (a restart): from the condition", seen: []time.Duration{5 * time.Minute}, written: 5*time.Minute + 30*ms,
+			want: 5*time.Minute + 30*ms},
+		{name: "no record: from the condition", written: 750 * ms, want: 750 * ms},
+		{name: "watcher clock behind the API server's: from the sighting", seen: []time.Duration{-200 * ms}, written: -170 * ms, want: 30 * ms},
+		{name: "later deliveries keep the first sighting", seen: []time.Duration{100 * ms, 500 * ms}, written: 530 * ms, want: 430 * ms},
+		{name: "approval from creation", csr: newCSR("csr", approved, createdAt(cond)), seen: []time.Duration{400 * ms}, written: 450 * ms,
+			want: 50 * ms},
+		{name: "no time on the object: 0", csr: newCSR("csr", approved), seen: []time.Duration{400 * ms}, written: 450 * ms, want: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clocktesting.NewFakePassiveClock(cond)
+			c, err := New(fake.NewClientset(), &fakeSigner{}, Options{
+				SignerNames: []string{servedSigner}, BackoffInitial: time.Millisecond, BackoffMax: time.Second, Clock: clk,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			csr := tt.csr
+			if csr == nil {
+				csr = newCSR("csr", approvedAt(cond))
+			}
+			for _, off := range tt.seen {
+				clk.SetTime(cond.Add(off))
+				if !c.wants(csr) {
+					t.Fatal("wants turned down an approved CSR")
+				}
+			}
+			clk.SetTime(cond.Add(tt.written))
+			if got := c.since(c.issuanceStart(csr)); got != tt.want {
+				t.Errorf("latency = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// seenAt returns when c recorded CSR uid seen approved, and whether it has.
+func seenAt(c *Controller, uid types.UID) (time.Time, bool) {
+	c.seenMu.Lock()
+	defer c.seenMu.Unlock()
+	at, ok := c.seen[uid]
+	return at, ok
+}
+
+// seenCount is the number of CSRs c has recorded seen approved.
+func seenCount(c *Controller) int {
+	c.seenMu.Lock()
+	defer c.seenMu.Unlock()
+	return len(c.seen)
+}
+
+// TestWantsRecordsSightings: the queue filter records the first time it accepts a CSR, not
+// the CSRs it turns down, and forgets a CSR turned down later or deleted.
+func TestWantsRecordsSightings(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(testNow)
+	c, err := New(fake.NewClientset(), &fakeSigner{}, Options{
+		SignerNames: []string{servedSigner}, BackoffInitial: time.Millisecond, BackoffMax: time.Second, Clock: clk,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, csr := range []*certificatesv1.CertificateSigningRequest{
+		newCSR("pending"),
+		newCSR("other", approved, withSigner(otherSigner)),
+		newCSR("denied", approved, withCondition(certificatesv1.CertificateDenied, corev1.ConditionTrue)),
+	} {
+		if c.wants(csr) {
+			t.Errorf("wants(%s) = true", csr.Name)
+		}
+	}
+	if n := seenCount(c); n != 0 {
+		t.Errorf("%d CSRs recorded seen approved, want 0", n)
+	}
+
+	csr := newCSR("csr", approved)
+	c.wants(csr)
+	clk.SetTime(testNow.Add(time.Second))
+	c.wants(csr)
+	if at, ok := seenAt(c, csr.UID); !ok || !at.Equal(testNow) {
+		t.Errorf("seen at %v (%v), want the first delivery %v", at, ok, testNow)
+	}
+	if c.wants(newCSR("csr", approved, withCertificate)) {
+		t.Error("wants(signed) = true")
+	}
+	if _, ok := seenAt(c, csr.UID); ok {
+		t.Error("a signed CSR is still recorded")
+	}
+
+	c.wants(csr)
+	c.deleted(csr)
+	c.deleted(nil) // not a CSR: ignored
+	if _, ok := seenAt(c, csr.UID); ok {
+		t.Error("a deleted CSR is still recorded")
+	}
+}
+
+// TestIssuanceLatencyFromSighting drives the informers: a CSR approved (by the API server, at
+// a whole second) 600 ms before the watch delivers the approval and signed 30 ms of the
+// watcher's clock after that delivery reports 30 ms, not the 630 ms the condition's time
+// gives; the record is gone once the certificate is written, and a deleted CSR's record is
+// forgotten.
+func TestIssuanceLatencyFromSighting(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(testNow.Add(600 * time.Millisecond))
+	metrics := &looptest.Metrics{}
+	c, kube, ctx := newTestControllerWith(t, &fakeSigner{}, func(o *Options) {
+		o.Clock, o.Metrics = clk, metrics
+	}, newCSR("csr"), newCSR("deleted"))
+	if n := seenCount(c); n != 0 {
+		t.Fatalf("%d pending CSRs recorded seen approved, want 0", n)
+	}
+
+	csrs := kube.CertificatesV1().CertificateSigningRequests()
+	for _, name := range []string{"csr", "deleted"} {
+		if _, err := csrs.UpdateApproval(ctx, name, newCSR(name, approvedAt(testNow)), metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("approving %s: %v", name, err)
+		}
+	}
+	// Waits for the watch to deliver both approvals; the fake clock does not move meanwhile.
+	err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return seenCount(c) == 2 && c.QueueDepth() == 2, nil
+	})
+	if err != nil {
+		t.Fatalf("approvals not delivered: %d recorded, queue depth %d", seenCount(c), c.QueueDepth())
+	}
+
+	clk.SetTime(testNow.Add(630 * time.Millisecond))
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+	if err := c.sync(klog.NewContext(ctx, logger), "csr"); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	if got, want := metrics.Latencies(), []time.Duration{30 * time.Millisecond}; !slices.Equal(got, want) {
+		t.Errorf("latencies = %v, want %v", got, want)
+	}
+	logs := logger.GetSink().(ktesting.Underlier).GetBuffer().String()
+	if !slices.ContainsFunc(strings.Split(logs, "\n"), func(line string) bool {
+		return strings.Contains(line, "Signed CSR") && strings.Contains(line, `sinceApproval="30ms"`)
+	}) {
+		t.Errorf("logs lack the Signed CSR line with sinceApproval=\"30ms\":\n%s", logs)
+	}
+	if _, ok := seenAt(c, "uid-csr"); ok {
+		t.Error("the signed CSR is still recorded")
+	}
+
+	if _, ok := seenAt(c, "uid-deleted"); !ok {
+		t.Fatal("the CSR to delete is not recorded")
+	}
+	if err := csrs.Delete(ctx, "deleted", metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("deleting: %v", err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return seenCount(c) == 0, nil
+	})
+	if err != nil {
+		t.Errorf("records left after the signing and the deletion: %d", seenCount(c))
 	}
 }

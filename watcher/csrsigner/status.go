@@ -29,9 +29,13 @@ const (
 )
 
 // writeCertificate stores the issued chain in status.certificate, then observes the outcome
-// and the latency since approval, logs the issuance and, if the CSR was retried before (or
-// every certificate gets one), emits the Signed Event.
+// and the issuance latency (from issuanceStart to the write's end), logs the issuance
+// (sinceApproval is that latency) and, if the CSR was retried before (or every certificate
+// gets one), emits the Signed Event.
 func (c *Controller) writeCertificate(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, issued signerclient.Issued, retried bool) error {
+	// Before the write: once written, the sighting is forgotten (by writeStatus, or by the
+	// informer's event of the write, which may come first).
+	start := c.issuanceStart(csr)
 	result, err := c.writeStatus(ctx, csr, func(updated *certificatesv1.CertificateSigningRequest) {
 		updated.Status.Certificate = issued.Chain
 	})
@@ -39,7 +43,7 @@ func (c *Controller) writeCertificate(ctx context.Context, csr *certificatesv1.C
 		c.observeNotWritten(csr, result)
 		return err
 	}
-	latency := c.sinceApproval(csr)
+	latency := c.since(start)
 	c.metrics.ObserveIssuanceLatency(csr.Spec.SignerName, latency)
 	c.metrics.ObserveHandled(csr.Spec.SignerName, OutcomeSigned)
 	message := issued.Summary(ctx, csr.Spec.SignerName)
@@ -103,10 +107,16 @@ func (c *Controller) observeNotWritten(csr *certificatesv1.CertificateSigningReq
 //
 // Any other error, and a second conflict, is returned (notWritten) and the CSR re-queued.
 // status.certificate is never overwritten: only objects without one are written, and each
-// write is conditional on the resourceVersion that was checked.
-func (c *Controller) writeStatus(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, apply func(*certificatesv1.CertificateSigningRequest)) (writeResult, error) {
+// write is conditional on the resourceVersion that was checked. Unless the CSR is
+// re-queued, when it was seen approved is forgotten (c.seen): it is done with.
+func (c *Controller) writeStatus(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, apply func(*certificatesv1.CertificateSigningRequest)) (result writeResult, err error) {
+	defer func() {
+		if result != notWritten {
+			c.forgetSeen(csr.UID)
+		}
+	}()
 	logger := klog.FromContext(ctx)
-	err := c.updateStatus(ctx, csr, apply)
+	err = c.updateStatus(ctx, csr, apply)
 	switch {
 	case err == nil:
 		return written, nil

@@ -113,9 +113,30 @@ func skipReason(csr *certificatesv1.CertificateSigningRequest, served func(signe
 // wants is the queue's filter (workloop.Options.Wants): only a CSR that sync would not skip
 // is queued, so the creation of a CSR and the write of its certificate cost no queue round.
 // It reads the served names from c.loop, which is set before any informer runs.
+//
+// It also keeps c.seen, in the informers' event path so that the time a CSR waits in the
+// queue counts in its issuance latency: the first time a CSR is wanted, the clock's now is
+// recorded for its UID (later events keep the first time); a CSR turned down (signed,
+// failed or denied, by this watcher or another writer) is forgotten.
 func (c *Controller) wants(obj any) bool {
 	csr, ok := obj.(*certificatesv1.CertificateSigningRequest)
-	return !ok || skipReason(csr, c.loop.Serves) == ""
+	if !ok {
+		return true
+	}
+	if skipReason(csr, c.loop.Serves) != "" {
+		c.forgetSeen(csr.UID)
+		return false
+	}
+	c.markSeen(csr.UID)
+	return true
+}
+
+// deleted is told of every CSR deleted from the informers' caches
+// (workloop.Options.Deleted): its entry in c.seen is forgotten.
+func (c *Controller) deleted(obj any) {
+	if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok {
+		c.forgetSeen(csr.UID)
+	}
 }
 
 // hasCondition reports whether csr has a condition of type t with status True. An empty

@@ -23,7 +23,7 @@ const (
 	subsystem = "watcher"
 )
 
-// issuanceBuckets cover a fast path (tens of milliseconds from approval to status) to a
+// issuanceBuckets cover a fast path (tens of milliseconds from approval seen to status) to a
 // server outage retried with back-off (minutes).
 var issuanceBuckets = []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
 
@@ -73,11 +73,17 @@ type controllerNames struct {
 	oldestPending, oldestPendingHelp string
 }
 
+// issuanceHelp is the help of signet_watcher_issuance_latency_seconds; it names the clock,
+// since the Approved condition's timestamp alone (whole seconds) would add up to a second to
+// latencies of milliseconds.
+const issuanceHelp = "Time from when the watcher saw a CSR approved (the Approved condition's whole-second timestamp " +
+	"when the watcher saw it more than a second later, e.g. after a restart) to its certificate written in status, by signer."
+
 // csrNames and pcrNames name the CSR and the PodCertificateRequest controllers' metrics.
 var (
 	csrNames = controllerNames{
 		handled: "objects_handled_total", handledHelp: "CertificateSigningRequests handled by the signing controller, by signer and outcome.",
-		issuance: "issuance_latency_seconds", issuanceHelp: "Time from a CSR's approval to its certificate written in status, by signer.",
+		issuance: "issuance_latency_seconds", issuanceHelp: issuanceHelp,
 		queueDepth: "queue_depth", queueDepthHelp: "CertificateSigningRequests waiting in the signing controller's work queue (0 on a standby).",
 		oldestPending:     "oldest_pending_approved_seconds",
 		oldestPendingHelp: "Age of the oldest approved CertificateSigningRequest not yet signed or failed, by signer (0 when none, or on a standby).",
@@ -208,8 +214,10 @@ func (c *ControllerMetrics) ObserveHandled(signer, outcome string) {
 	c.handled.WithLabelValues(signer, outcome).Inc()
 }
 
-// ObserveIssuanceLatency records the issuance latency of one object for signer: from approval
-// to status written for a CSR, from creation to Issued written for a PodCertificateRequest.
+// ObserveIssuanceLatency records the issuance latency of one object for signer: for a CSR,
+// from when the watcher saw it approved (the Approved condition's whole-second timestamp when
+// the watcher saw it more than a second later) to its certificate written in status; for a
+// PodCertificateRequest, from creation to Issued written.
 func (c *ControllerMetrics) ObserveIssuanceLatency(signer string, d time.Duration) {
 	if c == nil {
 		return

@@ -75,6 +75,9 @@ func TestMetricsExposition(t *testing.T) {
 		`signet_watcher_oldest_pending_approved_seconds{signer="example.com/b"} 0`,
 		"# TYPE signet_watcher_queue_depth gauge",
 		"signet_watcher_queue_depth 7",
+		"# HELP signet_watcher_issuance_latency_seconds Time from when the watcher saw a CSR approved (the Approved condition's "+
+			"whole-second timestamp when the watcher saw it more than a second later, e.g. after a restart) to its certificate "+
+			"written in status, by signer.",
 		"# TYPE signet_watcher_issuance_latency_seconds histogram",
 		`signet_watcher_issuance_latency_seconds_count{signer="example.com/a"} 1`,
 		`signet_watcher_issuance_latency_seconds_bucket{signer="example.com/a",le="2.5"} 1`,

@@ -33,8 +33,9 @@ type Metrics interface {
 	// ObserveHandled counts one handled object of signerName by outcome (the controller's
 	// Outcomes).
 	ObserveHandled(signerName, outcome string)
-	// ObserveIssuanceLatency observes the time from the object's start (approval of a CSR,
-	// creation of a PodCertificateRequest) to its certificate written.
+	// ObserveIssuanceLatency observes the time from the object's start (for a CSR, when the
+	// watcher saw it approved: see csrsigner; for a PodCertificateRequest, its creation) to
+	// its certificate written.
 	ObserveIssuanceLatency(signerName string, d time.Duration)
 }
 
@@ -68,6 +69,12 @@ type Options struct {
 	// created, not yet approved; the certificate just written). It must be cheap and must
 	// never turn down an object that needs work: nothing else queues it.
 	Wants func(obj any) bool
+	// Deleted, if not nil, is told of every object deleted from an informer's cache, so that
+	// the controller can forget what it keeps about it. It is given the object itself, also
+	// when the informer missed the deletion (its last known state, unwrapped from
+	// cache.DeletedFinalStateUnknown). It must be cheap; it does not change the queue (a key
+	// already queued stays, and its sync finds the object gone).
+	Deleted func(obj any)
 }
 
 // Loop runs the informers, the queue and the workers of one controller. Build it with New;
@@ -78,6 +85,7 @@ type Loop struct {
 
 	backoffInitial, backoffMax time.Duration
 	wants                      func(obj any) bool
+	deleted                    func(obj any)
 
 	factories []informers.SharedInformerFactory
 	informers []cache.SharedIndexInformer // one per signer name
@@ -86,8 +94,8 @@ type Loop struct {
 }
 
 // New builds the Loop: one informer factory per signer name, whose informer enqueues every
-// added or updated object that Options.Wants accepts. It returns an error without signer
-// names or with an invalid back-off.
+// added or updated object that Options.Wants accepts and tells Options.Deleted of every
+// deleted one. It returns an error without signer names or with an invalid back-off.
 func New(kube kubernetes.Interface, opts Options) (*Loop, error) {
 	if len(opts.SignerNames) == 0 {
 		return nil, errors.New("no signer names")
@@ -101,6 +109,7 @@ func New(kube kubernetes.Interface, opts Options) (*Loop, error) {
 		backoffInitial: opts.BackoffInitial,
 		backoffMax:     opts.BackoffMax,
 		wants:          opts.Wants,
+		deleted:        opts.Deleted,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.BackoffInitial, opts.BackoffMax),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: opts.QueueName},
@@ -120,6 +129,7 @@ func New(kube kubernetes.Interface, opts Options) (*Loop, error) {
 		handle, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    l.enqueue,
 			UpdateFunc: func(_, obj any) { l.enqueue(obj) },
+			DeleteFunc: l.onDelete,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("adding event handler for %s: %w", name, err)
@@ -151,6 +161,18 @@ func (l *Loop) enqueue(obj any) {
 		return
 	}
 	l.queue.Add(key)
+}
+
+// onDelete passes a deleted object to Options.Deleted, if set, unwrapping the last known
+// state of an object whose deletion the informer missed.
+func (l *Loop) onDelete(obj any) {
+	if l.deleted == nil {
+		return
+	}
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	l.deleted(obj)
 }
 
 // Serves reports whether signerName is served.

@@ -3,6 +3,7 @@ package workloop
 import (
 	"context"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -88,4 +89,80 @@ func TestWantsFiltersTheQueue(t *testing.T) {
 	if key, _ := l.Queue().Get(); key != "wanted" {
 		t.Errorf("queued %q, want %q", key, "wanted")
 	}
+}
+
+// TestDeleted: Options.Deleted is told of an object deleted through the informer, and of the
+// last known state inside a cache.DeletedFinalStateUnknown; without it, deletions are ignored.
+func TestDeleted(t *testing.T) {
+	const signer = "a.example/y"
+	csr := &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: "csr"},
+		Spec:       certificatesv1.CertificateSigningRequestSpec{SignerName: signer},
+	}
+	kube := fake.NewClientset(csr)
+	deleted := make(chan string, 3)
+	watching := make(chan struct{})
+	var once sync.Once
+	l, err := New(kube, Options{Kind: "CSR", SignerNames: []string{signer},
+		BackoffInitial: time.Millisecond, BackoffMax: time.Second,
+		Informer: func(_ string, f informers.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Certificates().V1().CertificateSigningRequests().Informer()
+		},
+		Wants: func(obj any) bool {
+			if obj.(*certificatesv1.CertificateSigningRequest).Labels["touched"] == "yes" {
+				once.Do(func() { close(watching) })
+			}
+			return true
+		},
+		Deleted: func(obj any) {
+			name := "not a CSR"
+			if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok {
+				name = csr.Name
+			}
+			deleted <- name
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	l.onDelete(cache.DeletedFinalStateUnknown{Key: "missed", Obj: &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: "missed"},
+	}})
+	if got := <-deleted; got != "missed" {
+		t.Errorf("Deleted got %q from a tombstone, want %q", got, "missed")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); l.Shutdown() }()
+	l.Start(ctx)
+	if !l.WaitForCacheSync(ctx) {
+		t.Fatal("caches did not sync")
+	}
+	// The fake's tracker replays to a new watch the objects changed since the list, but not
+	// the deletions: wait until a change comes through, so the informer watches.
+	csrs := kube.CertificatesV1().CertificateSigningRequests()
+	touched := csr.DeepCopy()
+	touched.Labels = map[string]string{"touched": "yes"}
+	if _, err := csrs.Update(ctx, touched, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-watching:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the informer did not see the update")
+	}
+	if err := csrs.Delete(ctx, "csr", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-deleted:
+		if got != "csr" {
+			t.Errorf("Deleted got %q, want %q", got, "csr")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Deleted was not called for a deleted object")
+	}
+
+	(&Loop{}).onDelete(csr) // no Deleted: ignored
 }
