@@ -180,8 +180,22 @@ func (a *Authority) Sign(t testing.TB, tmpl *x509.Certificate, pub crypto.Public
 }
 
 // CertPEM returns the PEM encoding of the authority's certificate.
-func (a *Authority) CertPEM() []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: a.Cert.Raw})
+func (a *Authority) CertPEM() []byte { return CertPEM(a.Cert) }
+
+// CertPEM returns the PEM encoding of cert.
+func CertPEM(cert *x509.Certificate) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})
+}
+
+// KeyPEM returns key as a PEM PKCS#8 "PRIVATE KEY" block, the form Signet's file keystore,
+// kube-apiserver and kube-controller-manager all read.
+func KeyPEM(t testing.TB, key crypto.Signer) []byte {
+	t.Helper()
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatalf("testpki: encoding key: %v", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
 }
 
 func caTemplate(cn string) *x509.Certificate {

@@ -18,7 +18,7 @@ var cluster *testcluster.Cluster
 func TestMain(m *testing.M) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	var err error
-	cluster, err = testcluster.Start(ctx, testcluster.Options{})
+	cluster, err = testcluster.Start(ctx, testcluster.Options{APIServerFlags: testcluster.BootstrapTokenFlags()})
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "integration tests need a real kube-apiserver and etcd:", err)

@@ -2,15 +2,24 @@ package integration
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	csrutil "k8s.io/client-go/util/certificate/csr"
 
+	"github.com/signet-pki/signet/internal/testcluster"
+	"github.com/signet-pki/signet/server/ledger"
 	"github.com/signet-pki/signet/server/profile"
 )
 
@@ -63,5 +72,136 @@ func TestKubeletServingProfile(t *testing.T) {
 		if cond.Reason != "PolicyViolation" || !strings.Contains(cond.Message, tc.want) {
 			t.Errorf("CSR %s: Failed %s %q, want PolicyViolation naming %q", tc.name, cond.Reason, cond.Message, tc.want)
 		}
+	}
+}
+
+// TestKubeletClientBootstrap takes over a kube-apiserver-client-kubelet signer (under its
+// own name, the shared control plane's kube-controller-manager-less cluster approving by hand)
+// and checks its requester rule with real identities: a node's join, requested as the kubelet
+// requests it (client-go's csr.RequestCertificate) with a real bootstrap token, is signed and
+// recorded on bootstrap grounds; a plain user's CSR for a node ends Failed with the rule in
+// the message and nothing issued; on a signer with bootstrap.disabled the same join ends
+// Failed with a message naming the option.
+func TestKubeletClientBootstrap(t *testing.T) {
+	ctx := context.Background()
+	open := newSignet(t, "example.com/kubelet-client", 24*time.Hour)
+	open.cfg.Signers[0].Profile = profile.Spec{Name: profile.NameKubeAPIServerClientKubelet}
+	closed := newSignet(t, "example.com/kubelet-client-closed", 24*time.Hour)
+	closed.cfg.Signers[0].Profile = profile.Spec{Name: profile.NameKubeAPIServerClientKubelet, Bootstrap: &profile.BootstrapSpec{Disabled: true}}
+	for _, s := range []*signet{open, closed} {
+		s.startServer()
+		s.startWatcher()
+	}
+	tok := testcluster.BootstrapToken{ID: "join01", Secret: "0123456789abcdef"}
+	if err := cluster.AddBootstrapToken(ctx, tok, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.AllowNodeBootstrap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	joiner := bootstrapClient(t, tok)
+	mallory, err := cluster.AddRequester("mallory", []string{"dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	join := requestNodeCertificate(t, joiner, open.signerName, "worker-7")
+	refusedJoin := requestNodeCertificate(t, joiner, closed.signerName, "worker-7")
+	plain := submit(t, mallory, open.signerName, p256(t), &x509.CertificateRequest{
+		Subject: pkix.Name{CommonName: "system:node:worker-7", Organization: []string{"system:nodes"}},
+	}, nil, certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth)
+	for _, name := range []string{join, refusedJoin, plain.Name} {
+		if err := cluster.Approve(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	_, admin := cluster.Admin()
+	got := waitFor(t, admin, join, 30*time.Second, "signed", signed)
+	if leaf := parseChain(t, got.Status.Certificate)[0]; leaf.Subject.CommonName != "system:node:worker-7" {
+		t.Errorf("join certificate for %q, want system:node:worker-7", leaf.Subject.CommonName)
+	}
+	for _, tc := range []struct {
+		name string
+		want []string
+	}{
+		{plain.Name, []string{`username is "mallory"`, "neither the node nor in a bootstrap group"}},
+		{refusedJoin, []string{tok.Username(), "bootstrap.disabled: true"}},
+	} {
+		got := waitFor(t, admin, tc.name, 30*time.Second, "Failed", func(c *certificatesv1.CertificateSigningRequest) bool {
+			return condition(c, certificatesv1.CertificateFailed) != nil
+		})
+		cond := condition(got, certificatesv1.CertificateFailed)
+		for _, want := range tc.want {
+			if cond.Reason != "PolicyViolation" || !strings.Contains(cond.Message, want) {
+				t.Errorf("CSR %s: Failed %s %q, want PolicyViolation containing %q", tc.name, cond.Reason, cond.Message, want)
+			}
+		}
+		if len(got.Status.Certificate) != 0 {
+			t.Errorf("CSR %s: refused, yet it has a certificate", tc.name)
+		}
+	}
+	checkLedger(t, open, join, ledger.Issued, `bootstrap: requester in group "system:bootstrappers"`)
+	checkLedger(t, open, plain.Name, ledger.Refused, "")
+	checkLedger(t, closed, refusedJoin, ledger.Refused, "")
+}
+
+// bootstrapClient returns a client authenticating with tok, once the apiserver's token
+// authenticator knows it (it reads bootstrap token Secrets through an informer).
+func bootstrapClient(t *testing.T, tok testcluster.BootstrapToken) kubernetes.Interface {
+	t.Helper()
+	client, err := kubernetes.NewForConfig(cluster.BootstrapConfig(tok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		r, err := client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		return err == nil && r.Status.UserInfo.Username == tok.Username(), nil
+	})
+	if err != nil {
+		t.Fatalf("bootstrap token %s never authenticated: %v", tok.ID, err)
+	}
+	return client
+}
+
+// requestNodeCertificate asks for node's client certificate as a joining kubelet does
+// (client-go's csr.RequestCertificate with the kubelet's usages for a P-256 key) and returns
+// the CSR's name.
+func requestNodeCertificate(t *testing.T, client kubernetes.Interface, signerName, node string) string {
+	t.Helper()
+	key := p256(t)
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject: pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, _, err := csrutil.RequestCertificate(client, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), "",
+		signerName, nil, []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}, key)
+	if err != nil {
+		t.Fatalf("requesting %s's certificate: %v", node, err)
+	}
+	return name
+}
+
+// checkLedger checks that s's ledger holds one record of decision for the CSR name, with
+// grounds.
+func checkLedger(t *testing.T, s *signet, name string, decision ledger.Decision, grounds string) {
+	t.Helper()
+	_, admin := cluster.Admin()
+	csr, err := admin.CertificatesV1().CertificateSigningRequests().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []ledger.Record
+	if err := ledger.Replay(s.cfg.Ledger.Dir, time.Time{}, func(r ledger.Record) error {
+		if r.ObjectUID == string(csr.UID) {
+			found = append(found, r)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(found) != 1 || found[0].Decision != decision || found[0].Grounds != grounds || found[0].Requester != csr.Spec.Username {
+		t.Errorf("ledger records of CSR %s (requester %s): %+v; want one %s record with grounds %q", name, csr.Spec.Username, found, decision, grounds)
 	}
 }
