@@ -149,7 +149,9 @@ func kubeletSignet(t *testing.T) (*signet, *testpki.Authority) {
 // kubelet's x509 client CA).
 func kubeletCluster(t *testing.T, s *signet, servingCA *testpki.Authority, dir string) (*testcluster.Cluster, string) {
 	t.Helper()
-	front := testpki.CA(t, func(c *x509.Certificate) { c.Subject = pkix.Name{CommonName: "kubelet client CA (front proxy of the test)"} })
+	front := testpki.CA(t, func(c *x509.Certificate) {
+		c.Subject = pkix.Name{CommonName: "kubelet client CA (front proxy of the test)"}
+	})
 	frontFile := filepath.Join(dir, "pki", "kubelet-client-ca.crt")
 	writeFile(t, frontFile, front.CertPEM())
 	key := testpki.Key(t, testpki.P256)
