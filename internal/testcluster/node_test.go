@@ -2,13 +2,8 @@ package testcluster
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"slices"
 	"testing"
 	"time"
@@ -21,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/certificate/csr"
+
+	"github.com/signet-pki/signet/internal/testpki"
 )
 
 // TestNodeBootstrapParts starts a control plane as the kubelet end-to-end test does: a client
@@ -29,15 +26,20 @@ import (
 // and kube-controller-manager's csrapproving controller, the token's kubelet client CSR
 // (made by client-go's csr.RequestCertificate, the kubelet's own code) is approved.
 func TestNodeBootstrapParts(t *testing.T) {
-	caCert, caKey := testCA(t)
-	opts := Options{ExtraClientCAs: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caCert.Raw}), APIServerFlags: BootstrapTokenFlags()}
+	ca := testpki.CA(t)
+	opts := Options{ExtraClientCAs: ca.CertPEM(), APIServerFlags: BootstrapTokenFlags()}
 	c := StartT(t, opts)
 	ctx := t.Context()
 	cfg, _ := c.Admin()
 
 	// A certificate from the extra CA authenticates.
 	extra := rest.AnonymousClientConfig(cfg)
-	extra.CertData, extra.KeyData = clientCert(t, caCert, caKey, "system:node:probe", "system:nodes")
+	key := testpki.Key(t, testpki.P256)
+	extra.CertData = testpki.CertPEM(ca.Sign(t, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "system:node:probe", Organization: []string{"system:nodes"}},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, key.Public()))
+	extra.KeyData = testpki.KeyPEM(t, key)
 	if got := whoami(ctx, t, extra); got.Username != "system:node:probe" || !slices.Contains(got.Groups, "system:nodes") {
 		t.Errorf("extra-CA client authenticated as %q %q, want system:node:probe in system:nodes", got.Username, got.Groups)
 	}
@@ -68,13 +70,10 @@ func TestNodeBootstrapParts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		Subject: pkix.Name{CommonName: "system:node:probe", Organization: []string{"system:nodes"}}}, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name, _, err := csr.RequestCertificate(joiner, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), "",
+	key = testpki.Key(t, testpki.P256)
+	csrPEM := testpki.CSR(t, key, &x509.CertificateRequest{
+		Subject: pkix.Name{CommonName: "system:node:probe", Organization: []string{"system:nodes"}}})
+	name, _, err := csr.RequestCertificate(joiner, csrPEM, "",
 		certificatesv1.KubeAPIServerClientKubeletSignerName, nil,
 		[]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}, key)
 	if err != nil {
@@ -99,35 +98,6 @@ func TestNodeBootstrapParts(t *testing.T) {
 	if err := kcm.Stop(); err != nil {
 		t.Error(err)
 	}
-}
-
-// testCA returns a fresh self-signed P-256 CA.
-func testCA(t *testing.T) (*x509.Certificate, *ecdsa.PrivateKey) {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "extra client CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return cert, key
-}
-
-// clientCert returns a PEM client certificate for cn in orgs and its key, issued by ca.
-func clientCert(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn string, orgs ...string) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: cn, Organization: orgs},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, _ := x509.MarshalPKCS8PrivateKey(key)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
 }
 
 // whoami returns who the apiserver says cfg authenticates as (kubectl auth whoami).
