@@ -18,8 +18,9 @@ import (
 )
 
 // devServer runs a real signet-server in-process on 127.0.0.1 with a fresh dev PKI (the dev
-// custom profile) until the test ends. It returns the address and the dev state folder.
-func devServer(t *testing.T) (addr, dir string) {
+// custom profile, unless a modify function changes the configuration) until the test ends. It
+// returns the address and the dev state folder.
+func devServer(t *testing.T, modify ...func(*config.Config)) (addr, dir string) {
 	t.Helper()
 	dir = t.TempDir()
 	path, err := devpki.Ensure(devpki.Options{Dir: dir})
@@ -31,6 +32,9 @@ func devServer(t *testing.T) (addr, dir string) {
 		t.Fatalf("config.Load: %v", err)
 	}
 	cfg.HTTP.Address = "127.0.0.1:0"
+	for _, m := range modify {
+		m(cfg)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := server.New(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {

@@ -16,7 +16,9 @@ import (
 	"github.com/signet-pki/signet/internal/testcluster"
 	"github.com/signet-pki/signet/internal/testpki"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/server/config"
 	"github.com/signet-pki/signet/server/devpki"
+	"github.com/signet-pki/signet/server/profile"
 	"github.com/signet-pki/signet/watcher/signerclient"
 )
 
@@ -192,5 +194,54 @@ func TestExplainFromCluster(t *testing.T) {
 	code, _, errOut = runCmd("explain", "--server", addr, "--dev-state-dir", dir, "--kubeconfig", kcPath, "missing")
 	if code != 2 || !strings.Contains(errOut, "reading CertificateSigningRequest missing") {
 		t.Errorf("explain missing: exit %d, stderr:\n%s", code, errOut)
+	}
+}
+
+// TestExplainKubeletBootstrap runs signetctl explain and signers against a server whose
+// signer has the kube-apiserver-client-kubelet profile: a joining kubelet's request (requester
+// system:bootstrap:<id> in system:bootstrappers) passes on the bootstrap rule, and with
+// bootstrap.disabled it fails on a rule whose detail names the option, which signetctl
+// signers describes.
+func TestExplainKubeletBootstrap(t *testing.T) {
+	csrPath := filepath.Join(t.TempDir(), "node.csr")
+	csr := testpki.CSR(t, testpki.Key(t, testpki.P256), &x509.CertificateRequest{
+		Subject: pkix.Name{CommonName: "system:node:worker-1", Organization: []string{"system:nodes"}}})
+	if err := os.WriteFile(csrPath, csr, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		bootstrap *profile.BootstrapSpec
+		code      int
+		explain   []string // in explain's output
+		signers   string   // in signers' output
+	}{
+		{name: "default", code: 0, explain: []string{"✓ requester: the node itself (username equals the common name, groups include system:nodes) or in a bootstrap group [system:bootstrappers]", "would be signed"},
+			signers: "bootstrap group"},
+		{name: "disabled", bootstrap: &profile.BootstrapSpec{Disabled: true}, code: 1,
+			explain: []string{"✗ requester: the node itself", "bootstrap.disabled: true", "would be refused: POLICY_VIOLATION"}, signers: "Bootstrap is off"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("COLUMNS", "400")
+			addr, dir := devServer(t, func(cfg *config.Config) {
+				cfg.Signers[0].Profile = profile.Spec{Name: profile.NameKubeAPIServerClientKubelet, Bootstrap: tc.bootstrap}
+			})
+			code, out, errOut := runCmd("explain", "--server", addr, "--dev-state-dir", dir, "--signer", devpki.DefaultSigner,
+				"--usages", "digital signature,client auth", "--username", "system:bootstrap:abcdef",
+				"--groups", "system:bootstrappers,system:bootstrappers:kubeadm:default-node-token,system:authenticated", csrPath)
+			t.Logf("explain:\n%s", out)
+			if code != tc.code {
+				t.Fatalf("explain exit %d, want %d; stderr:\n%s", code, tc.code, errOut)
+			}
+			for _, want := range tc.explain {
+				if !strings.Contains(out, want) {
+					t.Errorf("explain output lacks %q", want)
+				}
+			}
+			code, out, errOut = runCmd("signers", "--server", addr, "--dev-state-dir", dir)
+			if code != 0 || !strings.Contains(strings.Join(strings.Fields(out), " "), tc.signers) {
+				t.Errorf("signers (exit %d, stderr %q) does not say %q:\n%s", code, errOut, tc.signers, out)
+			}
+		})
 	}
 }
