@@ -95,7 +95,7 @@ func runServer(t *testing.T, cfg *config.Config, dir string) (s *testServer, sto
 	t.Helper()
 	logs := &logBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, cfg, slog.New(slog.NewJSONHandler(logs, nil)))
+	srv, err := server.New(ctx, cfg, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
 		cancel()
 		t.Fatalf("server.New: %v", err)

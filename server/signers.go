@@ -99,7 +99,7 @@ func loadSigner(ctx context.Context, sc config.Signer, pol policy) (*loadedSigne
 		_ = key.Close()
 		return nil, fmt.Errorf("signer %s (key %s, certificate %s): %w", sc.Name, sc.Key, sc.Certificate, err)
 	}
-	ls := &loadedSigner{signer: &signerapi.Signer{Issuer: issuer, Profile: pol.profile}, policy: pol, key: key, digest: digest}
+	ls := &loadedSigner{signer: &signerapi.Signer{Issuer: issuer, Profile: pol.profile, Lint: pol.gate}, policy: pol, key: key, digest: digest}
 	if pol.gate != nil {
 		ls.lints = len(pol.gate.Lints())
 	}

@@ -85,6 +85,40 @@ func runSigners(ctx context.Context, s streams, args []string) int {
 // signerLabelWidth fits the longest label, "Permitted extensions:", plus a space.
 const signerLabelWidth = 23
 
+// lintFields describes a signer's lint gate: how many lints from which sources, then the
+// excluded lints and the findings the profile accepts, grouped by reason.
+func lintFields(g *signetv1.LintGate) []struct{ label, value string } {
+	if g == nil {
+		return []struct{ label, value string }{{"Lint gate", "off (lint.disabled): certificates are signed unlinted"}}
+	}
+	return []struct{ label, value string }{
+		{"Lint gate", fmt.Sprintf("%d lints in force from %s (--output json lists them); any error refuses the certificate",
+			len(g.GetLints()), strings.Join(g.GetSources(), ", "))},
+		{"Lints excluded", byReason(g.GetExcluded())},
+		{"Accepted findings", byReason(g.GetAccepted())},
+	}
+}
+
+// byReason lists lint rules grouped by reason, in first-seen order: "a, b: reason; c: other".
+func byReason(rules []*signetv1.LintRule) string {
+	var reasons []string
+	names := map[string][]string{}
+	for _, r := range rules {
+		if _, ok := names[r.GetReason()]; !ok {
+			reasons = append(reasons, r.GetReason())
+		}
+		names[r.GetReason()] = append(names[r.GetReason()], r.GetName())
+	}
+	parts := make([]string, len(reasons))
+	for i, reason := range reasons {
+		parts[i] = strings.Join(names[reason], ", ") + ": " + reason
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
+}
+
 // writeSigner prints one signer description as a block: the name, then one labelled field per
 // line, values wrapped to width with continuation lines aligned under the value.
 func writeSigner(w io.Writer, sg *signetv1.SignerDescription, width int) {
@@ -105,6 +139,7 @@ func writeSigner(w io.Writer, sg *signetv1.SignerDescription, width int) {
 		{"CA bit", sg.GetCaBit()},
 		{"Extra PEM blocks", sg.GetExtraPemBlocks()},
 	}
+	fields = append(fields, lintFields(sg.GetLint())...)
 	indent := 2 + signerLabelWidth
 	for _, f := range fields {
 		value := f.value

@@ -36,6 +36,7 @@ const (
 	RSA1024 KeyType = "RSA-1024"
 	RSA2048 KeyType = "RSA-2048"
 	RSA3072 KeyType = "RSA-3072"
+	RSA4096 KeyType = "RSA-4096"
 )
 
 // Default validity of the certificates this package creates.
@@ -50,6 +51,7 @@ var rsaKeys = map[KeyType]func() (*rsa.PrivateKey, error){
 	RSA1024: sync.OnceValues(func() (*rsa.PrivateKey, error) { return rsa.GenerateKey(rand.Reader, 1024) }),
 	RSA2048: sync.OnceValues(func() (*rsa.PrivateKey, error) { return rsa.GenerateKey(rand.Reader, 2048) }),
 	RSA3072: sync.OnceValues(func() (*rsa.PrivateKey, error) { return rsa.GenerateKey(rand.Reader, 3072) }),
+	RSA4096: sync.OnceValues(func() (*rsa.PrivateKey, error) { return rsa.GenerateKey(rand.Reader, 4096) }),
 }
 
 // Key returns a private key of type kt. ECDSA and Ed25519 keys are fresh on every call; RSA
@@ -71,7 +73,7 @@ func Key(t testing.TB, kt KeyType) crypto.Signer {
 		key, err = ecdsa.GenerateKey(elliptic.P521(), rand.Reader)
 	case Ed25519:
 		_, key, err = ed25519.GenerateKey(rand.Reader)
-	case RSA1024, RSA2048, RSA3072:
+	case RSA1024, RSA2048, RSA3072, RSA4096:
 		key, err = rsaKeys[kt]()
 	default:
 		t.Fatalf("testpki: unknown key type %q", kt)

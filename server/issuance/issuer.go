@@ -125,6 +125,9 @@ type Certificate struct {
 	Leaf *x509.Certificate
 	// ChainPEM is the leaf followed by the CA's intermediates, PEM-encoded.
 	ChainPEM []byte
+	// AcceptedFindings are the lint gate's findings that the signer's profile accepts by
+	// design (lint.Options.Accept): counted and logged at debug level, never stopping issuance.
+	AcceptedFindings []lint.Finding
 	// Grounds is the policy decision's Grounds: the rule that admitted the request when it is
 	// not the ordinary one (empty otherwise).
 	Grounds string
@@ -140,7 +143,7 @@ type Certificate struct {
 //   - policy: the signer's profile (see Policy);
 //   - template: subject and SANs re-encoded from the request, key usage and extended key usage
 //     from the requested usages only, no other requested extension, CA:FALSE, a random
-//     128-bit serial, NotBefore backdated by Backdate, NotAfter as kube-controller-manager
+//     serial (0x01 then 128 random bits), NotBefore backdated by Backdate, NotAfter as kube-controller-manager
 //     computes it and never past the CA's NotAfter;
 //   - lint (when the issuer has a lint gate): the to-be-signed certificate Go encodes for the
 //     template under the CA is linted before anything is signed; any Error or Fatal lint
@@ -178,7 +181,7 @@ func (i *Issuer) sign(p *prepared) (*Certificate, error) {
 	for _, c := range i.ca.Intermediates {
 		_ = pem.Encode(&chain, &pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
 	}
-	return &Certificate{Leaf: leaf, ChainPEM: chain.Bytes(), Grounds: p.decision.Grounds, LintFindings: p.findings}, nil
+	return &Certificate{Leaf: leaf, ChainPEM: chain.Bytes(), Grounds: p.decision.Grounds, LintFindings: p.findings, AcceptedFindings: p.accepted}, nil
 }
 
 // prepared is a request that passed every step before signing.
@@ -189,6 +192,7 @@ type prepared struct {
 	tmpl     *x509.Certificate
 	tbs      []byte // the DER TBSCertificate of tmpl under the CA: linted, then signed
 	findings []string
+	accepted []lint.Finding
 }
 
 // leafNames are the subject and SANs of a leaf certificate.
@@ -254,6 +258,7 @@ func (i *Issuer) finish(p *prepared, names leafNames, notBefore, notAfter time.T
 			return err
 		}
 		p.findings = slices.Concat(res.Warnings, res.Notices)
+		p.accepted = res.Accepted
 	}
 	return nil
 }

@@ -39,10 +39,18 @@ type Options struct {
 	// leaves (missing AIA, policies and C/L/ST, 200-day validity, non-public TLDs); they are
 	// off by default but may be configured.
 	Sources []string `json:"sources,omitempty"`
-	// Exclude names lints not to run. Nil means the names in DefaultExclusions; a non-nil
-	// list replaces them, so append to the defaults to keep them. Every name must be a lint
-	// zlint knows.
+	// Exclude names lints not to run, on top of the default exclusions (DefaultExclusions).
+	// Every name must be a lint zlint knows.
 	Exclude []string `json:"exclude,omitempty"`
+	// ReplaceDefaultExclusions takes full control: Exclude becomes the complete list, and the
+	// default exclusions no longer apply. The always-excluded lints stay out, and the findings
+	// a profile accepts by design (Accept) stay accepted.
+	ReplaceDefaultExclusions bool `json:"replaceDefaultExclusions,omitempty"`
+	// Accept are lints whose findings the signer's profile accepts by design, with reasons:
+	// they run, but even an Error result does not stop issuance; CheckTBS returns their
+	// findings in Result.Accepted, for a metric and a debug log. Set by the profile, never by
+	// the configuration file.
+	Accept []Exclusion `json:"-"`
 }
 
 // Exclusion is a lint left out of the default set, and why.
@@ -82,7 +90,8 @@ var alwaysExcluded = []Exclusion{
 // DefaultSources returns the lint sources used when Options.Sources is empty.
 func DefaultSources() []string { return append([]string(nil), defaultSources...) }
 
-// DefaultExclusions returns the lints left out when Options.Exclude is nil, with reasons.
+// DefaultExclusions returns the lints left out unless Options.ReplaceDefaultExclusions is
+// set, with reasons.
 func DefaultExclusions() []Exclusion { return append([]Exclusion(nil), defaultExclusions...) }
 
 // AlwaysExcluded returns the lints that never run, whatever the options, with reasons.
@@ -90,9 +99,18 @@ func AlwaysExcluded() []Exclusion { return append([]Exclusion(nil), alwaysExclud
 
 // Gate lints certificate templates before they are signed. It is safe for concurrent use.
 type Gate struct {
-	lints *runner
-	names []string
+	lints    *runner
+	names    []string
+	sources  []string
+	excluded []Exclusion
+	accepted map[string]string // lint name → reason
 }
+
+// Reasons given to exclusions that come from the configuration.
+const (
+	reasonConfigured = "configured (lint.exclude)"
+	reasonReplaced   = "configured (lint.exclude with replaceDefaultExclusions)"
+)
 
 // New validates opts and builds the filtered lint registry once. It fails on an unknown source
 // or lint name, and when the options leave no certificate lint to run.
@@ -101,36 +119,63 @@ func New(opts Options) (*Gate, error) {
 	if err != nil {
 		return nil, err
 	}
-	var exclude []string
-	if opts.Exclude == nil {
-		for _, e := range defaultExclusions {
-			exclude = append(exclude, e.Lint)
-		}
-	} else {
-		exclude = append(exclude, opts.Exclude...)
-	}
+	excluded := effectiveExclusions(opts)
 	global := zl.GlobalRegistry()
-	for _, name := range exclude {
-		if global.CertificateLints().ByName(name) == nil {
-			return nil, fmt.Errorf("lint options: unknown certificate lint %q in exclusions", name)
+	for _, e := range append(excluded, opts.Accept...) {
+		if global.CertificateLints().ByName(e.Lint) == nil {
+			return nil, fmt.Errorf("lint options: unknown certificate lint %q in exclusions", e.Lint)
 		}
 	}
-	for _, e := range alwaysExcluded {
-		exclude = append(exclude, e.Lint)
+	excluded = append(excluded, alwaysExcluded...)
+	names := make([]string, len(excluded))
+	for i, e := range excluded {
+		names[i] = e.Lint
 	}
-	reg, err := global.Filter(zl.FilterOptions{IncludeSources: sources, ExcludeNames: exclude})
+	reg, err := global.Filter(zl.FilterOptions{IncludeSources: sources, ExcludeNames: names})
 	if err != nil {
 		return nil, fmt.Errorf("lint options: %w", err)
 	}
-	names := reg.CertificateLints().Names()
-	if len(names) == 0 {
+	inForce := reg.CertificateLints().Names()
+	if len(inForce) == 0 {
 		return nil, errors.New("lint options: no certificate lint left to run")
 	}
 	run, err := newRunner(reg.CertificateLints().Lints(), reg.GetConfiguration())
 	if err != nil {
 		return nil, err
 	}
-	return &Gate{lints: run, names: names}, nil
+	g := &Gate{lints: run, names: inForce, excluded: excluded, accepted: map[string]string{}}
+	for _, s := range sources {
+		g.sources = append(g.sources, string(s))
+	}
+	for _, a := range opts.Accept {
+		g.accepted[a.Lint] = a.Reason
+	}
+	return g, nil
+}
+
+// effectiveExclusions returns the exclusions opts asks for, without the always-excluded
+// lints and without repeats (the first reason wins): the defaults, then the configured ones;
+// or, with ReplaceDefaultExclusions, the configured ones alone.
+func effectiveExclusions(opts Options) []Exclusion {
+	var all []Exclusion
+	reason := reasonConfigured
+	if opts.ReplaceDefaultExclusions {
+		reason = reasonReplaced
+	} else {
+		all = append(all, defaultExclusions...)
+	}
+	for _, name := range opts.Exclude {
+		all = append(all, Exclusion{Lint: name, Reason: reason})
+	}
+	var out []Exclusion
+	seen := map[string]bool{}
+	for _, e := range all {
+		if !seen[e.Lint] {
+			seen[e.Lint] = true
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // parseSources checks each name against zlint's own list of sources and returns them, or the
@@ -168,6 +213,25 @@ func knownSources() string {
 // Lints returns the names of the certificate lints in force, sorted.
 func (g *Gate) Lints() []string { return append([]string(nil), g.names...) }
 
+// Sources returns the lint sources the gate draws its lints from.
+func (g *Gate) Sources() []string { return append([]string(nil), g.sources...) }
+
+// Excluded returns the lints left out, with reasons: the default and configured exclusions, then the always-excluded ones. A lint of a source the gate does not use is not
+// listed.
+func (g *Gate) Excluded() []Exclusion { return append([]Exclusion(nil), g.excluded...) }
+
+// Accepted returns the lints in force whose findings the profile accepts by design, with
+// reasons, sorted by name.
+func (g *Gate) Accepted() []Exclusion {
+	var out []Exclusion
+	for _, name := range g.names {
+		if reason, ok := g.accepted[name]; ok {
+			out = append(out, Exclusion{Lint: name, Reason: reason})
+		}
+	}
+	return out
+}
+
 // Prepare checks that the gate can lint certificates issued under caCert: its key is ECDSA
 // P-256, P-384 or P-521, RSA or Ed25519. Check makes the same check on every call.
 func (g *Gate) Prepare(caCert *x509.Certificate) error {
@@ -193,6 +257,9 @@ type Result struct {
 	Warnings []string
 	// Notices are the Notice results, in the same form.
 	Notices []string
+	// Accepted are the results at Notice or above of the lints whose findings the profile
+	// accepts by design (Options.Accept), whatever their level.
+	Accepted []Finding
 }
 
 // Finding is one lint result at or above Notice.
@@ -281,6 +348,10 @@ func (g *Gate) lint(cert *zx509.Certificate, der []byte) (Result, error) {
 			return
 		}
 		f := Finding{Lint: l.Name, Status: statusName(r.Status), Details: r.Details}
+		if _, ok := g.accepted[l.Name]; ok {
+			res.Accepted = append(res.Accepted, f)
+			return
+		}
 		switch r.Status {
 		case zl.Notice:
 			res.Notices = append(res.Notices, f.String())
@@ -299,6 +370,7 @@ func (g *Gate) lint(cert *zx509.Certificate, der []byte) (Result, error) {
 	}
 	sort.Strings(res.Notices)
 	sort.Strings(res.Warnings)
+	sort.Slice(res.Accepted, func(i, j int) bool { return res.Accepted[i].Lint < res.Accepted[j].Lint })
 	return res, nil
 }
 

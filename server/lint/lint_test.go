@@ -260,33 +260,105 @@ func TestLints(t *testing.T) {
 		}
 	}
 
-	// A non-nil Exclude replaces the default exclusions; the always-excluded lints stay out.
-	none := newGate(t, lint.Options{Exclude: []string{}}).Lints()
+	// replaceDefaultExclusions with no Exclude runs the default exclusions too; the
+	// always-excluded lints stay out.
+	none := newGate(t, lint.Options{ReplaceDefaultExclusions: true}).Lints()
 	for _, e := range lint.DefaultExclusions() {
 		if !slices.Contains(none, e.Lint) {
-			t.Errorf("Exclude: [] still leaves out %s", e.Lint)
+			t.Errorf("replaceDefaultExclusions still leaves out %s", e.Lint)
 		}
 	}
 	for _, e := range lint.AlwaysExcluded() {
 		if slices.Contains(none, e.Lint) {
-			t.Errorf("Exclude: [] runs always-excluded %s", e.Lint)
+			t.Errorf("replaceDefaultExclusions runs always-excluded %s", e.Lint)
 		}
 	}
+	// A configured exclusion adds to the defaults.
 	exclude := make([]string, 1, 4)
 	exclude[0] = "e_rfc_dnsname_empty_label"
 	one := newGate(t, lint.Options{Exclude: exclude}).Lints()
 	if spare := exclude[:cap(exclude)]; spare[1] != "" {
 		t.Errorf("New wrote %q into the caller's Exclude slice", spare[1])
 	}
-	if slices.Contains(one, "e_rfc_dnsname_empty_label") || len(one) != len(none)-1 {
-		t.Errorf("excluding one lint: %d lints, want %d", len(one), len(none)-1)
+	if slices.Contains(one, "e_rfc_dnsname_empty_label") || len(one) != len(def)-1 {
+		t.Errorf("excluding one lint: %d lints, want %d", len(one), len(def)-1)
+	}
+	for _, e := range lint.DefaultExclusions() {
+		if slices.Contains(one, e.Lint) {
+			t.Errorf("a configured exclusion dropped the default exclusion %s", e.Lint)
+		}
+	}
+}
+
+// TestExclusionsReported: the gate reports every exclusion with its reason and origin (default,
+// configured, or full control), and the findings it accepts by design.
+func TestExclusionsReported(t *testing.T) {
+	accepted := lint.Exclusion{Lint: "e_key_usage_and_extended_key_usage_inconsistent", Reason: "accepted on purpose"}
+	g := newGate(t, lint.Options{Exclude: []string{"e_rfc_dnsname_empty_label", "n_san_iana_pub_suffix_empty"}, Accept: []lint.Exclusion{accepted}})
+	reasons := map[string]string{}
+	for _, e := range g.Excluded() {
+		if _, dup := reasons[e.Lint]; dup {
+			t.Errorf("%s excluded twice", e.Lint)
+		}
+		reasons[e.Lint] = e.Reason
+	}
+	for _, e := range append(lint.DefaultExclusions(), lint.AlwaysExcluded()...) {
+		if reasons[e.Lint] != e.Reason {
+			t.Errorf("%s: reason %q, want the default's %q", e.Lint, reasons[e.Lint], e.Reason)
+		}
+	}
+	if reasons["e_rfc_dnsname_empty_label"] != "configured (lint.exclude)" {
+		t.Errorf("reasons %v: want the configured one", reasons)
+	}
+	if got := g.Accepted(); len(got) != 1 || got[0] != accepted || !slices.Contains(g.Lints(), accepted.Lint) {
+		t.Errorf("Accepted() = %v, want %v, in force", got, accepted)
+	}
+	if !slices.Equal(g.Sources(), lint.DefaultSources()) {
+		t.Errorf("Sources() = %v, want the defaults", g.Sources())
+	}
+	full := newGate(t, lint.Options{Exclude: []string{"e_rfc_dnsname_empty_label"}, ReplaceDefaultExclusions: true})
+	var names []string
+	for _, e := range full.Excluded() {
+		names = append(names, e.Lint+": "+e.Reason)
+	}
+	want := []string{"e_rfc_dnsname_empty_label: configured (lint.exclude with replaceDefaultExclusions)"}
+	for _, e := range lint.AlwaysExcluded() {
+		want = append(want, e.Lint+": "+e.Reason)
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("full control: excluded %q, want %q", names, want)
+	}
+}
+
+// TestAcceptedFindingsDoNotFail: a lint whose findings the profile accepts runs, and its Error
+// result is returned in Result.Accepted instead of failing the check.
+func TestAcceptedFindingsDoNotFail(t *testing.T) {
+	ca := newCA(t, testpki.P256)
+	tmpl := kubeletClient(t, 24*time.Hour)
+	tmpl.KeyUsage |= x509.KeyUsageKeyEncipherment // RSA kubelets ask for it with client auth
+	pub := testpki.Key(t, testpki.RSA2048).Public()
+	_, err := newGate(t, lint.Options{}).Check(tmpl, ca.cert, pub)
+	var failed *lint.FailedError
+	if !errors.As(err, &failed) || failed.Failures[0].Lint != "e_key_usage_and_extended_key_usage_inconsistent" {
+		t.Fatalf("default gate: %v, want e_key_usage_and_extended_key_usage_inconsistent to fail", err)
+	}
+	g := newGate(t, lint.Options{Accept: []lint.Exclusion{{Lint: "e_key_usage_and_extended_key_usage_inconsistent", Reason: "test"}}})
+	res, err := g.Check(tmpl, ca.cert, pub)
+	if err != nil {
+		t.Fatalf("accepting gate: %v", err)
+	}
+	if len(res.Accepted) != 1 || res.Accepted[0].Lint != "e_key_usage_and_extended_key_usage_inconsistent" || res.Accepted[0].Status != "error" {
+		t.Errorf("Accepted = %v, want the error finding", res.Accepted)
+	}
+	if _, err := lint.New(lint.Options{Accept: []lint.Exclusion{{Lint: "e_no_such_lint"}}}); err == nil {
+		t.Error("an unknown accepted lint built a gate")
 	}
 }
 
 // TestDefaultExclusionsMisfire shows each misfiring default exclusion firing on a normal leaf
 // when it is not excluded, so none of them is there without cause.
 func TestDefaultExclusionsMisfire(t *testing.T) {
-	g := newGate(t, lint.Options{Exclude: []string{}})
+	g := newGate(t, lint.Options{ReplaceDefaultExclusions: true})
 	ca := newCA(t, testpki.P256)
 	pub := testpki.Key(t, testpki.P256).Public()
 	res, err := g.Check(kubeletServing(t, 24*time.Hour), ca.cert, pub)
@@ -307,10 +379,10 @@ func TestDefaultExclusionsMisfire(t *testing.T) {
 const smallKeyLint = "e_ecdsa_small_private_key"
 
 // TestSmallPrivateKeyOptIn: the small-private-key lint, excluded by default for its cost, can be
-// turned back on through Options.Exclude and then refuses a P-256 key whose private scalar is
+// turned back on through Options.Exclude with ReplaceDefaultExclusions and then refuses a P-256 key whose private scalar is
 // 12345.
 func TestSmallPrivateKeyOptIn(t *testing.T) {
-	g := newGate(t, lint.Options{Exclude: defaultExcludeExcept(smallKeyLint)})
+	g := newGate(t, lint.Options{Exclude: defaultExcludeExcept(smallKeyLint), ReplaceDefaultExclusions: true})
 	if !slices.Contains(g.Lints(), smallKeyLint) {
 		t.Fatalf("%s is not in force", smallKeyLint)
 	}

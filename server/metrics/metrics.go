@@ -54,6 +54,7 @@ type Metrics struct {
 	signDuration  *prometheus.HistogramVec
 	issuance      *prometheus.HistogramVec
 	lintFailures  *prometheus.CounterVec
+	lintAccepted  *prometheus.CounterVec
 	rateLimited   *prometheus.CounterVec
 	caExpiry      *prometheus.GaugeVec
 	ledgerAppend  prometheus.Histogram
@@ -90,6 +91,10 @@ func New(version string, signers []string) *Metrics {
 			Namespace: namespace, Subsystem: subsystem, Name: "lint_failures_total",
 			Help: "Certificates withheld because a lint failed, by signer and lint.",
 		}, []string{"signer", "lint"}),
+		lintAccepted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "lint_accepted_findings_total",
+			Help: "Lint findings on issued certificates that the signer's profile accepts by design (signetctl signers lists them with reasons), by signer and lint.",
+		}, []string{"signer", "lint"}),
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Subsystem: subsystem, Name: "rate_limited_total",
 			Help: "Signing requests refused by a rate limit, by signer and limit (client or signer).",
@@ -116,7 +121,7 @@ func New(version string, signers []string) *Metrics {
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		buildInfo, m.requests, m.refusals, m.signDuration, m.issuance, m.lintFailures, m.rateLimited,
+		buildInfo, m.requests, m.refusals, m.signDuration, m.issuance, m.lintFailures, m.lintAccepted, m.rateLimited,
 		m.caExpiry, m.ledgerAppend, m.ledgerRecords,
 	)
 	// The served signers are fixed for the server's life: their requests_total series (every
@@ -182,6 +187,15 @@ func (m *Metrics) ObserveLintFailure(signer, lint string) {
 		return
 	}
 	m.lintFailures.WithLabelValues(m.signer(signer), lint).Inc()
+}
+
+// ObserveLintAccepted counts one finding of a lint whose findings the signer's profile accepts
+// by design, on a certificate that was issued.
+func (m *Metrics) ObserveLintAccepted(signer, lint string) {
+	if m == nil {
+		return
+	}
+	m.lintAccepted.WithLabelValues(m.signer(signer), lint).Inc()
 }
 
 // ObserveRateLimited counts one request refused by limit ("client" or "signer", as

@@ -2,30 +2,53 @@ package profile
 
 import "github.com/signet-pki/signet/server/lint"
 
-// kubernetesLintExclusions are lints that the kubernetes.io profiles leave out of the default
-// lint gate, because kube-controller-manager issues what they flag and Kubernetes clients
-// ask for it.
-var kubernetesLintExclusions = []lint.Exclusion{
+// Reasons shared by several accepted findings.
+const (
+	reasonUsages  = "key usage and extended key usage come from spec.usages, which the profile's rules accept and kube-controller-manager signs as asked"
+	reasonSubject = "the subject is the request's, as kube-controller-manager copies it; RFC 5280's upper bounds (64 characters for most attributes) are ASN.1 suggestions that Kubernetes names exceed (system:serviceaccount:<namespace>:<name>, system:node:<long node name>), and Go, OpenSSL and the apiserver accept longer ones"
+)
+
+// kubernetesAcceptedFindings are the lints whose findings the kubernetes.io profiles accept by
+// design: what they flag is what the profiles' rules accept and kube-controller-manager
+// issues, because Kubernetes clients ask for it. They still run; their findings are counted
+// in a metric and logged at debug level, and never stop issuance (see lint.Options.Accept).
+var kubernetesAcceptedFindings = []lint.Exclusion{
+	{Lint: "e_key_usage_and_extended_key_usage_inconsistent",
+		Reason: "kubelets with RSA keys (client-go's certificate manager) ask for \"key encipherment\" with \"client auth\", which RFC 5280 4.2.1.12 does not list; " + reasonUsages},
 	{Lint: "e_ecdsa_allowed_ku",
-		Reason: "kubelets with ECDSA keys request \"key encipherment\", kube-controller-manager signs it and the kubernetes.io profiles accept it (RFC 5480 does not allow it for ECDSA)"},
+		Reason: "kubelets with ECDSA keys ask for \"key encipherment\" (RFC 5480 does not allow it for ECDSA); " + reasonUsages},
+	{Lint: "n_ecdsa_ee_invalid_ku",
+		Reason: "the notice twin of e_ecdsa_allowed_ku, on every ECDSA kubelet serving certificate; " + reasonUsages},
+	{Lint: "e_rsa_allowed_ku_ee", Reason: "key agreement on an RSA key (legacy-unknown); " + reasonUsages},
+	{Lint: "e_subject_empty_without_san",
+		Reason: "an empty subject without SANs is what the request asked for and kube-controller-manager signs; such a certificate names nobody, and the apiserver does not authenticate it as any user"},
+	{Lint: "e_subject_common_name_max_length", Reason: reasonSubject},
+	{Lint: "e_subject_organization_name_max_length", Reason: reasonSubject},
+	{Lint: "e_subject_organizational_unit_name_max_length", Reason: reasonSubject},
+	{Lint: "e_subject_locality_name_max_length", Reason: reasonSubject},
+	{Lint: "e_subject_state_name_max_length", Reason: reasonSubject},
+	{Lint: "e_subject_street_address_max_length", Reason: reasonSubject},
+	{Lint: "e_subject_postal_code_max_length", Reason: reasonSubject},
+	{Lint: "e_subject_given_name_max_length", Reason: reasonSubject},
+	{Lint: "e_subject_surname_max_length", Reason: reasonSubject},
+	{Lint: "e_subject_email_max_length", Reason: reasonSubject},
+	{Lint: "e_subject_dn_serial_number_max_length", Reason: reasonSubject},
+	{Lint: "w_subject_given_name_recommended_max_length", Reason: reasonSubject},
+	{Lint: "w_subject_surname_recommended_max_length", Reason: reasonSubject},
 }
 
-// LintOptions returns the lint gate options for a signer with this profile, starting from
-// the configured ones:
-//   - configured exclusions (a non-nil Exclude) are kept as they are: the operator decided;
-//   - otherwise the kubernetes.io profiles run the default set minus the lints in
-//     kubernetesLintExclusions, so that what they accept (like kube-controller-manager) also
-//     passes the gate; custom and pod-identity profiles run the default set.
+// LintOptions returns the lint gate options for a signer with this profile: the configured
+// ones (sources, exclusions added to the defaults, or full control with
+// replaceDefaultExclusions), plus, on the kubernetes.io profiles, the findings they accept by
+// design (kubernetesAcceptedFindings), so that whatever their rules accept, like
+// kube-controller-manager, also passes the gate. Custom and pod-identity profiles add
+// nothing: their gate is the configured one.
 func (p Profile) LintOptions(configured lint.Options) lint.Options {
-	if configured.Exclude != nil || p.spec.Name == NameCustom || p.spec.Name == NamePodIdentity {
-		return configured
-	}
 	opts := configured
-	for _, e := range lint.DefaultExclusions() {
-		opts.Exclude = append(opts.Exclude, e.Lint)
-	}
-	for _, e := range kubernetesLintExclusions {
-		opts.Exclude = append(opts.Exclude, e.Lint)
+	opts.Exclude = append([]string(nil), configured.Exclude...)
+	opts.Accept = nil
+	if _, ok := KubernetesProfileFor("kubernetes.io/" + p.spec.Name); ok {
+		opts.Accept = append([]lint.Exclusion(nil), kubernetesAcceptedFindings...)
 	}
 	return opts
 }

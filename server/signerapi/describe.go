@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/server/lint"
 )
 
 // GetTrustAnchors returns the CA certificate of the named signer to a client allowed to use it.
@@ -46,9 +47,25 @@ func (s *Service) ListSigners(ctx context.Context, _ *signetv1.ListSignersReques
 			ExtraPemBlocks:      d.ExtraPEMBlocks,
 			MaxLifetime:         durationpb.New(d.MaxLifetime),
 			KeyTypes:            d.KeyTypes,
+			Lint:                describeLint(sg.Lint),
 		})
 	}
 	return resp, nil
+}
+
+// describeLint is the wire form of a lint gate; nil for none.
+func describeLint(g *lint.Gate) *signetv1.LintGate {
+	if g == nil {
+		return nil
+	}
+	rules := func(list []lint.Exclusion) []*signetv1.LintRule {
+		out := make([]*signetv1.LintRule, len(list))
+		for i, e := range list {
+			out[i] = &signetv1.LintRule{Name: e.Lint, Reason: e.Reason}
+		}
+		return out
+	}
+	return &signetv1.LintGate{Sources: g.Sources(), Lints: g.Lints(), Excluded: rules(g.Excluded()), Accepted: rules(g.Accepted())}
 }
 
 // ExplainCertificateSigningRequest runs the request through the signer's pipeline up to and

@@ -17,6 +17,7 @@ import (
 	"github.com/signet-pki/signet/server/idempotency"
 	"github.com/signet-pki/signet/server/issuance"
 	"github.com/signet-pki/signet/server/ledger"
+	"github.com/signet-pki/signet/server/lint"
 	"github.com/signet-pki/signet/server/metrics"
 	"github.com/signet-pki/signet/server/profile"
 )
@@ -36,6 +37,7 @@ const (
 	logKeyError        = "error"
 	logKeyLedgerSeq    = "ledger_seq"
 	logKeyLintFindings = "lint_findings"
+	logKeyLint         = "lint"
 )
 
 // Signer is one served signer.
@@ -44,6 +46,8 @@ type Signer struct {
 	Issuer *issuance.Issuer
 	// Profile describes the signer's policy (ListSigners).
 	Profile profile.Profile
+	// Lint is the signer's lint gate, described by ListSigners; nil when the gate is off.
+	Lint *lint.Gate
 }
 
 // Access is who may call which signer, and how fast. Either field may be nil: a nil

@@ -170,6 +170,12 @@ func (s *Service) recordIssued(ctx context.Context, d decisionContext, cert *iss
 	if err != nil {
 		return idempotency.Entry{}, fmt.Errorf("%w: %w", errLedgerUnavailable, err)
 	}
+	for _, f := range cert.AcceptedFindings {
+		// What the profile accepts by design (an RSA kubelet's key encipherment with client
+		// auth): visible in a metric and at debug level, not a warning on every issuance.
+		s.opts.Metrics.ObserveLintAccepted(d.signer, f.Lint)
+		d.log.Debug("certificate issued with a lint finding the profile accepts by design", logKeySerial, rec.Serial, logKeyLint, f.String())
+	}
 	if len(cert.LintFindings) > 0 {
 		// Warnings and notices do not stop issuance; they are what the gate's configuration
 		// lets through, shown so that an operator can tighten it or fix the profile.

@@ -7,6 +7,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,9 +17,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/certificate"
 	csrutil "k8s.io/client-go/util/certificate/csr"
 
 	"github.com/signet-pki/signet/internal/testcluster"
+	"github.com/signet-pki/signet/internal/testpki"
 	"github.com/signet-pki/signet/server/ledger"
 	"github.com/signet-pki/signet/server/profile"
 )
@@ -105,12 +108,13 @@ func TestKubeletClientBootstrap(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	join := requestNodeCertificate(t, joiner, open.signerName, "worker-7")
-	refusedJoin := requestNodeCertificate(t, joiner, closed.signerName, "worker-7")
+	join := requestNodeCertificate(t, joiner, open.signerName, "worker-7", testpki.P256)
+	rsaJoin := requestNodeCertificate(t, joiner, open.signerName, "worker-8", testpki.RSA2048)
+	refusedJoin := requestNodeCertificate(t, joiner, closed.signerName, "worker-7", testpki.P256)
 	plain := submit(t, mallory, open.signerName, p256(t), &x509.CertificateRequest{
 		Subject: pkix.Name{CommonName: "system:node:worker-7", Organization: []string{"system:nodes"}},
 	}, nil, certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth)
-	for _, name := range []string{join, refusedJoin, plain.Name} {
+	for _, name := range []string{join, rsaJoin, refusedJoin, plain.Name} {
 		if err := cluster.Approve(ctx, name); err != nil {
 			t.Fatal(err)
 		}
@@ -120,6 +124,14 @@ func TestKubeletClientBootstrap(t *testing.T) {
 	got := waitFor(t, admin, join, 30*time.Second, "signed", signed)
 	if leaf := parseChain(t, got.Status.Certificate)[0]; leaf.Subject.CommonName != "system:node:worker-7" {
 		t.Errorf("join certificate for %q, want system:node:worker-7", leaf.Subject.CommonName)
+	}
+	// An RSA kubelet asks for key encipherment with client auth; the default lint gate accepts
+	// it, as kube-controller-manager signs it.
+	got = waitFor(t, admin, rsaJoin, 30*time.Second, "signed", signed)
+	wantUsages := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageClientAuth}
+	if leaf := parseChain(t, got.Status.Certificate)[0]; !slices.Equal(got.Spec.Usages, wantUsages) ||
+		leaf.KeyUsage != x509.KeyUsageDigitalSignature|x509.KeyUsageKeyEncipherment || !slices.Equal(leaf.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}) {
+		t.Errorf("RSA join: usages %q, certificate key usage %b, extended %v; want key encipherment with client auth", got.Spec.Usages, leaf.KeyUsage, leaf.ExtKeyUsage)
 	}
 	for _, tc := range []struct {
 		name string
@@ -164,19 +176,20 @@ func bootstrapClient(t *testing.T, tok testcluster.BootstrapToken) kubernetes.In
 	return client
 }
 
-// requestNodeCertificate asks for node's client certificate as a joining kubelet does
-// (client-go's csr.RequestCertificate with the kubelet's usages for a P-256 key) and returns
-// the CSR's name.
-func requestNodeCertificate(t *testing.T, client kubernetes.Interface, signerName, node string) string {
+// requestNodeCertificate asks for node's client certificate with a key of type kt as a
+// joining kubelet does: client-go's csr.RequestCertificate with the usages of client-go's
+// certificate manager for that key (DefaultKubeletClientGetUsages: key encipherment added for
+// RSA). It returns the CSR's name.
+func requestNodeCertificate(t *testing.T, client kubernetes.Interface, signerName, node string, kt testpki.KeyType) string {
 	t.Helper()
-	key := p256(t)
+	key := testpki.Key(t, kt)
 	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
 		Subject: pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}}}, key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	name, _, err := csrutil.RequestCertificate(client, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), "",
-		signerName, nil, []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}, key)
+		signerName, nil, certificate.DefaultKubeletClientGetUsages(key), key)
 	if err != nil {
 		t.Fatalf("requesting %s's certificate: %v", node, err)
 	}

@@ -977,7 +977,9 @@ type SignerDescription struct {
 	// max_lifetime is the longest lifetime the signer issues.
 	MaxLifetime *durationpb.Duration `protobuf:"bytes,10,opt,name=max_lifetime,json=maxLifetime,proto3" json:"max_lifetime,omitempty"`
 	// key_types lists the accepted public key types, e.g. "ECDSA P-256".
-	KeyTypes      []string `protobuf:"bytes,11,rep,name=key_types,json=keyTypes,proto3" json:"key_types,omitempty"`
+	KeyTypes []string `protobuf:"bytes,11,rep,name=key_types,json=keyTypes,proto3" json:"key_types,omitempty"`
+	// lint is the signer's pre-issuance lint gate as configured; unset when the gate is off.
+	Lint          *LintGate `protobuf:"bytes,12,opt,name=lint,proto3" json:"lint,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1089,6 +1091,143 @@ func (x *SignerDescription) GetKeyTypes() []string {
 	return nil
 }
 
+func (x *SignerDescription) GetLint() *LintGate {
+	if x != nil {
+		return x.Lint
+	}
+	return nil
+}
+
+// LintGate is a signer's effective lint gate: every certificate is linted before it is signed.
+type LintGate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// sources are the zlint lint sources the lints come from, e.g. "RFC5280".
+	Sources []string `protobuf:"bytes,1,rep,name=sources,proto3" json:"sources,omitempty"`
+	// lints are the names of the lints in force, sorted.
+	Lints []string `protobuf:"bytes,2,rep,name=lints,proto3" json:"lints,omitempty"`
+	// excluded are the lints left out (default exclusions, configured ones, and those that
+	// never run), each with why.
+	Excluded []*LintRule `protobuf:"bytes,3,rep,name=excluded,proto3" json:"excluded,omitempty"`
+	// accepted are lints in force whose findings the signer's profile accepts by design: they
+	// never stop issuance and are counted in signet_server_lint_accepted_findings_total.
+	Accepted      []*LintRule `protobuf:"bytes,4,rep,name=accepted,proto3" json:"accepted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LintGate) Reset() {
+	*x = LintGate{}
+	mi := &file_signet_v1_signet_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LintGate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LintGate) ProtoMessage() {}
+
+func (x *LintGate) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LintGate.ProtoReflect.Descriptor instead.
+func (*LintGate) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *LintGate) GetSources() []string {
+	if x != nil {
+		return x.Sources
+	}
+	return nil
+}
+
+func (x *LintGate) GetLints() []string {
+	if x != nil {
+		return x.Lints
+	}
+	return nil
+}
+
+func (x *LintGate) GetExcluded() []*LintRule {
+	if x != nil {
+		return x.Excluded
+	}
+	return nil
+}
+
+func (x *LintGate) GetAccepted() []*LintRule {
+	if x != nil {
+		return x.Accepted
+	}
+	return nil
+}
+
+// LintRule names one lint and why it is treated as it is.
+type LintRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the zlint lint name, e.g. "e_key_usage_and_extended_key_usage_inconsistent".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// reason says why.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LintRule) Reset() {
+	*x = LintRule{}
+	mi := &file_signet_v1_signet_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LintRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LintRule) ProtoMessage() {}
+
+func (x *LintRule) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LintRule.ProtoReflect.Descriptor instead.
+func (*LintRule) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *LintRule) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LintRule) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // ExplainCertificateSigningRequestRequest carries the same request a sign call would.
 type ExplainCertificateSigningRequestRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1100,7 +1239,7 @@ type ExplainCertificateSigningRequestRequest struct {
 
 func (x *ExplainCertificateSigningRequestRequest) Reset() {
 	*x = ExplainCertificateSigningRequestRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[13]
+	mi := &file_signet_v1_signet_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1112,7 +1251,7 @@ func (x *ExplainCertificateSigningRequestRequest) String() string {
 func (*ExplainCertificateSigningRequestRequest) ProtoMessage() {}
 
 func (x *ExplainCertificateSigningRequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[13]
+	mi := &file_signet_v1_signet_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1125,7 +1264,7 @@ func (x *ExplainCertificateSigningRequestRequest) ProtoReflect() protoreflect.Me
 
 // Deprecated: Use ExplainCertificateSigningRequestRequest.ProtoReflect.Descriptor instead.
 func (*ExplainCertificateSigningRequestRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{13}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ExplainCertificateSigningRequestRequest) GetRequest() *SignCertificateSigningRequestRequest {
@@ -1150,7 +1289,7 @@ type RuleResult struct {
 
 func (x *RuleResult) Reset() {
 	*x = RuleResult{}
-	mi := &file_signet_v1_signet_proto_msgTypes[14]
+	mi := &file_signet_v1_signet_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1162,7 +1301,7 @@ func (x *RuleResult) String() string {
 func (*RuleResult) ProtoMessage() {}
 
 func (x *RuleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[14]
+	mi := &file_signet_v1_signet_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1175,7 +1314,7 @@ func (x *RuleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleResult.ProtoReflect.Descriptor instead.
 func (*RuleResult) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{14}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RuleResult) GetRule() string {
@@ -1218,7 +1357,7 @@ type ExplainCertificateSigningRequestResponse struct {
 
 func (x *ExplainCertificateSigningRequestResponse) Reset() {
 	*x = ExplainCertificateSigningRequestResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[15]
+	mi := &file_signet_v1_signet_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1230,7 +1369,7 @@ func (x *ExplainCertificateSigningRequestResponse) String() string {
 func (*ExplainCertificateSigningRequestResponse) ProtoMessage() {}
 
 func (x *ExplainCertificateSigningRequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[15]
+	mi := &file_signet_v1_signet_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1243,7 +1382,7 @@ func (x *ExplainCertificateSigningRequestResponse) ProtoReflect() protoreflect.M
 
 // Deprecated: Use ExplainCertificateSigningRequestResponse.ProtoReflect.Descriptor instead.
 func (*ExplainCertificateSigningRequestResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{15}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ExplainCertificateSigningRequestResponse) GetAllowed() bool {
@@ -1352,7 +1491,7 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\x11trust_anchors_pem\x18\x01 \x01(\tR\x0ftrustAnchorsPem\"\x14\n" +
 	"\x12ListSignersRequest\"M\n" +
 	"\x13ListSignersResponse\x126\n" +
-	"\asigners\x18\x01 \x03(\v2\x1c.signet.v1.SignerDescriptionR\asigners\"\xcd\x03\n" +
+	"\asigners\x18\x01 \x03(\v2\x1c.signet.v1.SignerDescriptionR\asigners\"\xf6\x03\n" +
 	"\x11SignerDescription\x12\x1f\n" +
 	"\vsigner_name\x18\x01 \x01(\tR\n" +
 	"signerName\x12\x18\n" +
@@ -1368,7 +1507,16 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\x10extra_pem_blocks\x18\t \x01(\tR\x0eextraPemBlocks\x12<\n" +
 	"\fmax_lifetime\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\vmaxLifetime\x12\x1b\n" +
-	"\tkey_types\x18\v \x03(\tR\bkeyTypes\"t\n" +
+	"\tkey_types\x18\v \x03(\tR\bkeyTypes\x12'\n" +
+	"\x04lint\x18\f \x01(\v2\x13.signet.v1.LintGateR\x04lint\"\x9c\x01\n" +
+	"\bLintGate\x12\x18\n" +
+	"\asources\x18\x01 \x03(\tR\asources\x12\x14\n" +
+	"\x05lints\x18\x02 \x03(\tR\x05lints\x12/\n" +
+	"\bexcluded\x18\x03 \x03(\v2\x13.signet.v1.LintRuleR\bexcluded\x12/\n" +
+	"\baccepted\x18\x04 \x03(\v2\x13.signet.v1.LintRuleR\baccepted\"6\n" +
+	"\bLintRule\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"t\n" +
 	"'ExplainCertificateSigningRequestRequest\x12I\n" +
 	"\arequest\x18\x01 \x01(\v2/.signet.v1.SignCertificateSigningRequestRequestR\arequest\"P\n" +
 	"\n" +
@@ -1417,7 +1565,7 @@ func file_signet_v1_signet_proto_rawDescGZIP() []byte {
 }
 
 var file_signet_v1_signet_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_signet_v1_signet_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_signet_v1_signet_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_signet_v1_signet_proto_goTypes = []any{
 	(ErrorReason)(0),                                 // 0: signet.v1.ErrorReason
 	(*Requester)(nil),                                // 1: signet.v1.Requester
@@ -1433,47 +1581,52 @@ var file_signet_v1_signet_proto_goTypes = []any{
 	(*ListSignersRequest)(nil),                       // 11: signet.v1.ListSignersRequest
 	(*ListSignersResponse)(nil),                      // 12: signet.v1.ListSignersResponse
 	(*SignerDescription)(nil),                        // 13: signet.v1.SignerDescription
-	(*ExplainCertificateSigningRequestRequest)(nil),  // 14: signet.v1.ExplainCertificateSigningRequestRequest
-	(*RuleResult)(nil),                               // 15: signet.v1.RuleResult
-	(*ExplainCertificateSigningRequestResponse)(nil), // 16: signet.v1.ExplainCertificateSigningRequestResponse
-	nil,                           // 17: signet.v1.Requester.ExtraEntry
-	nil,                           // 18: signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
-	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 20: google.protobuf.Duration
+	(*LintGate)(nil),                                 // 14: signet.v1.LintGate
+	(*LintRule)(nil),                                 // 15: signet.v1.LintRule
+	(*ExplainCertificateSigningRequestRequest)(nil),  // 16: signet.v1.ExplainCertificateSigningRequestRequest
+	(*RuleResult)(nil),                               // 17: signet.v1.RuleResult
+	(*ExplainCertificateSigningRequestResponse)(nil), // 18: signet.v1.ExplainCertificateSigningRequestResponse
+	nil,                           // 19: signet.v1.Requester.ExtraEntry
+	nil,                           // 20: signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
+	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
 }
 var file_signet_v1_signet_proto_depIdxs = []int32{
-	17, // 0: signet.v1.Requester.extra:type_name -> signet.v1.Requester.ExtraEntry
+	19, // 0: signet.v1.Requester.extra:type_name -> signet.v1.Requester.ExtraEntry
 	1,  // 1: signet.v1.SignCertificateSigningRequestRequest.requester:type_name -> signet.v1.Requester
 	3,  // 2: signet.v1.SignCertificateSigningRequestRequest.object:type_name -> signet.v1.KubernetesObject
-	19, // 3: signet.v1.SignCertificateSigningRequestResponse.not_before:type_name -> google.protobuf.Timestamp
-	19, // 4: signet.v1.SignCertificateSigningRequestResponse.not_after:type_name -> google.protobuf.Timestamp
+	21, // 3: signet.v1.SignCertificateSigningRequestResponse.not_before:type_name -> google.protobuf.Timestamp
+	21, // 4: signet.v1.SignCertificateSigningRequestResponse.not_after:type_name -> google.protobuf.Timestamp
 	3,  // 5: signet.v1.SignPodCertificateRequestRequest.object:type_name -> signet.v1.KubernetesObject
 	6,  // 6: signet.v1.SignPodCertificateRequestRequest.pod:type_name -> signet.v1.PodIdentity
-	18, // 7: signet.v1.SignPodCertificateRequestRequest.unverified_user_annotations:type_name -> signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
-	19, // 8: signet.v1.SignPodCertificateRequestResponse.not_before:type_name -> google.protobuf.Timestamp
-	19, // 9: signet.v1.SignPodCertificateRequestResponse.not_after:type_name -> google.protobuf.Timestamp
-	19, // 10: signet.v1.SignPodCertificateRequestResponse.begin_refresh_at:type_name -> google.protobuf.Timestamp
+	20, // 7: signet.v1.SignPodCertificateRequestRequest.unverified_user_annotations:type_name -> signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
+	21, // 8: signet.v1.SignPodCertificateRequestResponse.not_before:type_name -> google.protobuf.Timestamp
+	21, // 9: signet.v1.SignPodCertificateRequestResponse.not_after:type_name -> google.protobuf.Timestamp
+	21, // 10: signet.v1.SignPodCertificateRequestResponse.begin_refresh_at:type_name -> google.protobuf.Timestamp
 	13, // 11: signet.v1.ListSignersResponse.signers:type_name -> signet.v1.SignerDescription
-	20, // 12: signet.v1.SignerDescription.max_lifetime:type_name -> google.protobuf.Duration
-	4,  // 13: signet.v1.ExplainCertificateSigningRequestRequest.request:type_name -> signet.v1.SignCertificateSigningRequestRequest
-	15, // 14: signet.v1.ExplainCertificateSigningRequestResponse.rules:type_name -> signet.v1.RuleResult
-	20, // 15: signet.v1.ExplainCertificateSigningRequestResponse.lifetime:type_name -> google.protobuf.Duration
-	2,  // 16: signet.v1.Requester.ExtraEntry.value:type_name -> signet.v1.ExtraValue
-	4,  // 17: signet.v1.SignerService.SignCertificateSigningRequest:input_type -> signet.v1.SignCertificateSigningRequestRequest
-	7,  // 18: signet.v1.SignerService.SignPodCertificateRequest:input_type -> signet.v1.SignPodCertificateRequestRequest
-	9,  // 19: signet.v1.SignerService.GetTrustAnchors:input_type -> signet.v1.GetTrustAnchorsRequest
-	11, // 20: signet.v1.SignerService.ListSigners:input_type -> signet.v1.ListSignersRequest
-	14, // 21: signet.v1.SignerService.ExplainCertificateSigningRequest:input_type -> signet.v1.ExplainCertificateSigningRequestRequest
-	5,  // 22: signet.v1.SignerService.SignCertificateSigningRequest:output_type -> signet.v1.SignCertificateSigningRequestResponse
-	8,  // 23: signet.v1.SignerService.SignPodCertificateRequest:output_type -> signet.v1.SignPodCertificateRequestResponse
-	10, // 24: signet.v1.SignerService.GetTrustAnchors:output_type -> signet.v1.GetTrustAnchorsResponse
-	12, // 25: signet.v1.SignerService.ListSigners:output_type -> signet.v1.ListSignersResponse
-	16, // 26: signet.v1.SignerService.ExplainCertificateSigningRequest:output_type -> signet.v1.ExplainCertificateSigningRequestResponse
-	22, // [22:27] is the sub-list for method output_type
-	17, // [17:22] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	22, // 12: signet.v1.SignerDescription.max_lifetime:type_name -> google.protobuf.Duration
+	14, // 13: signet.v1.SignerDescription.lint:type_name -> signet.v1.LintGate
+	15, // 14: signet.v1.LintGate.excluded:type_name -> signet.v1.LintRule
+	15, // 15: signet.v1.LintGate.accepted:type_name -> signet.v1.LintRule
+	4,  // 16: signet.v1.ExplainCertificateSigningRequestRequest.request:type_name -> signet.v1.SignCertificateSigningRequestRequest
+	17, // 17: signet.v1.ExplainCertificateSigningRequestResponse.rules:type_name -> signet.v1.RuleResult
+	22, // 18: signet.v1.ExplainCertificateSigningRequestResponse.lifetime:type_name -> google.protobuf.Duration
+	2,  // 19: signet.v1.Requester.ExtraEntry.value:type_name -> signet.v1.ExtraValue
+	4,  // 20: signet.v1.SignerService.SignCertificateSigningRequest:input_type -> signet.v1.SignCertificateSigningRequestRequest
+	7,  // 21: signet.v1.SignerService.SignPodCertificateRequest:input_type -> signet.v1.SignPodCertificateRequestRequest
+	9,  // 22: signet.v1.SignerService.GetTrustAnchors:input_type -> signet.v1.GetTrustAnchorsRequest
+	11, // 23: signet.v1.SignerService.ListSigners:input_type -> signet.v1.ListSignersRequest
+	16, // 24: signet.v1.SignerService.ExplainCertificateSigningRequest:input_type -> signet.v1.ExplainCertificateSigningRequestRequest
+	5,  // 25: signet.v1.SignerService.SignCertificateSigningRequest:output_type -> signet.v1.SignCertificateSigningRequestResponse
+	8,  // 26: signet.v1.SignerService.SignPodCertificateRequest:output_type -> signet.v1.SignPodCertificateRequestResponse
+	10, // 27: signet.v1.SignerService.GetTrustAnchors:output_type -> signet.v1.GetTrustAnchorsResponse
+	12, // 28: signet.v1.SignerService.ListSigners:output_type -> signet.v1.ListSignersResponse
+	18, // 29: signet.v1.SignerService.ExplainCertificateSigningRequest:output_type -> signet.v1.ExplainCertificateSigningRequestResponse
+	25, // [25:30] is the sub-list for method output_type
+	20, // [20:25] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_signet_v1_signet_proto_init() }
@@ -1488,7 +1641,7 @@ func file_signet_v1_signet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_signet_v1_signet_proto_rawDesc), len(file_signet_v1_signet_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
