@@ -39,6 +39,7 @@ const (
 	refusal          = " A request outside these rules is refused with a message naming the rule (a Failed condition on a CertificateSigningRequest)."
 	otherExtensions  = " Every other extension in the request (basic constraints, key usage, extended key usage, custom OIDs) is discarded: the certificate carries only the subject, the SANs, key usage and extended key usage from spec.usages and basic constraints CA:FALSE (plus the authority key identifier when the CA certificate has a subject key identifier)."
 	usagesOnlySpec   = " Key usage and extended key usage come from spec.usages only; usages inside the CSR are ignored."
+	wellFormed       = " Names must be well formed, unlike kube-controller-manager, which copies anything: no control character in the subject; no empty DNS label, NUL, misplaced wildcard, hyphen at a label's edge or broken punycode; email addresses without spaces or display names; URIs with a scheme and something after it."
 	leafOnlyUsages   = ` "cert sign" and "crl sign" are refused on every profile: Signet issues leaf certificates only.`
 	apiserverOnlyFmt = "Only the kube-apiserver is meant to trust these certificates%s: configure this signer's CA bundle in its %s. Signet does not distribute the bundle by any other means."
 )
@@ -65,7 +66,7 @@ func (p Profile) Describe() Description {
 	case NameLegacyUnknown:
 		d.TrustDistribution = "None: there is no standard trust or distribution for this signer in a Kubernetes cluster. Any party that trusts its certificates does so by its own configuration."
 		d.PermittedSubjects = "Any subject." + p.describePrivileged(false)
-		d.PermittedExtensions = "URI, DNS, IP and email SANs are honored and copied as requested." + otherExtensions
+		d.PermittedExtensions = "URI, DNS, IP and email SANs are honored and copied as requested." + wellFormed + otherExtensions
 		d.PermittedKeyUsages = "Any known certificates.k8s.io/v1 usage, at least one; an unknown usage is refused." + leafOnlyUsages + usagesOnlySpec
 	case NameCustom:
 		p.custom.describe(&d, p.describePrivileged(false))
@@ -104,7 +105,7 @@ func (p Profile) describeKubeAPIServerClient(d *Description) {
 	d.TrustDistribution = fmt.Sprintf(apiserverOnlyFmt, " as client certificates", "--client-ca-file")
 	d.PermittedSubjects = "Any subject: the common name becomes the Kubernetes user name and each organization a group, so approve only identities you would grant." +
 		p.describePrivileged(true)
-	d.PermittedExtensions = "URI, DNS, IP and email SANs are honored and copied as requested." + otherExtensions
+	d.PermittedExtensions = "URI, DNS, IP and email SANs are honored and copied as requested." + wellFormed + otherExtensions
 	d.PermittedKeyUsages = `spec.usages must include "client auth" and may add only "digital signature" and "key encipherment" (exact strings: "signing" is refused, as kube-controller-manager does).` +
 		leafOnlyUsages + usagesOnlySpec + refusal
 }
@@ -123,7 +124,7 @@ func (p Profile) describeKubelet(d *Description) {
 	}
 	d.TrustDistribution = fmt.Sprintf(apiserverOnlyFmt, " as kubelet serving certificates", "--kubelet-certificate-authority")
 	d.PermittedSubjects += refusal
-	d.PermittedExtensions = "At least one DNS or IP SAN is required; DNS and IP SANs are copied as requested. Email and URI SANs are refused." + otherExtensions
+	d.PermittedExtensions = "At least one DNS or IP SAN is required; DNS and IP SANs are copied as requested. Email and URI SANs are refused." + wellFormed + otherExtensions
 	d.PermittedKeyUsages = `spec.usages must be exactly {"digital signature", "server auth"} or {"digital signature", "key encipherment", "server auth"}, ` +
 		`the sets kube-controller-manager accepts (key encipherment is optional for keys other than RSA); anything else is refused.` + leafOnlyUsages + usagesOnlySpec
 }

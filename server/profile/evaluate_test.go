@@ -65,6 +65,7 @@ func TestEvaluateSeveralFailures(t *testing.T) {
 		{rCA, true, "no basic constraints requested"},
 		{rKnown, true, `usages are ["digital signature" "key encipherment" "server auth"]`},
 		{rLeaf, true, "usages are"},
+		{rNames, true, "well formed"},
 		{rOrg, true, `organizations are ["system:nodes"]`},
 		{rDNSOrIP, false, `email addresses ["a@example.com"]`},
 		{rNoEmailURI, false, `email addresses ["a@example.com"]`},

@@ -18,6 +18,7 @@ const (
 	rCA         = "ca: no CA certificate requested"
 	rKnown      = "each a known certificates.k8s.io/v1 usage"
 	rLeaf       = "no cert sign or crl sign"
+	rNames      = "names: well formed"
 	rIncludeCA  = "usages: include client auth"
 	rAtMost     = "usages: at most digital signature, key encipherment, client auth"
 	rOrg        = "organization exactly [system:nodes]"
@@ -41,6 +42,7 @@ func TestRuleNames(t *testing.T) {
 		"ca: no CA certificate requested (leaf-only signer)",
 		"usages: at least one, each a known certificates.k8s.io/v1 usage",
 		"usages: no cert sign or crl sign (leaf-only signer)",
+		"names: well formed (no control characters in the subject; DNS, email and URI SANs that are valid names)",
 	}
 	requester := []string{"requester: username equals the common name", "requester: groups include system:nodes"}
 	tests := map[string][]string{

@@ -106,6 +106,51 @@ func TestDefaultGatePassesWhatProfilesAccept(t *testing.T) {
 	}
 }
 
+// TestMalformedNamesRefusedByProfile: names no certificate should carry are refused by the
+// kubernetes.io profiles' names rule (a policy violation that names the rule and the name),
+// never by the lint gate, which would contradict what the profile says it accepts.
+func TestMalformedNamesRefusedByProfile(t *testing.T) {
+	t.Parallel()
+	malformed := map[string]*x509.CertificateRequest{
+		"empty label":           with(subject("x"), dns("a..example.com")),
+		"trailing dot":          with(subject("x"), dns("example.com.")),
+		"leading dot":           with(subject("x"), dns(".example.com")),
+		"NUL in DNS name":       with(subject("x"), dns("a\x00b.example.com")),
+		"bare wildcard":         with(subject("x"), dns("*")),
+		"inner wildcard":        with(subject("x"), dns("a.*.example.com")),
+		"partial wildcard":      with(subject("x"), dns("a*.example.com")),
+		"hyphen at label edge":  with(subject("x"), dns("a.-b.example.com")),
+		"label over 63":         with(subject("x"), dns(strings.Repeat("l", 64)+".example.com")),
+		"name over 253":         with(subject("x"), dns(strings.Repeat("a.", 127)+"com")),
+		"broken punycode":       with(subject("x"), dns("xn--a-b-c-d.example.com")),
+		"space in DNS name":     with(subject("x"), dns(" ")),
+		"email with space":      with(subject("x"), emails("a b@example.com")),
+		"email display name":    with(subject("x"), emails("<a@example.com>")),
+		"relative URI":          with(subject("x"), uris("relative/path")),
+		"URI with nothing":      with(subject("x"), uris("http://")),
+		"control character CN":  subject("alice\x07"),
+		"control character O":   subject("alice", "dev\x1b[31m"),
+		"replacement character": subject("alice\ufffd"),
+	}
+	for _, name := range []string{profile.NameKubeAPIServerClient, profile.NameLegacyUnknown} {
+		p := newProfile(t, profile.Spec{Name: name})
+		gate, err := lint.New(p.LintOptions(lint.Options{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		is, err := issuance.NewIssuer(issuance.IssuerOptions{SignerName: "kubernetes.io/" + name, CA: newTestCA(t), Policy: p, Lint: gate})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for label, tmpl := range malformed {
+			_, err := is.Issue(issuance.Request{SignerName: "kubernetes.io/" + name, PEM: testpki.CSR(t, testpki.Key(t, testpki.P256), tmpl), Usages: []string{ds, ca}})
+			if !errors.Is(err, issuance.ErrPolicyViolation) || !strings.Contains(err.Error(), rNames) {
+				t.Errorf("%s, %s: %v; want a policy violation of the names rule", name, label, err)
+			}
+		}
+	}
+}
+
 // walkCSRs signs the request of every case, one CSR per key type and template.
 func walkCSRs(t *testing.T, cases []walkCase) [][]byte {
 	t.Helper()
@@ -223,7 +268,9 @@ func clientNameShapes() map[string]*x509.CertificateRequest {
 		"email only":                 with(subject(""), emails("bob@example.com")),
 		"URI only":                   with(subject(""), uris("spiffe://cluster.local/ns/default/sa/builder")),
 		"CN over 64 with every SAN":  with(subject(strings.Repeat("c", 80)), dns("a.example.com"), ips("10.0.0.2"), emails("c@example.com"), uris("urn:example:c")),
-		"node-like subject":          subject("system:node:x", "system:nodes"),
+		"underscores, punycode, ports": with(subject("svc"), dns("x.a_b.example.com", "_srv.example.com", "xn--nxasmq6b.example.com"),
+			uris("spiffe://prod/ns/a/sa/b", "https://api.internal:8443/x", "urn:example:a", "mailto:a@example.com")),
+		"node-like subject": subject("system:node:x", "system:nodes"),
 	}
 }
 

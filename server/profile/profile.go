@@ -157,6 +157,9 @@ func (p Profile) buildRules() (csrRules, podRules []rule) {
 		return []rule{p.kindRule(issuance.KindCertificateSigningRequest)}, p.pod.rules(p.maxLifetime)
 	}
 	rules := []rule{p.keyRule(), caRule(), usagesKnownRule(), leafUsagesRule()}
+	if _, ok := KubernetesProfileFor("kubernetes.io/" + p.spec.Name); ok {
+		rules = append(rules, wellFormedNamesRule())
+	}
 	switch p.spec.Name {
 	case NameKubeAPIServerClient:
 		rules = append(rules, kubeAPIServerClientRules()...)
