@@ -39,7 +39,7 @@ const (
 	refusal          = " A request outside these rules is refused with a message naming the rule (a Failed condition on a CertificateSigningRequest)."
 	otherExtensions  = " Every other extension in the request (basic constraints, key usage, extended key usage, custom OIDs) is discarded: the certificate carries only the subject, the SANs, key usage and extended key usage from spec.usages and basic constraints CA:FALSE (plus the authority key identifier when the CA certificate has a subject key identifier)."
 	usagesOnlySpec   = " Key usage and extended key usage come from spec.usages only; usages inside the CSR are ignored."
-	wellFormed       = " Names must be well formed, unlike kube-controller-manager, which copies anything: no control character in the subject; no empty DNS label, NUL, misplaced wildcard, hyphen at a label's edge or broken punycode; email addresses without spaces or display names; URIs with a scheme and something after it."
+	wellFormed       = " Names must be well formed, unlike kube-controller-manager, which copies anything: no control character in the subject; DNS names of letters, digits and hyphens (no empty label, space, underscore or control character; a hyphen not at a label's edge; a wildcard only as the whole leftmost label; punycode that decodes); email addresses without spaces or display names; URIs with a scheme and something after it."
 	leafOnlyUsages   = ` "cert sign" and "crl sign" are refused on every profile: Signet issues leaf certificates only.`
 	apiserverOnlyFmt = "Only the kube-apiserver is meant to trust these certificates%s: configure this signer's CA bundle in its %s. Signet does not distribute the bundle by any other means."
 )

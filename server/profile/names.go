@@ -20,8 +20,9 @@ const (
 
 // wellFormedNamesRule refuses names no certificate should carry, whatever a profile allows:
 // subject attributes with control characters or U+FFFD, and SANs that are not names at all
-// (empty DNS labels, NUL bytes, misplaced wildcards, labels that start or end with a hyphen,
-// over-long names or labels, broken punycode, email addresses with spaces or display-name
+// (DNS names that are not LDH host names: empty labels, spaces, control characters,
+// underscores, misplaced wildcards, hyphens at label edges, over-long names or labels, broken
+// punycode; email addresses with spaces or display-name
 // syntax, URIs without a scheme or without anything after it). kube-controller-manager signs
 // them as asked; Signet refuses them with this rule instead of letting the lint gate refuse
 // what the profile accepted. The checks follow the RFC 5280 lints of the default gate.
@@ -72,8 +73,10 @@ func subjectProblem(subject pkix.Name) string {
 	return ""
 }
 
-// dnsProblem returns what is wrong with a DNS SAN, "" if nothing. A wildcard is allowed only as
-// the whole leftmost label of a name with more labels ("*.apps.example.com").
+// dnsProblem returns what is wrong with a DNS SAN, "" if nothing: labels of letters, digits and
+// hyphens (LDH, RFC 1123), not starting or ending with a hyphen, at most 63 characters, 253 in
+// all; a wildcard only as the whole leftmost label of a name with more labels
+// ("*.apps.example.com"); punycode labels that decode.
 func dnsProblem(name string) string {
 	switch {
 	case name == "" || strings.TrimSpace(name) == "":
@@ -93,12 +96,14 @@ func dnsProblem(name string) string {
 			return "an empty label (a leading, doubled or trailing dot)"
 		case len(label) > maxDNSLabel:
 			return fmt.Sprintf("label %q is longer than %d characters", label, maxDNSLabel)
-		case strings.HasPrefix(label, "-") || strings.HasSuffix(label, "-"):
-			return fmt.Sprintf("label %q starts or ends with a hyphen", label)
 		case i == 0 && label == "*":
 			continue
 		case strings.Contains(label, "*"):
 			return "a wildcard other than the whole leftmost label"
+		case strings.ContainsFunc(label, notLDH):
+			return fmt.Sprintf("label %q has a character other than a letter, digit or hyphen", label)
+		case strings.HasPrefix(label, "-") || strings.HasSuffix(label, "-"):
+			return fmt.Sprintf("label %q starts or ends with a hyphen", label)
 		}
 		if len(label) >= 4 && strings.EqualFold(label[:4], "xn--") {
 			u, err := idna.ToUnicode(label)
@@ -111,6 +116,11 @@ func dnsProblem(name string) string {
 		}
 	}
 	return ""
+}
+
+// notLDH reports whether r is not a letter, digit or hyphen (ASCII).
+func notLDH(r rune) bool {
+	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-')
 }
 
 // emailProblem returns what is wrong with an email SAN, "" if nothing: RFC 5280 wants a bare
