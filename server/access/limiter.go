@@ -100,28 +100,39 @@ func buckets(kind string, rates map[string]Rate) (map[string]*rate.Limiter, erro
 	return out, errors.Join(errs...)
 }
 
-// Allow takes one token from the client's bucket and one from the signer's, or from
-// neither: a request refused by one limit consumes nothing from the other. It reports
-// whether the request may proceed and, if not, which limit refused it (LimitClient or
-// LimitSigner). The client's limit is checked first, so a client over its own limit is
-// reported as such and never drains the signer's shared bucket.
+// Allow takes one token from the client's bucket, then calls authorize (when not nil), then
+// takes one token from the signer's bucket:
+//   - the client's bucket is empty: false, LimitClient, nil; nothing is taken;
+//   - authorize fails: false, "", its error; the client's token stays spent (a refused call
+//     costs the caller its own budget, so that it cannot flood the service with refusals) and
+//     the signer's shared bucket is not touched, so no client can spend, or learn the state
+//     of, the budget of a signer it may not use;
+//   - the signer's bucket is empty: false, LimitSigner, nil; the client's token is given back.
 //
-// Concurrent calls are safe; under contention a call may briefly see a token that another
-// call is about to give back, and be refused.
-func (l *Limiter) Allow(identity, signer string) (ok bool, which string) {
-	if l == nil {
-		return true, ""
+// Otherwise it returns true. Concurrent calls are safe; under contention a call may briefly
+// see a token that another call is about to give back, and be refused.
+func (l *Limiter) Allow(identity, signer string, authorize func() error) (ok bool, which string, err error) {
+	now := time.Time{}
+	var client reservation
+	if l != nil {
+		now = l.clock.Now()
+		if client, ok = take(l.clients[identity], now); !ok {
+			return false, LimitClient, nil
+		}
 	}
-	now := l.clock.Now()
-	client, ok := take(l.clients[identity], now)
-	if !ok {
-		return false, LimitClient
+	if authorize != nil {
+		if err := authorize(); err != nil {
+			return false, "", err
+		}
+	}
+	if l == nil {
+		return true, "", nil
 	}
 	if _, ok := take(l.signers[signer], now); !ok {
 		client.cancel()
-		return false, LimitSigner
+		return false, LimitSigner, nil
 	}
-	return true, ""
+	return true, "", nil
 }
 
 // reservation is a token taken from a bucket that can be given back.

@@ -27,7 +27,10 @@ func newTestLimiter(t *testing.T, perClient, perSigner map[string]Rate) (*Limite
 // expect calls Allow and checks the answer.
 func expect(t *testing.T, l *Limiter, identity, signer string, wantOK bool, wantWhich string) {
 	t.Helper()
-	ok, which := l.Allow(identity, signer)
+	ok, which, err := l.Allow(identity, signer, nil)
+	if err != nil {
+		t.Fatalf("Allow(%q, %q): %v", identity, signer, err)
+	}
 	if ok != wantOK || which != wantWhich {
 		t.Fatalf("Allow(%q, %q) = %v, %q; want %v, %q", identity, signer, ok, which, wantOK, wantWhich)
 	}
@@ -155,7 +158,7 @@ func TestLimiterConcurrent(t *testing.T) {
 		for range 8 {
 			wg.Go(func() {
 				for range 20 {
-					if ok, _ := l.Allow(id, signerServing); ok {
+					if ok, _, _ := l.Allow(id, signerServing, nil); ok {
 						mu.Lock()
 						allowed++
 						mu.Unlock()

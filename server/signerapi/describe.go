@@ -69,13 +69,23 @@ func describeLint(g *lint.Gate) *signetv1.LintGate {
 }
 
 // ExplainCertificateSigningRequest runs the request through the signer's pipeline up to and
-// including the lint gate, without signing, recording or consuming rate-limit tokens, and
-// reports every rule.
+// including the lint gate, without signing or recording, and reports every rule. It costs
+// what a signing call costs, so it spends rate-limit tokens as one does (see admit), and a
+// refusal by a limit is ResourceExhausted RATE_LIMITED.
 func (s *Service) ExplainCertificateSigningRequest(ctx context.Context, req *signetv1.ExplainCertificateSigningRequestRequest) (*signetv1.ExplainCertificateSigningRequestResponse, error) {
 	r := req.GetRequest()
-	sg, err := s.allowedSigner(ctx, r.GetSignerName())
-	if err != nil {
-		return nil, err
+	identity := ClientIdentity(ctx)
+	var sg *Signer
+	ok, which, err := s.access.Load().Limiter.Allow(identity, r.GetSignerName(), func() error {
+		var err error
+		sg, err = s.lookupSigner(identity, r.GetSignerName())
+		return err
+	})
+	switch {
+	case err != nil:
+		return nil, toStatus(err)
+	case !ok:
+		return nil, toStatus(fmt.Errorf("%w: the %s rate limit is exhausted; retry later", errRateLimited, which))
 	}
 	e := sg.Issuer.Explain(requestFromProto(r))
 	resp := &signetv1.ExplainCertificateSigningRequestResponse{Allowed: e.Err == nil}

@@ -20,8 +20,9 @@ import (
 )
 
 // SignCertificateSigningRequest decides on one CertificateSigningRequest, in this order:
-//   - the client's and the signer's rate limits (ResourceExhausted; not recorded);
+//   - the client's own rate limit (ResourceExhausted; not recorded);
 //   - the signer must be served and the client allowed to use it (NotFound, PermissionDenied);
+//   - the signer's rate limit, shared by its clients (ResourceExhausted; not recorded);
 //   - object.uid is required: it is the idempotency key;
 //   - the same UID and request get the certificate issued before (byte for byte); the same
 //     UID with a different request is refused;
@@ -61,24 +62,30 @@ func (s *Service) SignCertificateSigningRequest(ctx context.Context, req *signet
 	}, nil
 }
 
-// admit applies the steps before a request is decided: the client's and the signer's rate
-// limits (ResourceExhausted; not recorded, so that no client can make the server do or record
-// more than its share), the signer must be served and the client allowed to use it, and the
-// object UID (the idempotency key) must be set. It returns the signer, or the status to return
-// (the refusals after the rate limits are recorded).
+// admit applies the steps before a request is decided, in this order: the client's own rate
+// limit (ResourceExhausted; not recorded); the signer must be served and the client allowed to
+// use it (NotFound, PermissionDenied; recorded, and the client's token stays spent); the
+// signer's rate limit, shared by every client allowed to use it (ResourceExhausted; not
+// recorded), so that a client may not spend, or probe, the budget of a signer it cannot use;
+// the object UID (the idempotency key) must be set. It returns the signer, or the status to
+// return.
 func (s *Service) admit(ctx context.Context, d decisionContext) (*Signer, error) {
-	if ok, which := s.access.Load().Limiter.Allow(d.identity, d.signer); !ok {
+	var sg *Signer
+	ok, which, err := s.access.Load().Limiter.Allow(d.identity, d.signer, func() error {
+		var err error
+		sg, err = s.lookupSigner(d.identity, d.signer)
+		return err
+	})
+	switch {
+	case err != nil:
+		return nil, s.refuse(ctx, d, err)
+	case !ok:
 		// Metrics label unserved signer names "unknown" themselves (bounded cardinality).
 		s.opts.Metrics.ObserveRateLimited(d.signer, which)
 		s.opts.Metrics.ObserveRequest(d.signer, metrics.OutcomeRateLimited, 0)
 		d.log.Info("request rate limited", logKeyOutcome, metrics.OutcomeRateLimited, "limit", which)
 		return nil, toStatus(fmt.Errorf("%w: the %s rate limit is exhausted; retry later", errRateLimited, which))
-	}
-	sg, err := s.lookupSigner(d.identity, d.signer)
-	if err != nil {
-		return nil, s.refuse(ctx, d, err)
-	}
-	if d.objectUID == "" {
+	case d.objectUID == "":
 		return nil, s.refuse(ctx, d, fmt.Errorf("%w: object.uid is required (it is the idempotency key)", issuance.ErrMalformedRequest))
 	}
 	return sg, nil
