@@ -15,8 +15,8 @@ type call struct {
 	err   error
 }
 
-// Do returns the answer for (objectUID, requestHash), running fn to produce it at most once at
-// a time per UID:
+// Do returns the answer for (scope, requestHash), running fn to produce it at most once at
+// a time per scope (see Scope: a client's object UID):
 //
 //   - a stored answer with the same hash, within its replay window: (entry, Hit, nil), fn does
 //     not run; past its ReplayUntil, fn runs as below and its answer, returned with Reissued,
@@ -27,32 +27,32 @@ type call struct {
 //     decides again (a Conflict if the first one succeeded). An error that wraps
 //     context.Canceled or context.DeadlineExceeded is the first caller's own context ending,
 //     not an answer: the waiter then decides again and may run fn itself;
-//   - otherwise fn runs; on success its entry (ObjectUID, RequestHash and a zero IssuedAt
+//   - otherwise fn runs; on success its entry (Scope, RequestHash and a zero IssuedAt
 //     filled in) is remembered and returned with Miss; its error is returned as is, and
 //     nothing is remembered.
 //
 // fn should write the ledger record before returning the entry (no ledger record, no
 // certificate). Returned entries are copies.
-func (s *Store) Do(ctx context.Context, objectUID string, requestHash []byte, fn func() (Entry, error)) (Entry, Result, error) {
+func (s *Store) Do(ctx context.Context, scope string, requestHash []byte, fn func() (Entry, error)) (Entry, Result, error) {
 	for {
 		s.mu.Lock()
-		e, res := s.lookupLocked(objectUID, requestHash)
+		e, res := s.lookupLocked(scope, requestHash)
 		if res == Hit || res == Conflict {
 			s.mu.Unlock()
-			return e, res, resultError(objectUID, res)
+			return e, res, resultError(scope, res)
 		}
-		c, busy := s.inflight[objectUID]
+		c, busy := s.inflight[scope]
 		if !busy {
 			c = &call{hash: bytes.Clone(requestHash), done: make(chan struct{})}
-			s.inflight[objectUID] = c
+			s.inflight[scope] = c
 			s.mu.Unlock()
-			return s.lead(objectUID, c, fn, res)
+			return s.lead(scope, c, fn, res)
 		}
 		s.mu.Unlock()
 		select {
 		case <-c.done:
 		case <-ctx.Done():
-			return Entry{}, Miss, fmt.Errorf("waiting for the issuance in flight for object %s: %w", objectUID, ctx.Err())
+			return Entry{}, Miss, fmt.Errorf("waiting for the issuance in flight for object %s: %w", scope, ctx.Err())
 		}
 		if bytes.Equal(c.hash, requestHash) && !callerGone(c.err) {
 			if c.err != nil {
@@ -66,18 +66,18 @@ func (s *Store) Do(ctx context.Context, objectUID string, requestHash []byte, fn
 // lead runs fn for the call c it registered, remembers a success and releases the waiters,
 // also when fn panics. A success is returned with res: Miss, or Reissued when fn replaces a
 // stored answer past its replay window.
-func (s *Store) lead(objectUID string, c *call, fn func() (Entry, error), res Result) (Entry, Result, error) {
+func (s *Store) lead(scope string, c *call, fn func() (Entry, error), res Result) (Entry, Result, error) {
 	finished := false
 	defer func() {
 		if !finished {
-			c.err = fmt.Errorf("issuing for object %s: the issuance panicked", objectUID)
+			c.err = fmt.Errorf("issuing for object %s: the issuance panicked", scope)
 		}
 		s.mu.Lock()
 		if c.err == nil {
 			// c.entry is the call's own copy and is only read from now on (waiters clone it).
 			s.keepLocked(c.entry)
 		}
-		delete(s.inflight, objectUID)
+		delete(s.inflight, scope)
 		s.mu.Unlock()
 		close(c.done)
 	}()
@@ -87,7 +87,7 @@ func (s *Store) lead(objectUID string, c *call, fn func() (Entry, error), res Re
 		c.err = err
 		return Entry{}, Miss, err
 	}
-	e.ObjectUID, e.RequestHash = objectUID, bytes.Clone(c.hash)
+	e.Scope, e.RequestHash = scope, bytes.Clone(c.hash)
 	if e.IssuedAt.IsZero() {
 		e.IssuedAt = s.opts.Clock.Now()
 	}
@@ -100,9 +100,9 @@ func callerGone(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-func resultError(objectUID string, res Result) error {
+func resultError(scope string, res Result) error {
 	if res == Conflict {
-		return fmt.Errorf("object %s: %w", objectUID, ErrConflict)
+		return fmt.Errorf("object %s: %w", scope, ErrConflict)
 	}
 	return nil
 }

@@ -102,7 +102,7 @@ func TestLoadReplayUntil(t *testing.T) {
 	rec := func(serial string, nb time.Time) ledger.Record {
 		e := entry("uid-1", "pcr")
 		return ledger.Record{
-			Seq: 1, Time: nb.Add(time.Minute), Decision: ledger.Issued, ObjectUID: "uid-1", RequestHash: hex.EncodeToString(e.RequestHash),
+			Seq: 1, Time: nb.Add(time.Minute), Decision: ledger.Issued, Client: "watcher", ObjectUID: "uid-1", RequestHash: hex.EncodeToString(e.RequestHash),
 			Serial: serial, NotBefore: nb, NotAfter: nb.Add(time.Hour), Certificate: string(e.Chain),
 		}
 	}
@@ -110,11 +110,11 @@ func TestLoadReplayUntil(t *testing.T) {
 	if n := s.Load(rec("first", t0.Add(-time.Minute)), rec("second", t0.Add(4*time.Minute))); n != 2 {
 		t.Fatalf("Load stored %d answers, want both (the second replacing the first)", n)
 	}
-	if got, res := s.Lookup("uid-1", hashOf("pcr")); res != idempotency.Hit || got.Serial != "second" || !got.ReplayUntil.Equal(t0.Add(8*time.Minute)) {
+	if got, res := s.Lookup(idempotency.Scope("watcher", "uid-1"), hashOf("pcr")); res != idempotency.Hit || got.Serial != "second" || !got.ReplayUntil.Equal(t0.Add(8*time.Minute)) {
 		t.Errorf("after Load: %v %+v, want a hit on the second issuance until t0+8m", res, got)
 	}
 	clk.SetTime(t0.Add(8 * time.Minute))
-	if _, res := s.Lookup("uid-1", hashOf("pcr")); res != idempotency.Reissued {
+	if _, res := s.Lookup(idempotency.Scope("watcher", "uid-1"), hashOf("pcr")); res != idempotency.Reissued {
 		t.Errorf("at the loaded window's end: %v, want reissued", res)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"container/list"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -57,8 +58,9 @@ func (r Result) String() string {
 
 // Entry is the remembered answer to one request.
 type Entry struct {
-	// ObjectUID and RequestHash identify the request (see Key).
-	ObjectUID   string
+	// Scope and RequestHash identify the request: Scope is the client and object UID the
+	// answer belongs to (see Scope), RequestHash the request's hash.
+	Scope       string
 	RequestHash []byte
 	// Serial is the certificate's serial number in hex.
 	Serial string
@@ -108,12 +110,12 @@ type Stats struct {
 	Evicted uint64
 }
 
-// Store remembers issued answers by object UID, in memory, for a retention window and up to a
+// Store remembers issued answers by scope (client and object UID, see Scope), in memory, for a retention window and up to a
 // bounded size. It is safe for concurrent use.
 type Store struct {
 	opts     Options
 	mu       sync.Mutex
-	entries  map[string]*list.Element // of *Entry, by ObjectUID
+	entries  map[string]*list.Element // of *Entry, by Scope
 	order    *list.List               // *Entry by IssuedAt, oldest first
 	inflight map[string]*call
 	stats    Stats
@@ -133,18 +135,18 @@ func New(opts Options) *Store {
 	return &Store{opts: opts, entries: map[string]*list.Element{}, order: list.New(), inflight: map[string]*call{}}
 }
 
-// Lookup returns the answer stored for objectUID: Hit with a copy of the entry when the request
+// Lookup returns the answer stored for scope: Hit with a copy of the entry when the request
 // hash matches and the entry is within its replay window, Reissued (and no entry) when it
 // matches but the window is over, Conflict with the stored entry when the hash does not match,
 // Miss when nothing (or only an expired entry) is stored.
-func (s *Store) Lookup(objectUID string, requestHash []byte) (Entry, Result) {
+func (s *Store) Lookup(scope string, requestHash []byte) (Entry, Result) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.lookupLocked(objectUID, requestHash)
+	return s.lookupLocked(scope, requestHash)
 }
 
-func (s *Store) lookupLocked(objectUID string, requestHash []byte) (Entry, Result) {
-	el, ok := s.entries[objectUID]
+func (s *Store) lookupLocked(scope string, requestHash []byte) (Entry, Result) {
+	el, ok := s.entries[scope]
 	if !ok {
 		return Entry{}, Miss
 	}
@@ -163,7 +165,7 @@ func (s *Store) lookupLocked(objectUID string, requestHash []byte) (Entry, Resul
 	return e.clone(), Hit
 }
 
-// Remember stores e (a copy), keyed by e.ObjectUID. A zero IssuedAt means now. An entry that
+// Remember stores e (a copy), keyed by e.Scope. A zero IssuedAt means now. An entry that
 // is already past retention is ignored, and so is one for a UID already stored: the first
 // issuance wins, unless the stored answer is for the same request and past its ReplayUntil,
 // which e then replaces.
@@ -188,11 +190,11 @@ func (s *Store) keepLocked(e Entry) bool {
 	if s.expired(&e) {
 		return false
 	}
-	switch _, res := s.lookupLocked(e.ObjectUID, e.RequestHash); res {
+	switch _, res := s.lookupLocked(e.Scope, e.RequestHash); res {
 	case Hit, Conflict:
 		return false
 	case Reissued:
-		s.drop(s.entries[e.ObjectUID])
+		s.drop(s.entries[e.Scope])
 	}
 	s.sweep()
 	for s.order.Len() >= s.opts.MaxEntries {
@@ -204,11 +206,18 @@ func (s *Store) keepLocked(e Entry) bool {
 		at = at.Prev()
 	}
 	if at == nil {
-		s.entries[e.ObjectUID] = s.order.PushFront(&e)
+		s.entries[e.Scope] = s.order.PushFront(&e)
 	} else {
-		s.entries[e.ObjectUID] = s.order.InsertAfter(&e, at)
+		s.entries[e.Scope] = s.order.InsertAfter(&e, at)
 	}
 	return true
+}
+
+// Scope is the idempotency scope of a request: the client identity that sent it and the object
+// UID. Answers are never shared between clients: a tool that reuses an object UID cannot block
+// the watcher's real object with it, nor replay another client's certificate.
+func Scope(client, objectUID string) string {
+	return fmt.Sprintf("%d:%s/%s", len(client), client, objectUID)
 }
 
 // Load remembers the Issued records among records that are still within retention (by their
@@ -230,7 +239,7 @@ func (s *Store) Load(records ...ledger.Record) int {
 			continue
 		}
 		e := Entry{
-			ObjectUID: r.ObjectUID, RequestHash: h, Serial: r.Serial, Chain: []byte(r.Certificate),
+			Scope: Scope(r.Client, r.ObjectUID), RequestHash: h, Serial: r.Serial, Chain: []byte(r.Certificate),
 			NotBefore: r.NotBefore, NotAfter: r.NotAfter, IssuedAt: r.Time, LedgerSeq: r.Seq,
 		}
 		if s.opts.ReplayUntil != nil {
@@ -266,6 +275,6 @@ func (s *Store) sweep() {
 }
 
 func (s *Store) drop(el *list.Element) {
-	delete(s.entries, el.Value.(*Entry).ObjectUID)
+	delete(s.entries, el.Value.(*Entry).Scope)
 	s.order.Remove(el)
 }

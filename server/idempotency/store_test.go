@@ -35,7 +35,7 @@ func (r req) hashWith(s string) []byte {
 
 func entry(uid, request string) idempotency.Entry {
 	return idempotency.Entry{
-		ObjectUID: uid, RequestHash: hashOf(request), Serial: "0a1b",
+		Scope: uid, RequestHash: hashOf(request), Serial: "0a1b",
 		Chain:     []byte("-----BEGIN CERTIFICATE-----\nleaf " + uid + "\n-----END CERTIFICATE-----\n"),
 		NotBefore: t0.Add(-5 * time.Minute), NotAfter: t0.Add(time.Hour),
 	}
@@ -146,7 +146,7 @@ func TestLoadFromLedgerRecords(t *testing.T) {
 	rec := func(uid, request string) ledger.Record {
 		e := entry(uid, request)
 		return ledger.Record{
-			Decision: ledger.Issued, Signer: "example.com/signer", ObjectUID: uid,
+			Decision: ledger.Issued, Signer: "example.com/signer", Client: "watcher", ObjectUID: uid,
 			IdempotencyKey: idempotency.Key(uid, e.RequestHash), RequestHash: hex.EncodeToString(e.RequestHash),
 			Serial: e.Serial, NotBefore: e.NotBefore, NotAfter: e.NotAfter, Certificate: string(e.Chain),
 		}
@@ -168,9 +168,13 @@ func TestLoadFromLedgerRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	for uid, want := range map[string]idempotency.Result{"uid-old": idempotency.Miss, "uid-1": idempotency.Hit, "uid-2": idempotency.Miss, "uid-3": idempotency.Hit} {
-		got, res := s.Lookup(uid, hashOf("csr"))
+		got, res := s.Lookup(idempotency.Scope("watcher", uid), hashOf("csr"))
 		if res != want {
 			t.Errorf("%s: %v, want %v", uid, res, want)
+		}
+		// Answers belong to the client that was given them.
+		if _, res := s.Lookup(idempotency.Scope("other-tool", uid), hashOf("csr")); res != idempotency.Miss {
+			t.Errorf("%s as another client: %v, want a miss", uid, res)
 		}
 		if res == idempotency.Hit && (!bytes.Equal(got.Chain, entry(uid, "csr").Chain) || got.LedgerSeq == 0) {
 			t.Errorf("%s: loaded %+v", uid, got)

@@ -545,14 +545,16 @@ func TestLintGateFailsClosed(t *testing.T) {
 
 // TestExplain: Explain reports every rule and the lifetime for an allowed request, and for a
 // refused one the reason, message and failing rule among the others; it records nothing,
-// issues nothing, consumes no rate-limit token and does not claim the object UID.
+// issues nothing and does not claim the object UID, but spends a rate-limit token as a sign
+// call does (it runs the same policy and lint gate).
 func TestExplain(t *testing.T) {
 	t.Parallel()
 	authz, err := access.NewAuthorizer([]access.Client{{Identity: "tool-a", Signers: []string{signerA}}}, []string{signerA})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim, err := access.NewLimiter(map[string]access.Rate{"tool-a": {PerSecond: 1, Burst: 1}}, nil,
+	// Burst 6: the five explains and one sign call.
+	lim, err := access.NewLimiter(map[string]access.Rate{"tool-a": {PerSecond: 1, Burst: 6}}, nil,
 		clocktesting.NewFakePassiveClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)))
 	if err != nil {
 		t.Fatal(err)
@@ -629,12 +631,14 @@ func TestExplain(t *testing.T) {
 	if seq, _ := h.led.Last(); seq != 0 || h.led.Stats().Records != 0 {
 		t.Errorf("Explain wrote to the ledger: last seq %d, %d records", seq, h.led.Stats().Records)
 	}
-	// The one rate-limit token (burst 1) is still there, and the UID was not claimed by the
-	// requests explained with it: a sign call with yet another request for it is issued.
+	// The UID was not claimed by the requests explained with it: a sign call with yet another
+	// request for it is issued, with the last token; the next explain is rate limited.
 	resp, err := h.svc.SignCertificateSigningRequest(ctx, signReq(signerA, uid, csr(t, "bob"), "digital signature", "client auth"))
 	if err != nil || resp.GetCertificateChainPem() == "" {
 		t.Fatalf("signing after the explains: %v", err)
 	}
+	_, err = h.svc.ExplainCertificateSigningRequest(ctx, &signetv1.ExplainCertificateSigningRequestRequest{Request: tests[0].req})
+	wantStatus(t, err, codes.ResourceExhausted, "RATE_LIMITED")
 	if issued, refused := h.decisions(t, ""); len(issued) != 1 || len(refused) != 0 {
 		t.Errorf("ledger holds %d issued and %d refused records, want only the one sign call", len(issued), len(refused))
 	}

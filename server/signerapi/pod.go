@@ -56,7 +56,7 @@ func (s *Service) SignPodCertificateRequest(ctx context.Context, req *signetv1.S
 	}
 	podReq := podRequestFromProto(req)
 	d.hash = idempotency.PodRequestHash(podReq)
-	entry, res, err := s.opts.Store.Do(ctx, d.objectUID, d.hash, func() (idempotency.Entry, error) {
+	entry, res, err := s.opts.Store.Do(ctx, idempotency.Scope(d.identity, d.objectUID), d.hash, func() (idempotency.Entry, error) {
 		t := s.opts.Clock.Now()
 		cert, err := sg.Issuer.IssuePod(podReq)
 		if err != nil {

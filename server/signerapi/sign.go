@@ -42,7 +42,7 @@ func (s *Service) SignCertificateSigningRequest(ctx context.Context, req *signet
 	issReq := requestFromProto(req)
 	d.hash = idempotency.RequestHash(issReq.SignerName, issReq.PEM, issReq.Usages, issReq.ExpirationSeconds,
 		issReq.Requester.Username, issReq.Requester.UID, issReq.Requester.Groups, issReq.Requester.Extra)
-	entry, res, err := s.opts.Store.Do(ctx, d.objectUID, d.hash, func() (idempotency.Entry, error) {
+	entry, res, err := s.opts.Store.Do(ctx, idempotency.Scope(d.identity, d.objectUID), d.hash, func() (idempotency.Entry, error) {
 		t := s.opts.Clock.Now()
 		cert, err := sg.Issuer.Issue(issReq)
 		if err != nil {
