@@ -100,11 +100,19 @@ func (p Profile) describePrivileged(always bool) string {
 	return fmt.Sprintf(" A subject whose organizations include a privileged group (%s) is refused%s; set allowPrivileged to sign them.", groups, when)
 }
 
+// describeNodeIdentity explains kube-apiserver-client's node identity rule.
+func (p Profile) describeNodeIdentity() string {
+	if p.spec.AllowPrivileged {
+		return " Node identities (common name system:node:<name>, organization system:nodes) are allowed because allowPrivileged is set."
+	}
+	return " A node identity (common name system:node:<name> or organization system:nodes) is refused, unlike kube-controller-manager: nodes get their client certificates from kubernetes.io/kube-apiserver-client-kubelet, which checks the requester; set allowPrivileged to sign them here."
+}
+
 // describeKubeAPIServerClient fills d for kube-apiserver-client.
 func (p Profile) describeKubeAPIServerClient(d *Description) {
 	d.TrustDistribution = fmt.Sprintf(apiserverOnlyFmt, " as client certificates", "--client-ca-file")
 	d.PermittedSubjects = "Any subject: the common name becomes the Kubernetes user name and each organization a group, so approve only identities you would grant." +
-		p.describePrivileged(true)
+		p.describePrivileged(true) + p.describeNodeIdentity()
 	d.PermittedExtensions = "URI, DNS, IP and email SANs are honored and copied as requested." + wellFormed + otherExtensions
 	d.PermittedKeyUsages = `spec.usages must include "client auth" and may add only "digital signature" and "key encipherment" (exact strings: "signing" is refused, as kube-controller-manager does).` +
 		leafOnlyUsages + usagesOnlySpec + refusal

@@ -14,23 +14,24 @@ import (
 
 // Substrings that identify each rule in the tables.
 const (
-	rKey        = "key: "
-	rCA         = "ca: no CA certificate requested"
-	rKnown      = "each a known certificates.k8s.io/v1 usage"
-	rLeaf       = "no cert sign or crl sign"
-	rNames      = "names: well formed"
-	rIncludeCA  = "usages: include client auth"
-	rAtMost     = "usages: at most digital signature, key encipherment, client auth"
-	rOrg        = "organization exactly [system:nodes]"
-	rNoSAN      = "sans: none"
-	rCN         = "common name starts with system:node:"
-	rExactly    = "usages: exactly"
-	rUser       = "username equals the common name"
-	rGroup      = "groups include system:nodes"
-	rNodeOrBoot = "requester: the node itself (username equals the common name, groups include system:nodes) or in a bootstrap group"
-	rDNSOrIP    = "at least one DNS name or IP address"
-	rNoEmailURI = "no email address or URI"
-	rPriv       = "privileged: "
+	rKey          = "key: "
+	rCA           = "ca: no CA certificate requested"
+	rKnown        = "each a known certificates.k8s.io/v1 usage"
+	rLeaf         = "no cert sign or crl sign"
+	rNames        = "names: well formed"
+	rIncludeCA    = "usages: include client auth"
+	rAtMost       = "usages: at most digital signature, key encipherment, client auth"
+	rOrg          = "organization exactly [system:nodes]"
+	rNoSAN        = "sans: none"
+	rCN           = "common name starts with system:node:"
+	rExactly      = "usages: exactly"
+	rUser         = "username equals the common name"
+	rGroup        = "groups include system:nodes"
+	rNodeOrBoot   = "requester: the node itself (username equals the common name, groups include system:nodes) or in a bootstrap group"
+	rDNSOrIP      = "at least one DNS name or IP address"
+	rNoEmailURI   = "no email address or URI"
+	rPriv         = "privileged: no organization"
+	rNodeIdentity = "privileged: no node identity"
 )
 
 // TestRuleNames pins the rule names and their order for every kubernetes.io profile: they are
@@ -50,6 +51,7 @@ func TestRuleNames(t *testing.T) {
 			"usages: include client auth",
 			"usages: at most digital signature, key encipherment, client auth",
 			"privileged: no organization in [system:masters]",
+			"privileged: no node identity (common name system:node:<name> or organization system:nodes)",
 		},
 		profile.NameKubeAPIServerClientKubelet: {
 			"subject: organization exactly [system:nodes]",
@@ -116,6 +118,14 @@ func TestKubeAPIServerClient(t *testing.T) {
 		{name: "system:masters refused by default", csr: caseCSR{tmpl: subject("root", "dev", "system:masters")}, usages: []string{ca}, failed: []string{rPriv}},
 		{name: "system:masters with bad usages too", csr: caseCSR{tmpl: with(subject("root", "system:masters"), wantCA)}, usages: []string{sa},
 			failed: []string{rCA, rIncludeCA, rAtMost, rPriv}},
+		{name: "node common name", csr: caseCSR{tmpl: subject("system:node:n1")}, usages: []string{ca}, failed: []string{rNodeIdentity}},
+		{name: "node organization", csr: caseCSR{tmpl: subject("mallory", "system:nodes")}, usages: []string{ca}, failed: []string{rNodeIdentity}},
+		{name: "a node's full identity", csr: caseCSR{tmpl: subject("system:node:n1", "system:nodes")}, usages: []string{ds, ca}, failed: []string{rNodeIdentity}},
+		{name: "a name that merely mentions nodes", csr: caseCSR{tmpl: subject("node-operator", "system:nodes-admins")}, usages: []string{ca}},
+	})
+	allowed := newProfile(t, profile.Spec{Name: profile.NameKubeAPIServerClient, AllowPrivileged: true})
+	runCases(t, allowed, issuance.Requester{}, []ruleCase{
+		{name: "node identity with allowPrivileged", csr: caseCSR{tmpl: subject("system:node:n1", "system:nodes")}, usages: []string{ca}},
 	})
 }
 

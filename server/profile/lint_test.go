@@ -206,6 +206,7 @@ func walk(name string) []walkCase {
 		}
 	case profile.NameLegacyUnknown:
 		add("usages", subject("anything", "whatever"), issuance.Requester{}, legacyUsageSets(), []testpki.KeyType{testpki.RSA2048, testpki.P256, testpki.Ed25519})
+		add("node-like subject", subject("system:node:x", "system:nodes"), issuance.Requester{}, [][]string{{ds, ke, sa, ca}}, walkKeys)
 		for label, tmpl := range clientNameShapes() {
 			add(label, tmpl, issuance.Requester{}, [][]string{{ds, ke, sa, ca}}, walkKeys)
 		}
@@ -275,7 +276,6 @@ func clientNameShapes() map[string]*x509.CertificateRequest {
 		"CN over 64 with every SAN":  with(subject(strings.Repeat("c", 80)), dns("a.example.com"), ips("10.0.0.2"), emails("c@example.com"), uris("urn:example:c")),
 		"punycode, URI ports and opaque URIs": with(subject("svc"), dns("xn--nxasmq6b.example.com", "a-b.example.com"),
 			uris("spiffe://prod/ns/a/sa/b", "https://api.internal:8443/x", "urn:example:a", "mailto:a@example.com")),
-		"node-like subject": subject("system:node:x", "system:nodes"),
 	}
 }
 

@@ -163,7 +163,7 @@ func (p Profile) buildRules() (csrRules, podRules []rule) {
 	switch p.spec.Name {
 	case NameKubeAPIServerClient:
 		rules = append(rules, kubeAPIServerClientRules()...)
-		rules = append(rules, p.privilegedRule(true))
+		rules = append(rules, p.privilegedRule(true), p.nodeIdentityRule())
 	case NameKubeAPIServerClientKubelet:
 		rules = append(rules, kubeletClientRules(p.spec.Bootstrap)...)
 	case NameKubeletServing:

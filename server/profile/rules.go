@@ -105,6 +105,26 @@ func kubeAPIServerClientRules() []rule {
 	}
 }
 
+// nodeIdentityRule refuses, on kube-apiserver-client, a certificate that would authenticate as
+// a node (common name system:node:<name> or organization system:nodes) unless AllowPrivileged:
+// the apiserver's admission only stops system:masters there, and a node identity carries the
+// Node authorizer's rights over that node's pods and secrets. Nodes get their client
+// certificates from kube-apiserver-client-kubelet, whose rules check the requester.
+func (p Profile) nodeIdentityRule() rule {
+	name := "privileged: no node identity (common name " + nodeCommonPrefix + "<name> or organization " + nodesGroup + ")"
+	if p.spec.AllowPrivileged {
+		name = "privileged: node identities allowed (allowPrivileged)"
+	}
+	return rule{name: name, check: func(in *input) (string, error) {
+		cn, orgs := in.csr.Subject.CommonName, in.csr.Subject.Organization
+		found := fmt.Sprintf("common name is %q, organizations are %s", cn, quoted(orgs))
+		if !p.spec.AllowPrivileged && (strings.HasPrefix(cn, nodeCommonPrefix) || slices.Contains(orgs, nodesGroup)) {
+			return found + "; a node's identity comes from kubernetes.io/kube-apiserver-client-kubelet (set allowPrivileged to sign it here)", issuance.ErrPolicyViolation
+		}
+		return found, nil
+	}}
+}
+
 // usagesAtMostRule requires every usage to be one of allowed.
 func usagesAtMostRule(allowed []string) rule {
 	return rule{name: "usages: at most " + strings.Join(allowed, ", "), check: func(in *input) (string, error) {
