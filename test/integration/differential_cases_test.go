@@ -1,19 +1,33 @@
 package integration
 
 import (
+	"crypto"
+	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"fmt"
+	"encoding/asn1"
+	"errors"
+	"math/big"
 	"net"
-	"slices"
-	"strings"
+	"net/url"
+	"sync"
 	"testing"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	certificatesv1beta1 "k8s.io/api/certificates/v1beta1"
 
 	"github.com/signet-pki/signet/internal/testpki"
 )
+
+// signerLegacyUnknown is kubernetes.io/legacy-unknown, which certificates.k8s.io/v1 refuses to
+// create (see differential_etcd_test.go).
+const signerLegacyUnknown = certificatesv1beta1.LegacyUnknownSignerName
+
+// diffMaxLifetime is kube-controller-manager's --cluster-signing-duration and the maximum
+// lifetime of Signet's four signers.
+const diffMaxLifetime = 24 * time.Hour
 
 // outcome is what a signer does with an approved CSR.
 type outcome string
@@ -23,212 +37,291 @@ const (
 	refuses outcome = "refuses"
 )
 
-// The identities a differential case creates its CSR as (see startDifferentialCluster).
+// Reasons of Signet's terminal refusals (the watcher's Failed condition reasons).
 const (
-	asBootstrapToken = "bootstrap token" // system:bootstrap:abcdef in system:bootstrappers, as a joining kubelet
-	asNodeA          = "node worker-a"   // system:node:worker-a in system:nodes
-	asNodeB          = "node worker-b"   // system:node:worker-b in system:nodes
-	asAlice          = "alice"           // a plain user with CSR rights
+	reasonPolicyViolation  = "PolicyViolation"
+	reasonUnsupportedKey   = "UnsupportedKey"
+	reasonMalformedRequest = "MalformedRequest"
 )
 
-// The rules Signet's refusals must name (server/profile/rules.go).
+// store is how a case's CSR reaches the cluster.
+type store int
+
+const (
+	// storeDefault: storeEtcd for kubernetes.io/legacy-unknown, storeAPI otherwise.
+	storeDefault store = iota
+	// storeAPI: created through certificates.k8s.io/v1 by the case's identity.
+	storeAPI
+	// storeEtcd: written to etcd directly, past the apiserver's validation and admission (see
+	// differential_etcd_test.go).
+	storeEtcd
+)
+
+// diffCase is one CSR that kube-controller-manager and Signet both decide, and what each
+// should do with it.
+type diffCase struct {
+	name   string
+	signer string
+	as     string          // the identity that creates the CSR; default per signer
+	key    testpki.KeyType // default P-256; see diffKey for the extra types
+	// csr is the request's template; nil is the signer's usual subject and SANs. exts are
+	// added to its extensions.
+	csr    *x509.CertificateRequest
+	exts   []pkix.Extension
+	usages []certificatesv1.KeyUsage // nil: the signer's usual usages
+	// expirationSeconds becomes spec.expirationSeconds; lifetime is the NotAfter-NotBefore of
+	// the certificates issued (default diffMaxLifetime).
+	expirationSeconds *int32
+	lifetime          time.Duration
+	store             store
+	brokenSignature   bool // the request's signature does not verify
+	want              expect
+}
+
+// expect is the expected outcome of a case.
+type expect struct {
+	// apiserver, if set, is part of the message with which the apiserver refuses to create
+	// the CSR: no signer ever sees it.
+	apiserver string
+	kcm       outcome
+	// kcmFailed is part of kube-controller-manager's Failed message when it refuses.
+	kcmFailed string
+	signet    outcome
+	// reason and rule: Signet's refusal reason, and text its message must contain.
+	reason, rule string
+	// deliberate is the listed difference that makes Signet refuse where KCM issues.
+	deliberate *difference
+	// lint names a lint that flags the certificate both issue although the profile accepts
+	// the request: the lint gate must let it pass (on the kubernetes.io profiles, an accepted
+	// finding), and the case fails while the gate refuses it.
+	lint string
+}
+
+// same: both issue, and the certificates agree.
+func same() expect { return expect{kcm: issues, signet: issues} }
+
+// sameThoughLinted: both issue the same certificate, which lint flags.
+func sameThoughLinted(lint string) expect {
+	return expect{kcm: issues, signet: issues, lint: lint}
+}
+
+// bothRefuse: KCM fails the CSR with a message containing kcmFailed, Signet refuses with a
+// PolicyViolation naming rule.
+func bothRefuse(kcmFailed, rule string) expect {
+	return expect{kcm: refuses, kcmFailed: kcmFailed, signet: refuses, reason: reasonPolicyViolation, rule: rule}
+}
+
+// deliberately: KCM issues, Signet refuses as d says.
+func deliberately(d *difference) expect {
+	return expect{kcm: issues, signet: refuses, reason: d.reason, rule: d.rule, deliberate: d}
+}
+
+// apiserverRefuses: the apiserver refuses to create the CSR with a message containing msg.
+func apiserverRefuses(msg string) expect { return expect{apiserver: msg} }
+
+// difference is a deliberate difference: kube-controller-manager issues, Signet refuses.
+// docs/kubernetes-differences.md has a row for each, naming its cases (see
+// TestDifferencesDocumented).
+type difference struct {
+	id     string // the row's first column in docs/kubernetes-differences.md
+	reason string // Signet's refusal reason
+	rule   string // text Signet's refusal message contains: the rule, or the key check
+	why    string
+}
+
+// The deliberate differences. The refusal rules are in server/profile (rules.go, names.go),
+// the key checks in server/issuance (CheckPublicKey).
+var (
+	diffCARequest = &difference{id: "CA certificate requested", reason: reasonPolicyViolation,
+		rule: "ca: no CA certificate requested (leaf-only signer)",
+		why:  "KCM drops the request's basic constraints and issues CA:FALSE; Signet tells the requester it cannot have a CA"}
+	diffCAUnparsable = &difference{id: "basic constraints that do not parse", reason: reasonMalformedRequest,
+		rule: "ca: no CA certificate requested (leaf-only signer)",
+		why:  "Signet cannot tell whether a CA is asked for, and refuses rather than guess"}
+	diffCertSign = &difference{id: "cert sign or crl sign usage", reason: reasonPolicyViolation,
+		rule: "usages: no cert sign or crl sign (leaf-only signer)",
+		why:  "KCM puts the bit in a CA:FALSE certificate, which no verifier honours; Signet issues leaves only and says so"}
+	diffSmallRSA = &difference{id: "RSA key under 2048 bits", reason: reasonUnsupportedKey,
+		rule: "RSA key has 1024 bits, fewer than 2048", why: "weak key"}
+	diffRSAExponent = &difference{id: "RSA exponent other than 65537", reason: reasonUnsupportedKey,
+		rule: "RSA public exponent 3, want 65537", why: "small exponents invite padding attacks"}
+	diffCurve = &difference{id: "elliptic curve other than P-256, P-384, P-521", reason: reasonUnsupportedKey,
+		rule: "ECDSA curve P-224", why: "weak curve"}
+	diffPrivileged = &difference{id: "O=system:masters on a certificate that can authenticate clients", reason: reasonPolicyViolation,
+		rule: "privileged: no organization in [system:masters]",
+		why:  "a client certificate in system:masters is cluster-admin that RBAC cannot revoke; the apiserver's admission refuses it for kube-apiserver-client only"}
+	diffNodeClientRequester = &difference{id: "kubelet client certificate for someone else", reason: reasonPolicyViolation,
+		rule: ruleNodeClientRequester,
+		why:  "KCM never looks at the requester; Signet issues a node's client certificate only to the node itself or a bootstrap requester"}
+	diffServingRequester = &difference{id: "kubelet serving certificate for another name", reason: reasonPolicyViolation,
+		rule: "requester: username equals the common name",
+		why:  "KCM never looks at the requester; Signet issues a serving certificate only to the node it names"}
+	diffNodeIdentity = &difference{id: "node identity on kube-apiserver-client", reason: reasonPolicyViolation,
+		rule: "privileged: no node identity (common name system:node:<name> or organization system:nodes)",
+		why:  "a node identity carries the Node authorizer's rights; nodes get client certificates from kube-apiserver-client-kubelet, which checks the requester"}
+	diffNames = &difference{id: "malformed names", reason: reasonPolicyViolation, rule: ruleNames,
+		why: "KCM copies any name into the certificate; Signet refuses names no certificate should carry (its names rule) rather than issue what verifiers reject or misread"}
+	diffServingGroup = &difference{id: "kubelet serving certificate requester outside system:nodes", reason: reasonPolicyViolation,
+		rule: "requester: groups include system:nodes",
+		why:  "KCM never looks at the requester; a node's serving certificate goes to a node"}
+)
+
+// deliberateDifferences lists every difference, for TestDifferencesDocumented.
+var deliberateDifferences = []*difference{
+	diffCARequest, diffCAUnparsable, diffCertSign, diffSmallRSA, diffRSAExponent, diffCurve,
+	diffPrivileged, diffNodeIdentity, diffNames, diffNodeClientRequester, diffServingRequester, diffServingGroup,
+}
+
+// The rules of both refusals and deliberate differences (server/profile/rules.go).
 const (
 	ruleNodeClientRequester = "requester: the node itself (username equals the common name, groups include system:nodes) " +
 		"or in a bootstrap group [system:bootstrappers]"
-	ruleServingRequester = "requester: username equals the common name"
+	ruleOrgNodes       = "subject: organization exactly [system:nodes]"
+	ruleCNNodePrefix   = "subject: common name starts with system:node:"
+	ruleNoSANs         = "sans: none (no DNS name, IP address, email address or URI)"
+	ruleServingSANs    = "sans: at least one DNS name or IP address"
+	ruleServingNoOther = "sans: no email address or URI"
+	ruleClientUsages   = "usages: exactly digital signature and client auth, optionally with key encipherment"
+	ruleServingUsages  = "usages: exactly digital signature and server auth, optionally with key encipherment"
+	ruleAPIClientAuth  = "usages: include client auth"
+	ruleAPIAtMost      = "usages: at most digital signature, key encipherment, client auth"
+	ruleLeafUsages     = "usages: no cert sign or crl sign (leaf-only signer)"
+	ruleNames          = "names: well formed (no control characters in the subject; DNS, email and URI SANs that are valid names)"
 )
 
-// kubeletCase is one CSR that kube-controller-manager and Signet both decide.
-type kubeletCase struct {
-	name   string
-	signer string
-	as     string // the identity that creates the CSR
-	key    testpki.KeyType
-	csr    x509.CertificateRequest
-	usages []certificatesv1.KeyUsage
-	// duration, if set, becomes spec.expirationSeconds (RequestCertificate's duration).
-	duration *time.Duration
-	// lifetime is the NotAfter-NotBefore of the certificate(s) issued.
-	lifetime time.Duration
-	kcm      outcome
-	signet   outcome
-	// rule is the text Signet's refusal must contain; why says why the difference is deliberate.
-	rule, why string
-}
+// Usage shorthands.
+const (
+	uDS = certificatesv1.UsageDigitalSignature
+	uKE = certificatesv1.UsageKeyEncipherment
+	uKA = certificatesv1.UsageKeyAgreement
+	uCA = certificatesv1.UsageClientAuth
+	uSA = certificatesv1.UsageServerAuth
+)
 
-// kubeletRequesterCases are the kubelet profiles' requester cases. The signing duration of
-// kube-controller-manager and Signet's maximum lifetime are both 24h.
-//
-// Not covered here: an RSA key with usages key encipherment + client auth, which
-// kube-controller-manager signs and Signet's lint gate refuses.
-// TODO(#17): add that case once Signet's lint gate matches.
-func kubeletRequesterCases() []kubeletCase {
-	clientUsages := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}
-	servingUsages := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth}
-	nodeA := pkix.Name{CommonName: "system:node:worker-a", Organization: []string{"system:nodes"}}
-	client := x509.CertificateRequest{Subject: nodeA}
-	serving := x509.CertificateRequest{Subject: nodeA, DNSNames: []string{"worker-a"}, IPAddresses: []net.IP{net.ParseIP("192.0.2.10")}}
-	tenMinutes := 10 * time.Minute
-	return []kubeletCase{
-		{name: "bootstrap token, client, P-256", signer: certificatesv1.KubeAPIServerClientKubeletSignerName, as: asBootstrapToken,
-			key: testpki.P256, csr: client, usages: clientUsages, lifetime: 24 * time.Hour, kcm: issues, signet: issues},
-		{name: "bootstrap token, client, P-384", signer: certificatesv1.KubeAPIServerClientKubeletSignerName, as: asBootstrapToken,
-			key: testpki.P384, csr: client, usages: clientUsages, lifetime: 24 * time.Hour, kcm: issues, signet: issues},
-		{name: "node renews its client certificate", signer: certificatesv1.KubeAPIServerClientKubeletSignerName, as: asNodeA,
-			key: testpki.P256, csr: client, usages: clientUsages, lifetime: 24 * time.Hour, kcm: issues, signet: issues},
-		// expirationSeconds 600: NotBefore is backdated 5 minutes and NotAfter is 600 s after
-		// signing, so the certificate spans 900 s.
-		{name: "bootstrap token, client, expirationSeconds 600", signer: certificatesv1.KubeAPIServerClientKubeletSignerName, as: asBootstrapToken,
-			key: testpki.P256, csr: client, usages: clientUsages, duration: &tenMinutes, lifetime: 15 * time.Minute, kcm: issues, signet: issues},
-		{name: "plain user asks for a node's client certificate", signer: certificatesv1.KubeAPIServerClientKubeletSignerName, as: asAlice,
-			key: testpki.P256, csr: client, usages: clientUsages, lifetime: 24 * time.Hour, kcm: issues, signet: refuses,
-			rule: ruleNodeClientRequester,
-			why:  "kube-controller-manager never looks at the requester; Signet issues a node's client certificate only to the node itself or to a bootstrap requester"},
-		{name: "another node asks for worker-a's client certificate", signer: certificatesv1.KubeAPIServerClientKubeletSignerName, as: asNodeB,
-			key: testpki.P256, csr: client, usages: clientUsages, lifetime: 24 * time.Hour, kcm: issues, signet: refuses,
-			rule: ruleNodeClientRequester,
-			why:  "kube-controller-manager never looks at the requester; a node is not a bootstrap requester, and may only renew its own certificate"},
-		{name: "node requests its serving certificate", signer: certificatesv1.KubeletServingSignerName, as: asNodeA,
-			key: testpki.P256, csr: serving, usages: servingUsages, lifetime: 24 * time.Hour, kcm: issues, signet: issues},
-		// The kubelet requests its serving certificate with its node credentials (after it has
-		// its client certificate), never with the bootstrap token: Signet has no bootstrap rule
-		// for kubelet-serving.
-		{name: "bootstrap token requests a serving certificate", signer: certificatesv1.KubeletServingSignerName, as: asBootstrapToken,
-			key: testpki.P256, csr: serving, usages: servingUsages, lifetime: 24 * time.Hour, kcm: issues, signet: refuses,
-			rule: ruleServingRequester,
-			why:  "kube-controller-manager never looks at the requester; Signet issues a serving certificate only to the node it names, and a kubelet never asks for one with its bootstrap token"},
+func use(u ...certificatesv1.KeyUsage) []certificatesv1.KeyUsage { return u }
+
+func seconds(s int32) *int32 { return &s }
+
+// req returns a request template for subject cn and orgs, changed by opts.
+func req(cn string, orgs []string, opts ...func(*x509.CertificateRequest)) *x509.CertificateRequest {
+	r := &x509.CertificateRequest{Subject: pkix.Name{CommonName: cn, Organization: orgs}}
+	for _, o := range opts {
+		o(r)
 	}
+	return r
 }
 
-// certDiffs lists the fields in which Signet's certificate differs from kube-controller-
-// manager's, as a user of the certificate sees them, each "field: KCM x, Signet y". Issuer,
-// serial, validity instants, key identifiers' values and signature differ by nature (two CAs,
-// two moments) and are not compared; the lifetime is, within lifetimeSlack.
-func certDiffs(kcm, signet *x509.Certificate) []string {
-	var diffs []string
-	field := func(name string, k, s any) {
-		if ks, ss := fmt.Sprint(k), fmt.Sprint(s); ks != ss {
-			diffs = append(diffs, fmt.Sprintf("%s: KCM %s, Signet %s", name, ks, ss))
+func dnsNames(n ...string) func(*x509.CertificateRequest) {
+	return func(r *x509.CertificateRequest) { r.DNSNames = n }
+}
+
+func ipAddrs(a ...string) func(*x509.CertificateRequest) {
+	return func(r *x509.CertificateRequest) {
+		for _, s := range a {
+			r.IPAddresses = append(r.IPAddresses, net.ParseIP(s))
 		}
 	}
-	field("subject", kcm.Subject, signet.Subject)
-	field("subject common name", fmt.Sprintf("%q", kcm.Subject.CommonName), fmt.Sprintf("%q", signet.Subject.CommonName))
-	field("subject organizations", fmt.Sprintf("%q", kcm.Subject.Organization), fmt.Sprintf("%q", signet.Subject.Organization))
-	field("subject DER", fmt.Sprintf("%x", kcm.RawSubject), fmt.Sprintf("%x", signet.RawSubject))
-	field("DNS SANs", kcm.DNSNames, signet.DNSNames)
-	field("IP SANs", kcm.IPAddresses, signet.IPAddresses)
-	field("email SANs", kcm.EmailAddresses, signet.EmailAddresses)
-	field("URI SANs", kcm.URIs, signet.URIs)
-	field("key usage", keyUsageNames(kcm.KeyUsage), keyUsageNames(signet.KeyUsage))
-	field("extended key usage", extKeyUsageNames(kcm.ExtKeyUsage), extKeyUsageNames(signet.ExtKeyUsage))
-	field("unknown extended key usage", kcm.UnknownExtKeyUsage, signet.UnknownExtKeyUsage)
-	field("basic constraints present", kcm.BasicConstraintsValid, signet.BasicConstraintsValid)
-	field("CA", kcm.IsCA, signet.IsCA)
-	field("path length", kcm.MaxPathLen, signet.MaxPathLen)
-	field("subject key ID present", len(kcm.SubjectKeyId) > 0, len(signet.SubjectKeyId) > 0)
-	field("authority key ID present", len(kcm.AuthorityKeyId) > 0, len(signet.AuthorityKeyId) > 0)
-	field("extensions (OID, critical)", extensionList(kcm), extensionList(signet))
-	field("version", kcm.Version, signet.Version)
-	field("signature algorithm (both CAs P-256)", kcm.SignatureAlgorithm, signet.SignatureAlgorithm)
-	if k, s := kcm.NotAfter.Sub(kcm.NotBefore), signet.NotAfter.Sub(signet.NotBefore); absDuration(k-s) > lifetimeSlack {
-		diffs = append(diffs, fmt.Sprintf("lifetime (NotAfter-NotBefore): KCM %s, Signet %s", k, s))
-	}
-	return diffs
 }
 
-// extensionList lists cert's extensions as "OID" or "OID critical", sorted.
-func extensionList(cert *x509.Certificate) []string {
-	out := make([]string, 0, len(cert.Extensions))
-	for _, e := range cert.Extensions {
-		s := e.Id.String()
-		if e.Critical {
-			s += " critical"
-		}
-		out = append(out, s)
-	}
-	slices.Sort(out)
-	return out
+func emailAddrs(e ...string) func(*x509.CertificateRequest) {
+	return func(r *x509.CertificateRequest) { r.EmailAddresses = e }
 }
 
-// keyUsageNames names the bits of ku, in bit order.
-func keyUsageNames(ku x509.KeyUsage) []string {
-	names := []string{"digital signature", "content commitment", "key encipherment", "data encipherment",
-		"key agreement", "cert sign", "crl sign", "encipher only", "decipher only"}
-	var out []string
-	for i, name := range names {
-		if ku&(1<<i) != 0 {
-			out = append(out, name)
+func uriNames(u ...string) func(*x509.CertificateRequest) {
+	return func(r *x509.CertificateRequest) {
+		for _, s := range u {
+			parsed, err := url.Parse(s)
+			if err != nil {
+				panic(err)
+			}
+			r.URIs = append(r.URIs, parsed)
 		}
 	}
-	return out
 }
 
-// extKeyUsageNames names the extended key usages the kubelet profiles can grant, and numbers
-// the others.
-func extKeyUsageNames(ekus []x509.ExtKeyUsage) []string {
-	out := make([]string, 0, len(ekus))
-	for _, e := range ekus {
-		switch e {
-		case x509.ExtKeyUsageClientAuth:
-			out = append(out, "client auth")
-		case x509.ExtKeyUsageServerAuth:
-			out = append(out, "server auth")
-		default:
-			out = append(out, fmt.Sprintf("ext key usage %d", e))
-		}
+// Extension OIDs the corpus requests.
+var (
+	oidKeyUsage     = asn1.ObjectIdentifier{2, 5, 29, 15}
+	oidExtKeyUsage  = asn1.ObjectIdentifier{2, 5, 29, 37}
+	oidSubjectKeyID = asn1.ObjectIdentifier{2, 5, 29, 14}
+	oidCustom       = asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 55555, 1, 1}
+	oidServerAuth   = asn1.ObjectIdentifier{1, 3, 6, 1, 5, 5, 7, 3, 1}
+)
+
+// basicConstraints is a requested basic constraints extension.
+func basicConstraints(isCA bool, pathLen int, critical bool) pkix.Extension {
+	v := struct {
+		IsCA       bool `asn1:"optional"`
+		MaxPathLen int  `asn1:"optional,default:-1"`
+	}{isCA, pathLen}
+	return pkix.Extension{Id: testpki.OIDBasicConstraints, Critical: critical, Value: mustMarshal(v)}
+}
+
+// keyUsageExt is a requested key usage extension with keyCertSign and digitalSignature.
+func keyUsageExt() pkix.Extension {
+	bits := asn1.BitString{Bytes: []byte{0x84}, BitLength: 6} // digitalSignature, keyCertSign
+	return pkix.Extension{Id: oidKeyUsage, Critical: true, Value: mustMarshal(bits)}
+}
+
+func mustMarshal(v any) []byte {
+	b, err := asn1.Marshal(v)
+	if err != nil {
+		panic(err)
 	}
-	return out
+	return b
 }
 
-// checkSerials checks the one deliberate difference between certificates both sides issue:
-// the serial number's form. kube-controller-manager draws a random number below 2^128 (so its
-// length varies); Signet puts a fixed 0x01 octet before 128 random bits (server/issuance,
-// Issuer.serial), so its serials always have 129 bits and 17 octets. Both carry 128 random
-// bits and fit RFC 5280's 20 octets; no client reads more into a serial.
-func checkSerials(t *testing.T, kcm, signet *x509.Certificate) {
+// Extra key types of the corpus, beside testpki's.
+const (
+	rsaExponent3 testpki.KeyType = "RSA-2048 e=3"
+	rsa2052      testpki.KeyType = "RSA-2052"
+)
+
+// extraKeys generates each extra key type once per process.
+var extraKeys = map[testpki.KeyType]func() (crypto.Signer, error){
+	rsaExponent3: sync.OnceValues(func() (crypto.Signer, error) { return rsaSmallExponent(2048, 3) }),
+	rsa2052: sync.OnceValues(func() (crypto.Signer, error) {
+		k, err := rsa.GenerateKey(rand.Reader, 2052)
+		return k, err
+	}),
+}
+
+// diffKey returns a key of type kt: testpki's, or one of the extra types.
+func diffKey(t *testing.T, kt testpki.KeyType) crypto.Signer {
 	t.Helper()
-	if n := kcm.SerialNumber.BitLen(); n > 128 {
-		t.Errorf("KCM serial %x has %d bits, want a random number below 2^128", kcm.SerialNumber, n)
-	}
-	if n := signet.SerialNumber.BitLen(); n != 129 {
-		t.Errorf("Signet serial %x has %d bits, want 129 (0x01, then 128 random bits)", signet.SerialNumber, n)
-	}
-}
-
-// describeCert summarizes what certDiffs compares, for the test log.
-func describeCert(c *x509.Certificate) string {
-	return fmt.Sprintf("subject %s, DNS %v, IP %v, key usage %v, ext key usage %v, CA %v (basic constraints %v), "+
-		"lifetime %s, extensions %v, subject key ID %v, serial %d bits, signature %s",
-		c.Subject, c.DNSNames, c.IPAddresses, keyUsageNames(c.KeyUsage), extKeyUsageNames(c.ExtKeyUsage), c.IsCA, c.BasicConstraintsValid,
-		c.NotAfter.Sub(c.NotBefore), extensionList(c), len(c.SubjectKeyId) > 0, c.SerialNumber.BitLen(), c.SignatureAlgorithm)
-}
-
-// TestCertDiffs checks that the differential comparison notices a difference a user would
-// see and names the field with both values.
-func TestCertDiffs(t *testing.T) {
-	ca := testpki.CA(t)
-	key := testpki.Key(t, testpki.P256)
-	base := func() *x509.Certificate {
-		return &x509.Certificate{Subject: pkix.Name{CommonName: "system:node:worker-a", Organization: []string{"system:nodes"}},
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-			BasicConstraintsValid: true, NotBefore: time.Unix(1e9, 0), NotAfter: time.Unix(1e9, 0).Add(time.Hour)}
-	}
-	kcm := ca.Sign(t, base(), key.Public())
-	if diffs := certDiffs(kcm, ca.Sign(t, base(), key.Public())); len(diffs) != 0 {
-		t.Errorf("equal certificates differ: %q", diffs)
-	}
-	other := base()
-	other.KeyUsage |= x509.KeyUsageKeyEncipherment
-	other.SubjectKeyId = []byte{1, 2, 3}
-	other.NotAfter = other.NotAfter.Add(time.Minute)
-	diffs := strings.Join(certDiffs(kcm, ca.Sign(t, other, key.Public())), "\n")
-	for _, want := range []string{
-		"key usage: KCM [digital signature], Signet [digital signature key encipherment]",
-		"subject key ID present: KCM false, Signet true",
-		"lifetime (NotAfter-NotBefore): KCM 1h0m0s, Signet 1h1m0s",
-	} {
-		if !strings.Contains(diffs, want) {
-			t.Errorf("differences %q lack %q", diffs, want)
+	if gen, ok := extraKeys[kt]; ok {
+		k, err := gen()
+		if err != nil {
+			t.Fatalf("generating %s key: %v", kt, err)
 		}
+		return k
 	}
+	return testpki.Key(t, kt)
+}
+
+// rsaSmallExponent builds an RSA key of bits with public exponent e, which crypto/rsa's
+// GenerateKey never does (it always uses 65537).
+func rsaSmallExponent(bits int, e int64) (*rsa.PrivateKey, error) {
+	one, bigE := big.NewInt(1), big.NewInt(e)
+	for range 100 {
+		p, err := rand.Prime(rand.Reader, bits/2)
+		if err != nil {
+			return nil, err
+		}
+		q, err := rand.Prime(rand.Reader, bits/2)
+		if err != nil {
+			return nil, err
+		}
+		pm, qm := new(big.Int).Sub(p, one), new(big.Int).Sub(q, one)
+		phi := new(big.Int).Mul(pm, qm)
+		d := new(big.Int).ModInverse(bigE, phi)
+		n := new(big.Int).Mul(p, q)
+		if p.Cmp(q) == 0 || d == nil || n.BitLen() != bits {
+			continue
+		}
+		k := &rsa.PrivateKey{PublicKey: rsa.PublicKey{N: n, E: int(e)}, D: d, Primes: []*big.Int{p, q}}
+		k.Precompute()
+		return k, k.Validate()
+	}
+	return nil, errors.New("no suitable primes found")
 }

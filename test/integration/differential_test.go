@@ -2,23 +2,21 @@ package integration
 
 import (
 	"context"
-	"crypto"
 	"crypto/x509"
 	"encoding/pem"
-	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	csrutil "k8s.io/client-go/util/certificate/csr"
+	"k8s.io/client-go/rest"
 
 	"github.com/signet-pki/signet/internal/testcluster"
 	"github.com/signet-pki/signet/internal/testpki"
@@ -29,19 +27,56 @@ import (
 
 // Timeouts of the differential test's asynchronous steps.
 const (
-	diffAuthTimeout   = 30 * time.Second // the token authenticator learning the bootstrap token
-	diffKCMTimeout    = 60 * time.Second // kube-controller-manager deciding an approved CSR
-	diffSignetTimeout = 30 * time.Second // Signet answering (transient errors retried)
+	diffAuthTimeout   = 30 * time.Second // the token authenticator and RBAC catching up
+	diffKCMTimeout    = 60 * time.Second // kube-controller-manager deciding every approved CSR
+	diffSignetTimeout = 30 * time.Second // Signet answering one CSR (transient errors retried)
 )
 
 // bootstrapToken is the token the joining kubelet of the differential test uses.
 var bootstrapToken = testcluster.BootstrapToken{ID: "abcdef", Secret: "0123456789abcdef"}
 
+// The identities a differential case creates its CSR as (see startDifferentialCluster).
+const (
+	asBootstrapToken     = "bootstrap token"               // a real token: system:bootstrap:abcdef, as a joining kubelet
+	asNodeA              = "node worker-a"                 // system:node:worker-a in system:nodes
+	asNodeB              = "node worker-b"                 // system:node:worker-b in system:nodes
+	asNodeANoGroup       = "worker-a without system:nodes" // system:node:worker-a in no group of its own
+	asAlice              = "alice"                         // a plain user
+	asBootstrapGroupUser = "user in system:bootstrappers"  // join-helper in system:bootstrappers, no token
+	asServiceAccount     = "service account ci/deployer"   // system:serviceaccount:ci:deployer
+)
+
+// impersonated are the identities CSRs are created as through impersonation by cluster-admin:
+// the user and groups asked for, and the groups the apiserver records in spec.groups (it adds
+// system:authenticated, and a service account's groups when none are asked for).
+var impersonated = []struct {
+	key, user        string
+	groups, recorded []string
+}{
+	{asNodeA, "system:node:worker-a", []string{"system:nodes"}, []string{"system:nodes", "system:authenticated"}},
+	{asNodeB, "system:node:worker-b", []string{"system:nodes"}, []string{"system:nodes", "system:authenticated"}},
+	{asNodeANoGroup, "system:node:worker-a", nil, []string{"system:authenticated"}},
+	{asAlice, "alice", []string{"developers"}, []string{"developers", "system:authenticated"}},
+	{asBootstrapGroupUser, "join-helper", []string{"system:bootstrappers"}, []string{"system:bootstrappers", "system:authenticated"}},
+	{asServiceAccount, "system:serviceaccount:ci:deployer", nil,
+		[]string{"system:serviceaccounts", "system:serviceaccounts:ci", "system:authenticated"}},
+}
+
+// identity is a requester: its client and what the apiserver records as spec.username and
+// spec.groups.
+type identity struct {
+	client   kubernetes.Interface
+	username string
+	groups   []string
+}
+
 // differential is a control plane with bootstrap token authentication and
-// kube-controller-manager's CSR signer (its own CA) beside a Signet server serving the kubelet
-// signers (another CA), asked as the watcher asks, but without a watcher.
+// kube-controller-manager's CSR signer (its own CA) for the four kubernetes.io signers, beside
+// a Signet server serving the same four (another CA), asked as the watcher asks, without a
+// watcher.
 type differential struct {
 	cluster  *testcluster.Cluster
+	etcd     *etcdStore
 	kcm      *testcluster.Process
 	kcmCA    *x509.Certificate
 	signet   *signerclient.Client
@@ -49,26 +84,27 @@ type differential struct {
 	as       map[string]identity
 }
 
-// identity is a requester of the differential test: its client and what the apiserver should
-// record in spec.username and spec.groups.
-type identity struct {
-	client   kubernetes.Interface
-	username string
-	group    string // one of spec.groups
-}
-
-// TestDifferentialKubeletRequesters compares Signet's kubernetes.io kubelet profiles (default
-// settings, default lint gate) with kube-controller-manager's signer on the same approved
-// CSRs, created by real identities (a bootstrap token, nodes, a plain user) through the
-// kubelet's own client code: where both issue, the certificates must agree field by field
-// (see certDiffs; only the serial's form differs, by design: see checkSerials); where Signet
-// refuses, the refusal is a deliberate, listed difference (the requester rules:
-// kube-controller-manager never looks at the requester) and must be a PolicyViolation naming
-// the rule.
-func TestDifferentialKubeletRequesters(t *testing.T) {
+// TestDifferential compares Signet's four kubernetes.io profiles (default settings, default
+// lint gate) with kube-controller-manager's signer on the same approved CSRs, created on a
+// real apiserver by real identities (see differential_corpus_*_test.go for the cases). Each
+// case states the outcome on both sides: where both issue, the certificates must agree field
+// by field (certDiffs; the serial's form differs by design, checkSerials); where only Signet
+// refuses, the refusal must be a listed deliberate difference (see
+// docs/kubernetes-differences.md). All CSRs are created, then approved, then decided, then
+// compared one subtest each.
+func TestDifferential(t *testing.T) {
+	start := time.Now()
 	d := startDifferential(t)
-	for _, tc := range kubeletRequesterCases() {
-		t.Run(tc.name, func(t *testing.T) { d.run(t, tc) })
+	runs := d.decideAll(t, differentialCases())
+	t.Logf("%d cases decided by both signers %s after the start", len(runs), time.Since(start).Round(time.Millisecond))
+	for _, signer := range diffSignerOrder {
+		t.Run(diffSigners[signer].short, func(t *testing.T) {
+			for _, r := range runs {
+				if r.tc.signer == signer {
+					t.Run(r.tc.name, func(t *testing.T) { d.check(t, r) })
+				}
+			}
+		})
 	}
 }
 
@@ -76,17 +112,19 @@ func TestDifferentialKubeletRequesters(t *testing.T) {
 func startDifferential(t *testing.T) *differential {
 	t.Helper()
 	d := &differential{}
-	d.cluster, d.as = startDifferentialCluster(t)
+	d.cluster, d.etcd = startDifferentialCluster(t)
+	d.as = d.identities(t)
 	d.kcm, d.kcmCA = startKCMSigner(t, d.cluster)
-	d.signet, d.signetCA = startKubeletSignet(t)
+	d.signet, d.signetCA = startDifferentialSignet(t)
 	return d
 }
 
 // startDifferentialCluster starts a control plane that authenticates bootstrap tokens, with
-// kubeadm's node bootstrap bindings, bootstrapToken, and the identities of the cases.
-func startDifferentialCluster(t *testing.T) (*testcluster.Cluster, map[string]identity) {
+// kubeadm's node bootstrap bindings and bootstrapToken, and finds its etcd.
+func startDifferentialCluster(t *testing.T) (*testcluster.Cluster, *etcdStore) {
 	t.Helper()
-	c := testcluster.StartT(t, testcluster.Options{APIServerFlags: testcluster.BootstrapTokenFlags()})
+	etcd := &etcdStore{}
+	c := testcluster.StartT(t, testcluster.Options{APIServerFlags: testcluster.BootstrapTokenFlags(), Output: etcd})
 	ctx := t.Context()
 	if err := c.AddBootstrapToken(ctx, bootstrapToken, time.Hour); err != nil {
 		t.Fatal(err)
@@ -94,13 +132,53 @@ func startDifferentialCluster(t *testing.T) (*testcluster.Cluster, map[string]id
 	if err := c.AllowNodeBootstrap(ctx); err != nil {
 		t.Fatal(err)
 	}
-	joiner, err := kubernetes.NewForConfig(c.BootstrapConfig(bootstrapToken))
+	if etcd.clientURL() == "" {
+		t.Fatal("etcd's client URL was not in its log")
+	}
+	return c, etcd
+}
+
+// identities returns the clients of the cases' identities: the bootstrap token's own, and
+// cluster-admin impersonating the others, once RBAC lets every authenticated user create
+// CSRs.
+func (d *differential) identities(t *testing.T) map[string]identity {
+	t.Helper()
+	ctx := t.Context()
+	joiner, err := kubernetes.NewForConfig(d.cluster.BootstrapConfig(bootstrapToken))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The token authenticator learns Secrets through an informer: wait until it knows the token.
+	waitBootstrapToken(t, joiner)
+	as := map[string]identity{asBootstrapToken: {client: joiner, username: bootstrapToken.Username(),
+		groups: []string{"system:bootstrappers", testcluster.BootstrapGroup, "system:authenticated"}}}
+	adminCfg, admin := d.cluster.Admin()
+	crb := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "signet-differential-requesters"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:node-bootstrapper"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "system:authenticated"}},
+	}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range impersonated {
+		cfg := rest.CopyConfig(adminCfg)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: u.user, Groups: u.groups}
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		as[u.key] = identity{client: client, username: u.user, groups: u.recorded}
+	}
+	waitMayCreateCSRs(t, as[asAlice].client)
+	return as
+}
+
+// waitBootstrapToken waits until the token authenticator, which learns Secrets through an
+// informer, knows bootstrapToken.
+func waitBootstrapToken(t *testing.T, joiner kubernetes.Interface) {
+	t.Helper()
 	var who authenticationv1.UserInfo
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, diffAuthTimeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, diffAuthTimeout, true, func(ctx context.Context) (bool, error) {
 		r, err := joiner.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 		if err != nil {
 			return false, nil // not known yet
@@ -111,23 +189,26 @@ func startDifferentialCluster(t *testing.T) (*testcluster.Cluster, map[string]id
 	if err != nil || who.Username != bootstrapToken.Username() {
 		t.Fatalf("bootstrap token %s: authenticated as %q (%v), want %s", bootstrapToken.ID, who.Username, err, bootstrapToken.Username())
 	}
-	as := map[string]identity{asBootstrapToken: {client: joiner, username: bootstrapToken.Username(), group: "system:bootstrappers"}}
-	for key, u := range map[string]struct{ name, group string }{
-		asNodeA: {"system:node:worker-a", "system:nodes"},
-		asNodeB: {"system:node:worker-b", "system:nodes"},
-		asAlice: {"alice", "developers"},
-	} {
-		user, err := c.AddRequester(u.name, []string{u.group})
-		if err != nil {
-			t.Fatal(err)
-		}
-		as[key] = identity{client: user.Client(), username: u.name, group: u.group}
+}
+
+// waitMayCreateCSRs waits until RBAC, applied asynchronously, lets client create CSRs.
+func waitMayCreateCSRs(t *testing.T, client kubernetes.Interface) {
+	t.Helper()
+	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "create", Group: certificatesv1.GroupName, Resource: "certificatesigningrequests"},
+	}}
+	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, diffAuthTimeout, true, func(ctx context.Context) (bool, error) {
+		r, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		return err == nil && r.Status.Allowed, nil
+	})
+	if err != nil {
+		t.Fatalf("impersonated requesters may not create CSRs: %v", err)
 	}
-	return c, as
 }
 
 // startKCMSigner starts kube-controller-manager's csrsigning controller with a CA of its own
-// (PKCS#8 key) and a 24h signing duration, stopped when the test ends.
+// (PKCS#8 key) for all four kubernetes.io signers and a diffMaxLifetime signing duration,
+// stopped when the test ends.
 func startKCMSigner(t *testing.T, c *testcluster.Cluster) (*testcluster.Process, *x509.Certificate) {
 	t.Helper()
 	dir := t.TempDir()
@@ -144,7 +225,8 @@ func startKCMSigner(t *testing.T, c *testcluster.Cluster) (*testcluster.Process,
 		t.Fatal(err)
 	}
 	kcm, err := c.StartControllerManager(dir, []string{"csrsigning"},
-		"--cluster-signing-cert-file="+certFile, "--cluster-signing-key-file="+keyFile, "--cluster-signing-duration=24h")
+		"--cluster-signing-cert-file="+certFile, "--cluster-signing-key-file="+keyFile,
+		"--cluster-signing-duration="+diffMaxLifetime.String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,18 +238,20 @@ func startKCMSigner(t *testing.T, c *testcluster.Cluster) (*testcluster.Process,
 	return kcm, ca.Cert
 }
 
-// startKubeletSignet starts a Signet server for kubernetes.io/kube-apiserver-client-kubelet
-// and kubernetes.io/kubelet-serving (one CA, default profiles, default lint gate, 24h
-// maximum) and returns the watcher's client of it.
-func startKubeletSignet(t *testing.T) (*signerclient.Client, *x509.Certificate) {
+// startDifferentialSignet starts a Signet server for the four kubernetes.io signers (one CA,
+// each signer's default profile, the default lint gate, diffMaxLifetime) and returns the
+// watcher's client of it.
+func startDifferentialSignet(t *testing.T) (*signerclient.Client, *x509.Certificate) {
 	t.Helper()
-	s := newSignet(t, certificatesv1.KubeAPIServerClientKubeletSignerName, 24*time.Hour)
-	s.cfg.Signers[0].Profile = profile.Spec{Name: profile.NameKubeAPIServerClientKubelet}
-	serving := s.cfg.Signers[0]
-	serving.Name = certificatesv1.KubeletServingSignerName
-	serving.Profile = profile.Spec{Name: profile.NameKubeletServing}
-	s.cfg.Signers = append(s.cfg.Signers, serving)
-	if s.cfg.Lint.Disabled || s.cfg.Signers[0].Lint != nil {
+	s := newSignet(t, signerAPIClient, diffMaxLifetime)
+	base := s.cfg.Signers[0]
+	s.cfg.Signers = s.cfg.Signers[:0]
+	for _, signer := range diffSignerOrder {
+		sc := base
+		sc.Name, sc.Profile = signer, profile.Spec{Name: diffSigners[signer].profile}
+		s.cfg.Signers = append(s.cfg.Signers, sc)
+	}
+	if s.cfg.Lint.Disabled || base.Lint != nil {
 		t.Fatal("the differential test needs the default lint gate")
 	}
 	if err := s.cfg.Validate(); err != nil {
@@ -188,210 +272,57 @@ func startKubeletSignet(t *testing.T) (*signerclient.Client, *x509.Certificate) 
 	return client, s.caCert
 }
 
-// run creates the case's CSR as its identity, approves it, waits for kube-controller-manager's
-// outcome, then asks Signet with the same object and checks both against the case.
-func (d *differential) run(t *testing.T, tc kubeletCase) {
-	key := testpki.Key(t, tc.key)
-	obj, approvedAt := d.request(t, tc, key)
-	obj, seenAt := d.waitKCM(t, obj.Name)
-	kcmCert := d.checkKCM(t, tc, obj)
+// signerDefaults are a signer's subtest name, Signet profile, and what its cases use unless
+// they say otherwise.
+type signerDefaults struct {
+	short, abbrev, profile string
+	as                     string
+	csr                    func() *x509.CertificateRequest
+	usages                 []certificatesv1.KeyUsage
+	store                  store
+}
 
-	start := time.Now()
-	issued, err := d.askSignet(t, obj)
-	end := time.Now()
-	var signetCert *x509.Certificate
-	switch tc.signet {
-	case issues:
-		if err != nil {
-			reason, msg, _ := signerclient.Classify(err)
-			t.Fatalf("Signet refused (%s: %s), want a certificate (KCM issued: %v)", reason, msg, kcmCert != nil)
+// diffSignerOrder is the order of the signers' subtests.
+var diffSignerOrder = []string{signerAPIClient, signerKubeletClient, signerKubeletServing, signerLegacyUnknown}
+
+var diffSigners = map[string]signerDefaults{
+	signerAPIClient: {short: "kube-apiserver-client", abbrev: "client", profile: profile.NameKubeAPIServerClient, as: asAlice,
+		csr: func() *x509.CertificateRequest { return req("alice", developers) }, usages: use(uDS, uCA), store: storeAPI},
+	signerKubeletClient: {short: "kube-apiserver-client-kubelet", abbrev: "kubelet", profile: profile.NameKubeAPIServerClientKubelet, as: asBootstrapToken,
+		csr: func() *x509.CertificateRequest { return req("system:node:worker-a", nodeA) }, usages: use(uDS, uCA), store: storeAPI},
+	signerKubeletServing: {short: "kubelet-serving", abbrev: "serving", profile: profile.NameKubeletServing, as: asNodeA,
+		csr: func() *x509.CertificateRequest {
+			return req("system:node:worker-a", nodeA, dnsNames("worker-a"), ipAddrs("192.0.2.10"))
+		}, usages: use(uDS, uSA), store: storeAPI},
+	signerLegacyUnknown: {short: "legacy-unknown", abbrev: "legacy", profile: profile.NameLegacyUnknown, as: asAlice,
+		csr: func() *x509.CertificateRequest { return req("legacy-client", developers) }, usages: use(uDS, uCA), store: storeEtcd},
+}
+
+// differentialCases returns the whole corpus with each signer's defaults filled in.
+func differentialCases() []diffCase {
+	cases := concat(apiClientCases(), kubeletClientCases(), kubeletServingCases(), legacyUnknownCases())
+	for i, tc := range cases {
+		def := diffSigners[tc.signer]
+		if tc.as == "" {
+			tc.as = def.as
 		}
-		signetCert = checkChain(t, "Signet", issued.Chain, d.signetCA, key.Public(), tc.lifetime)
-		checkBackdate(t, "Signet", signetCert, start, end)
-	case refuses:
-		checkRefusal(t, tc, issued, err)
-	}
-	if kcmCert != nil {
-		checkBackdate(t, "KCM", kcmCert, approvedAt, seenAt)
-	}
-	if kcmCert != nil && signetCert != nil {
-		for _, diff := range certDiffs(kcmCert, signetCert) {
-			t.Errorf("certificates differ: %s", diff)
+		if tc.key == "" {
+			tc.key = testpki.P256
 		}
-		checkSerials(t, kcmCert, signetCert)
-		t.Logf("both issue; KCM: %s", describeCert(kcmCert))
-		t.Logf("both issue; Signet: %s", describeCert(signetCert))
-	}
-}
-
-// request creates the case's CSR as its identity with the kubelet's own client code
-// (csr.RequestCertificateWithContext), checks the requester the apiserver recorded, and
-// approves it as admin. It returns the CSR and the time just before approval.
-func (d *differential) request(t *testing.T, tc kubeletCase, key crypto.Signer) (*certificatesv1.CertificateSigningRequest, time.Time) {
-	t.Helper()
-	ctx := t.Context()
-	id := d.as[tc.as]
-	tmpl := tc.csr
-	name, _, err := csrutil.RequestCertificateWithContext(ctx, id.client, testpki.CSR(t, key, &tmpl), "", tc.signer, tc.duration, tc.usages, key)
-	if err != nil {
-		t.Fatalf("creating the CSR as %s: %v", tc.as, err)
-	}
-	_, admin := d.cluster.Admin()
-	obj, err := admin.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if obj.Spec.Username != id.username || !slices.Contains(obj.Spec.Groups, id.group) {
-		t.Fatalf("CSR %s: requester %q in %q, want %q in %q", name, obj.Spec.Username, obj.Spec.Groups, id.username, id.group)
-	}
-	approvedAt := time.Now()
-	if err := d.cluster.Approve(ctx, name); err != nil {
-		t.Fatal(err)
-	}
-	return obj, approvedAt
-}
-
-// waitKCM polls the CSR until kube-controller-manager has decided it (a certificate or a
-// Failed condition) and returns it with the time it was seen decided.
-func (d *differential) waitKCM(t *testing.T, name string) (*certificatesv1.CertificateSigningRequest, time.Time) {
-	t.Helper()
-	_, admin := d.cluster.Admin()
-	var last *certificatesv1.CertificateSigningRequest
-	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, diffKCMTimeout, true, func(ctx context.Context) (bool, error) {
-		if err := d.kcm.Running(); err != nil {
-			return false, err
+		if tc.csr == nil {
+			tc.csr = def.csr()
 		}
-		obj, err := admin.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
+		tc.csr.ExtraExtensions = append(tc.csr.ExtraExtensions, tc.exts...)
+		if tc.usages == nil {
+			tc.usages = def.usages
 		}
-		last = obj
-		return signed(obj) || condition(obj, certificatesv1.CertificateFailed) != nil, nil
-	})
-	if err != nil {
-		t.Fatalf("CSR %s: kube-controller-manager did not decide within %s: %v; last status %+v; log %s%s",
-			name, diffKCMTimeout, err, last.Status, d.kcm.LogPath(), d.kcm.Explain())
-	}
-	return last, time.Now()
-}
-
-// checkKCM checks kube-controller-manager's outcome against the case and returns its
-// certificate (nil if it refused).
-func (d *differential) checkKCM(t *testing.T, tc kubeletCase, obj *certificatesv1.CertificateSigningRequest) *x509.Certificate {
-	t.Helper()
-	failed := condition(obj, certificatesv1.CertificateFailed)
-	switch {
-	case tc.kcm == issues && failed != nil:
-		t.Fatalf("KCM refused (%s: %s), want a certificate; log %s%s", failed.Reason, failed.Message, d.kcm.LogPath(), d.kcm.Explain())
-	case tc.kcm == refuses && failed == nil:
-		t.Fatalf("KCM issued a certificate, want a refusal; log %s%s", d.kcm.LogPath(), d.kcm.Explain())
-	case tc.kcm == refuses:
-		if failed.Reason != "SignerValidationFailure" {
-			t.Errorf("KCM refused with reason %s (%s), want SignerValidationFailure", failed.Reason, failed.Message)
+		if tc.lifetime == 0 {
+			tc.lifetime = diffMaxLifetime
 		}
-		return nil
+		if tc.store == storeDefault {
+			tc.store = def.store
+		}
+		cases[i] = tc
 	}
-	pub, err := publicKeyOf(obj.Spec.Request)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return checkChain(t, "KCM", obj.Status.Certificate, d.kcmCA, pub, tc.lifetime)
-}
-
-// askSignet asks Signet to sign obj as the watcher would (signerclient.SignCSR), retrying
-// transient errors; it returns the answer or the terminal error.
-func (d *differential) askSignet(t *testing.T, obj *certificatesv1.CertificateSigningRequest) (signerclient.Issued, error) {
-	t.Helper()
-	var (
-		issued  signerclient.Issued
-		lastErr error
-	)
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, diffSignetTimeout, true, func(ctx context.Context) (bool, error) {
-		issued, lastErr = d.signet.SignCSR(ctx, obj)
-		_, _, terminal := signerclient.Classify(lastErr)
-		return lastErr == nil || terminal, nil
-	})
-	if err != nil {
-		t.Fatalf("Signet gave no answer within %s: %v (last error: %v)", diffSignetTimeout, err, lastErr)
-	}
-	return issued, lastErr
-}
-
-// checkRefusal checks that Signet refused as the case says: a terminal PolicyViolation whose
-// message names the case's rule.
-func checkRefusal(t *testing.T, tc kubeletCase, issued signerclient.Issued, err error) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("Signet issued a certificate (%d bytes of chain), want a refusal naming %q: %s", len(issued.Chain), tc.rule, tc.why)
-	}
-	reason, msg, terminal := signerclient.Classify(err)
-	if !terminal || reason != "PolicyViolation" || !strings.Contains(msg, tc.rule) {
-		t.Errorf("Signet refused with %s %q (terminal %v), want a terminal PolicyViolation naming %q", reason, msg, terminal, tc.rule)
-	}
-	t.Logf("deliberate difference: KCM issues, Signet refuses (%s: %s); why: %s", reason, msg, tc.why)
-}
-
-// publicKeyOf returns the public key of a PEM PKCS#10 request.
-func publicKeyOf(csrPEM []byte) (crypto.PublicKey, error) {
-	block, _ := pem.Decode(csrPEM)
-	if block == nil {
-		return nil, fmt.Errorf("spec.request: no PEM block")
-	}
-	req, err := x509.ParseCertificateRequest(block.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("spec.request: %w", err)
-	}
-	return req.PublicKey, nil
-}
-
-// Tolerances of the comparison: certificates are signed at different moments, and X.509
-// times have whole seconds.
-const (
-	lifetimeSlack = 3 * time.Second
-	kcmBackdate   = 5 * time.Minute // kube-controller-manager's NotBefore = signing time − 5 min
-)
-
-// checkChain parses the chain who issued: one leaf (no intermediates on either side), for the
-// request's key pub, chaining to ca, with a positive serial of at most 20 octets and the
-// case's lifetime. It returns the leaf.
-func checkChain(t *testing.T, who string, chainPEM []byte, ca *x509.Certificate, pub crypto.PublicKey, lifetime time.Duration) *x509.Certificate {
-	t.Helper()
-	chain := parseChain(t, chainPEM)
-	leaf := chain[0]
-	if len(chain) != 1 {
-		t.Errorf("%s: chain of %d certificates, want the leaf only", who, len(chain))
-	}
-	if k, ok := pub.(interface{ Equal(crypto.PublicKey) bool }); !ok || !k.Equal(leaf.PublicKey) {
-		t.Errorf("%s: the certificate is not for the request's key", who)
-	}
-	roots := x509.NewCertPool()
-	roots.AddCert(ca)
-	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
-		t.Errorf("%s: the certificate does not chain to its CA: %v", who, err)
-	}
-	if s := leaf.SerialNumber; s.Sign() <= 0 || s.BitLen() > 159 {
-		t.Errorf("%s: serial %x, want positive and at most 20 octets (RFC 5280)", who, s)
-	}
-	if got := leaf.NotAfter.Sub(leaf.NotBefore); absDuration(got-lifetime) > lifetimeSlack {
-		t.Errorf("%s: lifetime (NotAfter-NotBefore) %s, want %s", who, got, lifetime)
-	}
-	return leaf
-}
-
-// checkBackdate checks that cert's NotBefore is kcmBackdate before a signing time between
-// from and to (X.509 times are truncated to the second).
-func checkBackdate(t *testing.T, who string, cert *x509.Certificate, from, to time.Time) {
-	t.Helper()
-	earliest, latest := from.Add(-kcmBackdate-lifetimeSlack), to.Add(-kcmBackdate+lifetimeSlack)
-	if cert.NotBefore.Before(earliest) || cert.NotBefore.After(latest) {
-		t.Errorf("%s: NotBefore %s is not %s before signing (signed between %s and %s)",
-			who, cert.NotBefore.Format(time.RFC3339), kcmBackdate, from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))
-	}
-}
-
-func absDuration(d time.Duration) time.Duration {
-	if d < 0 {
-		return -d
-	}
-	return d
+	return cases
 }
