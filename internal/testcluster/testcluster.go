@@ -241,6 +241,10 @@ func (c *Cluster) Stop() error {
 	return c.stopErr
 }
 
+// EtcdURL returns the client URL of the cluster's etcd, for tests that must store what the
+// apiserver would refuse to create.
+func (c *Cluster) EtcdURL() string { return c.plane.Etcd.URL.String() }
+
 // Version returns the Kubernetes version this cluster was started as (Options.Version).
 func (c *Cluster) Version() string { return c.version }
 

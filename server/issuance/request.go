@@ -19,7 +19,7 @@ const maxRequestBytes = 64 << 10
 var pemBegin = []byte("-----BEGIN ")
 
 // supportedKeys names the keys CheckPublicKey accepts, for refusal messages.
-const supportedKeys = "supported keys: RSA of 2048 to 8192 bits with exponent 65537; ECDSA P-256, P-384 or P-521; Ed25519"
+const supportedKeys = "supported keys: RSA of 2048 to 8192 bits (whole bytes) with exponent 65537; ECDSA P-256, P-384 or P-521; Ed25519"
 
 // minRSABits is the smallest RSA modulus the pipeline accepts.
 const minRSABits = 2048
@@ -113,6 +113,9 @@ func CheckPublicKey(pub any) error {
 		}
 		if k.N.BitLen() > 8192 {
 			return fmt.Errorf("%w: RSA key has %d bits, more than 8192 (%s)", ErrUnsupportedKey, k.N.BitLen(), supportedKeys)
+		}
+		if k.N.BitLen()%8 != 0 {
+			return fmt.Errorf("%w: RSA key has %d bits, not a whole number of bytes (%s)", ErrUnsupportedKey, k.N.BitLen(), supportedKeys)
 		}
 		if k.E != 65537 {
 			return fmt.Errorf("%w: RSA public exponent %d, want 65537 (%s)", ErrUnsupportedKey, k.E, supportedKeys)

@@ -125,6 +125,8 @@ func TestCheckPublicKeyRefusesOddRSA(t *testing.T) {
 	}{
 		{"exponent 3", &rsa.PublicKey{N: rsa2048.N, E: 3}, "exponent 3"},
 		{"more than 8192 bits", &rsa.PublicKey{N: huge, E: 65537}, "8200 bits, more than 8192"},
+		// A modulus that is not a whole number of bytes (zlint's e_mp_modulus_must_be_divisible_by_8).
+		{"2052 bits", &rsa.PublicKey{N: new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 2052), big.NewInt(1)), E: 65537}, "2052 bits, not a whole number of bytes"},
 		{"not a key", "a string", "key type string"},
 		{"nil", nil, "key type <nil>"},
 	}

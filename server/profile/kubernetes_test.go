@@ -39,7 +39,7 @@ const (
 func TestRuleNames(t *testing.T) {
 	t.Parallel()
 	common := []string{
-		"key: RSA of 2048 to 8192 bits with exponent 65537, ECDSA P-256, P-384 or P-521, or Ed25519",
+		"key: RSA of 2048 to 8192 bits (whole bytes) with exponent 65537, ECDSA P-256, P-384 or P-521, or Ed25519",
 		"ca: no CA certificate requested (leaf-only signer)",
 		"usages: at least one, each a known certificates.k8s.io/v1 usage",
 		"usages: no cert sign or crl sign (leaf-only signer)",

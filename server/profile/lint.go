@@ -8,6 +8,9 @@ const (
 	reasonSubject = "the subject is the request's, as kube-controller-manager copies it; RFC 5280's upper bounds (64 characters for most attributes) are ASN.1 suggestions that Kubernetes names exceed (system:serviceaccount:<namespace>:<name>, system:node:<long node name>), and Go, OpenSSL and the apiserver accept longer ones"
 )
 
+// reasonEncoding explains string-type findings on subject attributes.
+const reasonEncoding = "Go encodes an attribute value with characters outside PrintableString as UTF8String, as kube-controller-manager (also Go) does for the same request; X.520 wants PrintableString for this attribute, which no Kubernetes component reads"
+
 // kubernetesAcceptedFindings are the lints whose findings the kubernetes.io profiles accept by
 // design: what they flag is what the profiles' rules accept and kube-controller-manager
 // issues, because Kubernetes clients ask for it. They still run; their findings are counted
@@ -24,6 +27,9 @@ var kubernetesAcceptedFindings = []lint.Exclusion{
 		Reason: "an empty subject without SANs is what the request asked for and kube-controller-manager signs; such a certificate names nobody, and the apiserver does not authenticate it as any user"},
 	{Lint: "e_ext_san_uri_host_not_fqdn_or_ip",
 		Reason: "URI SANs name workloads, not web hosts: a SPIFFE trust domain or a cluster-internal authority is often a single label (spiffe://prod/ns/a/sa/b), which this lint takes for a missing host; the profile's names rule still refuses URIs without a scheme or anything after it"},
+	{Lint: "e_subj_country_not_uppercase", Reason: "a lower-case country code is what the request asked for and kube-controller-manager signs; it names no Kubernetes identity"},
+	{Lint: "e_subject_dn_serial_number_not_printable_string", Reason: reasonEncoding},
+	{Lint: "e_subject_dn_country_not_printable_string", Reason: reasonEncoding},
 	{Lint: "e_subject_common_name_max_length", Reason: reasonSubject},
 	{Lint: "e_subject_organization_name_max_length", Reason: reasonSubject},
 	{Lint: "e_subject_organizational_unit_name_max_length", Reason: reasonSubject},

@@ -16,7 +16,7 @@ import (
 var knownKeyTypes = []string{"RSA-2048", "RSA-3072", "RSA-4096", "RSA-8192", "ECDSA-P256", "ECDSA-P384", "ECDSA-P521", "Ed25519"}
 
 // baselineKeyTypes describes the keys every profile accepts (issuance.CheckPublicKey).
-var baselineKeyTypes = []string{"RSA (2048 to 8192 bits, exponent 65537)", "ECDSA-P256", "ECDSA-P384", "ECDSA-P521", "Ed25519"}
+var baselineKeyTypes = []string{"RSA (2048 to 8192 bits in whole bytes, exponent 65537)", "ECDSA-P256", "ECDSA-P384", "ECDSA-P521", "Ed25519"}
 
 // keyTypeOf names a public key the way CustomSpec.KeyTypes does: "RSA-<bits>",
 // "ECDSA-P256", "Ed25519"; other keys are named by their Go type.

@@ -38,7 +38,7 @@ func (p Profile) keyRule() rule {
 	if p.custom != nil {
 		allowed = p.custom.keyTypes
 	}
-	name := "key: RSA of 2048 to 8192 bits with exponent 65537, ECDSA P-256, P-384 or P-521, or Ed25519"
+	name := "key: RSA of 2048 to 8192 bits (whole bytes) with exponent 65537, ECDSA P-256, P-384 or P-521, or Ed25519"
 	if len(allowed) != 0 {
 		name = "key: one of " + strings.Join(allowed, ", ")
 	}

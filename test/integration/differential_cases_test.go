@@ -143,6 +143,9 @@ var (
 		why:  "KCM puts the bit in a CA:FALSE certificate, which no verifier honours; Signet issues leaves only and says so"}
 	diffSmallRSA = &difference{id: "RSA key under 2048 bits", reason: reasonUnsupportedKey,
 		rule: "RSA key has 1024 bits, fewer than 2048", why: "weak key"}
+	diffRSABytes = &difference{id: "RSA modulus not a whole number of bytes", reason: reasonUnsupportedKey,
+		rule: "RSA key has 2052 bits, not a whole number of bytes",
+		why:  "no key generator makes one; zlint (e_mp_modulus_must_be_divisible_by_8) and the Mozilla policy refuse it"}
 	diffRSAExponent = &difference{id: "RSA exponent other than 65537", reason: reasonUnsupportedKey,
 		rule: "RSA public exponent 3, want 65537", why: "small exponents invite padding attacks"}
 	diffCurve = &difference{id: "elliptic curve other than P-256, P-384, P-521", reason: reasonUnsupportedKey,
@@ -168,7 +171,7 @@ var (
 
 // deliberateDifferences lists every difference, for TestDifferencesDocumented.
 var deliberateDifferences = []*difference{
-	diffCARequest, diffCAUnparsable, diffCertSign, diffSmallRSA, diffRSAExponent, diffCurve,
+	diffCARequest, diffCAUnparsable, diffCertSign, diffSmallRSA, diffRSABytes, diffRSAExponent, diffCurve,
 	diffPrivileged, diffNodeIdentity, diffNames, diffNodeClientRequester, diffServingRequester, diffServingGroup,
 }
 

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -31,46 +30,9 @@ import (
 // The same way stores a kube-apiserver-client CSR with O=system:masters, which the
 // apiserver's admission refuses to create, to compare the signers on it.
 //
-// etcdStore is also the control plane's Output: it reads etcd's client URL from etcd's log
-// and discards everything else.
 type etcdStore struct {
-	mu     sync.Mutex
-	url    string
-	line   []byte // a partial line of output
+	url    string // etcd's client URL
 	prefix string // the key prefix of CSRs, e.g. /registry/certificatesigningrequests/
-}
-
-// Write scans the control plane's output for etcd's "configuring client listeners" line.
-func (e *etcdStore) Write(p []byte) (int, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.url != "" {
-		return len(p), nil
-	}
-	e.line = append(e.line, p...)
-	for {
-		i := bytes.IndexByte(e.line, '\n')
-		if i < 0 {
-			break
-		}
-		var entry struct {
-			Msg  string   `json:"msg"`
-			URLs []string `json:"listen-client-urls"`
-		}
-		if json.Unmarshal(e.line[:i], &entry) == nil && entry.Msg == "configuring client listeners" && len(entry.URLs) > 0 {
-			e.url, e.line = entry.URLs[0], nil
-			break
-		}
-		e.line = e.line[i+1:]
-	}
-	return len(p), nil
-}
-
-// clientURL returns etcd's client URL, "" if not seen yet.
-func (e *etcdStore) clientURL() string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.url
 }
 
 // locate finds the key prefix of CSRs from the key of one of runs, created through the API.
@@ -130,7 +92,7 @@ func (e *etcdStore) call(ctx context.Context, path string, req, resp any) error 
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, e.clientURL()+path, bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}

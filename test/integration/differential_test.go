@@ -123,17 +123,14 @@ func startDifferential(t *testing.T) *differential {
 // kubeadm's node bootstrap bindings and bootstrapToken, and finds its etcd.
 func startDifferentialCluster(t *testing.T) (*testcluster.Cluster, *etcdStore) {
 	t.Helper()
-	etcd := &etcdStore{}
-	c := testcluster.StartT(t, testcluster.Options{APIServerFlags: testcluster.BootstrapTokenFlags(), Output: etcd})
+	c := testcluster.StartT(t, testcluster.Options{APIServerFlags: testcluster.BootstrapTokenFlags()})
+	etcd := &etcdStore{url: c.EtcdURL()}
 	ctx := t.Context()
 	if err := c.AddBootstrapToken(ctx, bootstrapToken, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.AllowNodeBootstrap(ctx); err != nil {
 		t.Fatal(err)
-	}
-	if etcd.clientURL() == "" {
-		t.Fatal("etcd's client URL was not in its log")
 	}
 	return c, etcd
 }
