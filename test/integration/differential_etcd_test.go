@@ -29,7 +29,6 @@ import (
 // informer sees them and writes its status, and Signet is asked with the object as served.
 // The same way stores a kube-apiserver-client CSR with O=system:masters, which the
 // apiserver's admission refuses to create, to compare the signers on it.
-//
 type etcdStore struct {
 	url    string // etcd's client URL
 	prefix string // the key prefix of CSRs, e.g. /registry/certificatesigningrequests/
