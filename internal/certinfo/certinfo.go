@@ -54,8 +54,8 @@ func Write(w io.Writer, cert *x509.Certificate, indent string) {
 	line("SANs", strings.Join(SANs(cert), ", "))
 	line("Valid", fmt.Sprintf("%s → %s (%s)", cert.NotBefore.UTC().Format(time.RFC3339), cert.NotAfter.UTC().Format(time.RFC3339), cert.NotAfter.Sub(cert.NotBefore)))
 	line("Key", KeyDescription(cert.PublicKey))
-	line("Key usage", strings.Join(keyUsages(cert.KeyUsage), ", "))
-	line("Ext usage", strings.Join(extKeyUsages(cert.ExtKeyUsage), ", "))
+	line("Key usage", strings.Join(KeyUsages(cert.KeyUsage), ", "))
+	line("Ext usage", strings.Join(ExtKeyUsages(cert.ExtKeyUsage), ", "))
 	line("CA", fmt.Sprintf("%t", cert.IsCA))
 }
 
@@ -91,7 +91,8 @@ func KeyDescription(pub any) string {
 	}
 }
 
-func keyUsages(ku x509.KeyUsage) []string {
+// KeyUsages names the key usage bits set in ku, in the certificates.k8s.io/v1 spelling.
+func KeyUsages(ku x509.KeyUsage) []string {
 	var out []string
 	for _, n := range keyUsageNames {
 		if ku&n.bit != 0 {
@@ -101,7 +102,9 @@ func keyUsages(ku x509.KeyUsage) []string {
 	return out
 }
 
-func extKeyUsages(ekus []x509.ExtKeyUsage) []string {
+// ExtKeyUsages names the extended key usages in the certificates.k8s.io/v1 spelling, in their
+// order; an unknown one as "ext key usage <n>".
+func ExtKeyUsages(ekus []x509.ExtKeyUsage) []string {
 	var out []string
 	for _, e := range ekus {
 		if n, ok := extKeyUsageNames[e]; ok {

@@ -76,15 +76,7 @@ func TestDefaultGatePassesWhatProfilesAccept(t *testing.T) {
 	for _, name := range kubernetesProfiles {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			p := newProfile(t, profile.Spec{Name: name})
-			gate, err := lint.New(p.LintOptions(lint.Options{}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			is, err := issuance.NewIssuer(issuance.IssuerOptions{SignerName: "kubernetes.io/" + name, CA: newTestCA(t), Policy: p, Lint: gate})
-			if err != nil {
-				t.Fatal(err)
-			}
+			is := defaultGateIssuer(t, name)
 			cases := walk(name)
 			csrs := walkCSRs(t, cases)
 			var failures []string
@@ -138,15 +130,7 @@ func TestMalformedNamesRefusedByProfile(t *testing.T) {
 		"replacement character": subject("alice\ufffd"),
 	}
 	for _, name := range []string{profile.NameKubeAPIServerClient, profile.NameLegacyUnknown} {
-		p := newProfile(t, profile.Spec{Name: name})
-		gate, err := lint.New(p.LintOptions(lint.Options{}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		is, err := issuance.NewIssuer(issuance.IssuerOptions{SignerName: "kubernetes.io/" + name, CA: newTestCA(t), Policy: p, Lint: gate})
-		if err != nil {
-			t.Fatal(err)
-		}
+		is := defaultGateIssuer(t, name)
 		for label, tmpl := range malformed {
 			_, err := is.Issue(issuance.Request{SignerName: "kubernetes.io/" + name, PEM: testpki.CSR(t, testpki.Key(t, testpki.P256), tmpl), Usages: []string{ds, ca}})
 			if !errors.Is(err, issuance.ErrPolicyViolation) || !strings.Contains(err.Error(), rNames) {
@@ -154,6 +138,22 @@ func TestMalformedNamesRefusedByProfile(t *testing.T) {
 			}
 		}
 	}
+}
+
+// defaultGateIssuer returns an issuer for kubernetes.io/<name> with the profile's defaults and
+// the default lint gate.
+func defaultGateIssuer(t *testing.T, name string) *issuance.Issuer {
+	t.Helper()
+	p := newProfile(t, profile.Spec{Name: name})
+	gate, err := lint.New(p.LintOptions(lint.Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	is, err := issuance.NewIssuer(issuance.IssuerOptions{SignerName: "kubernetes.io/" + name, CA: newTestCA(t), Policy: p, Lint: gate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return is
 }
 
 // walkCSRs signs the request of every case, one CSR per key type and template.

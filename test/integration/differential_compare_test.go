@@ -15,6 +15,7 @@ import (
 	"github.com/zmap/zlint/v3"
 	zl "github.com/zmap/zlint/v3/lint"
 
+	"github.com/signet-pki/signet/internal/certinfo"
 	"github.com/signet-pki/signet/internal/testpki"
 )
 
@@ -44,8 +45,8 @@ func certDiffs(kcm, signet *x509.Certificate) []string {
 	field("IP SANs", kcm.IPAddresses, signet.IPAddresses)
 	field("email SANs", kcm.EmailAddresses, signet.EmailAddresses)
 	field("URI SANs", kcm.URIs, signet.URIs)
-	field("key usage", keyUsageNames(kcm.KeyUsage), keyUsageNames(signet.KeyUsage))
-	field("extended key usage", extKeyUsageNames(kcm.ExtKeyUsage), extKeyUsageNames(signet.ExtKeyUsage))
+	field("key usage", certinfo.KeyUsages(kcm.KeyUsage), certinfo.KeyUsages(signet.KeyUsage))
+	field("extended key usage", certinfo.ExtKeyUsages(kcm.ExtKeyUsage), certinfo.ExtKeyUsages(signet.ExtKeyUsage))
 	field("unknown extended key usage", kcm.UnknownExtKeyUsage, signet.UnknownExtKeyUsage)
 	field("basic constraints present", kcm.BasicConstraintsValid, signet.BasicConstraintsValid)
 	field("CA", kcm.IsCA, signet.IsCA)
@@ -93,40 +94,6 @@ func extensionValues(cert *x509.Certificate) []string {
 	return out
 }
 
-// keyUsageNames names the bits of ku, in bit order.
-func keyUsageNames(ku x509.KeyUsage) []string {
-	names := []string{"digital signature", "content commitment", "key encipherment", "data encipherment",
-		"key agreement", "cert sign", "crl sign", "encipher only", "decipher only"}
-	var out []string
-	for i, name := range names {
-		if ku&(1<<i) != 0 {
-			out = append(out, name)
-		}
-	}
-	return out
-}
-
-// extKeyUsageNames names extended key usages, in their order.
-func extKeyUsageNames(ekus []x509.ExtKeyUsage) []string {
-	names := map[x509.ExtKeyUsage]string{
-		x509.ExtKeyUsageAny: "any", x509.ExtKeyUsageServerAuth: "server auth", x509.ExtKeyUsageClientAuth: "client auth",
-		x509.ExtKeyUsageCodeSigning: "code signing", x509.ExtKeyUsageEmailProtection: "email protection",
-		x509.ExtKeyUsageIPSECEndSystem: "ipsec end system", x509.ExtKeyUsageIPSECTunnel: "ipsec tunnel",
-		x509.ExtKeyUsageIPSECUser: "ipsec user", x509.ExtKeyUsageTimeStamping: "timestamping",
-		x509.ExtKeyUsageOCSPSigning: "ocsp signing", x509.ExtKeyUsageMicrosoftServerGatedCrypto: "microsoft sgc",
-		x509.ExtKeyUsageNetscapeServerGatedCrypto: "netscape sgc",
-	}
-	out := make([]string, 0, len(ekus))
-	for _, e := range ekus {
-		if n, ok := names[e]; ok {
-			out = append(out, n)
-		} else {
-			out = append(out, fmt.Sprintf("ext key usage %d", e))
-		}
-	}
-	return out
-}
-
 // checkSerials checks the one deliberate difference between certificates both sides issue:
 // the serial number's form. kube-controller-manager draws a random number below 2^128 (so its
 // length varies); Signet puts a fixed 0x01 octet before 128 random bits (server/issuance,
@@ -146,7 +113,7 @@ func checkSerials(t *testing.T, kcm, signet *x509.Certificate) {
 func describeCert(c *x509.Certificate) string {
 	return fmt.Sprintf("subject %s, DNS %v, IP %v, email %v, URI %v, key usage %v, ext key usage %v, CA %v (basic constraints %v), "+
 		"lifetime %s, extensions %v, subject key ID %v, serial %d bits, signature %s",
-		c.Subject, c.DNSNames, c.IPAddresses, c.EmailAddresses, c.URIs, keyUsageNames(c.KeyUsage), extKeyUsageNames(c.ExtKeyUsage),
+		c.Subject, c.DNSNames, c.IPAddresses, c.EmailAddresses, c.URIs, certinfo.KeyUsages(c.KeyUsage), certinfo.ExtKeyUsages(c.ExtKeyUsage),
 		c.IsCA, c.BasicConstraintsValid, c.NotAfter.Sub(c.NotBefore), extensionList(c), len(c.SubjectKeyId) > 0,
 		c.SerialNumber.BitLen(), c.SignatureAlgorithm)
 }
