@@ -308,3 +308,31 @@ func TestDeployExampleLoads(t *testing.T) {
 		t.Errorf("example pod-identity signer parsed as %+v", cfg.Signers[2].Profile)
 	}
 }
+
+// TestLintAndBootstrapFields: the lint gate's exclusions (added to the defaults, or the whole
+// list with replaceDefaultExclusions) and the kubelet profile's bootstrap settings are read
+// from the file as written.
+func TestLintAndBootstrapFields(t *testing.T) {
+	t.Parallel()
+	body := strings.Replace(minimal, "    profile: {name: legacy-unknown}\n", `    profile:
+      name: kube-apiserver-client-kubelet
+      bootstrap: {groups: ["acme:node-joiners"]}
+    lint: {exclude: [e_rfc_dnsname_empty_label], replaceDefaultExclusions: true}
+lint: {exclude: [w_ext_subject_key_identifier_missing_sub_cert]}
+`, 1)
+	cfg, err := config.Load(writeConfig(t, body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sg := cfg.Signers[0]
+	if b := sg.Profile.Bootstrap; b == nil || b.Disabled || len(b.Groups) != 1 || b.Groups[0] != "acme:node-joiners" {
+		t.Errorf("bootstrap parsed as %+v", b)
+	}
+	if sg.Lint == nil || !sg.Lint.ReplaceDefaultExclusions || len(sg.Lint.Exclude) != 1 || cfg.Lint.ReplaceDefaultExclusions || len(cfg.Lint.Exclude) != 1 {
+		t.Errorf("lint parsed as signer %+v, top level %+v", sg.Lint, cfg.Lint)
+	}
+	bad := strings.Replace(body, `bootstrap: {groups: ["acme:node-joiners"]}`, `bootstrap: {groups: ["system:nodes"]}`, 1)
+	if _, err := config.Load(writeConfig(t, bad)); err == nil || !strings.Contains(err.Error(), "bootstrap.groups[0]") {
+		t.Errorf("system:nodes as a bootstrap group: %v, want an error naming bootstrap.groups[0]", err)
+	}
+}
