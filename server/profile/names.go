@@ -12,12 +12,6 @@ import (
 	"github.com/signet-pki/signet/server/issuance"
 )
 
-// Limits of DNS names (RFC 1035 2.3.4).
-const (
-	maxDNSName  = 253
-	maxDNSLabel = 63
-)
-
 // wellFormedNamesRule refuses names no certificate should carry, whatever a profile allows:
 // subject attributes with control characters or U+FFFD, and SANs that are not names at all
 // (DNS names that are not LDH host names: empty labels, spaces, control characters,
@@ -73,54 +67,31 @@ func subjectProblem(subject pkix.Name) string {
 	return ""
 }
 
-// dnsProblem returns what is wrong with a DNS SAN, "" if nothing: labels of letters, digits and
-// hyphens (LDH, RFC 1123), not starting or ending with a hyphen, at most 63 characters, 253 in
-// all; a wildcard only as the whole leftmost label of a name with more labels
-// ("*.apps.example.com"); punycode labels that decode.
+// dnsProblem returns what is wrong with a DNS SAN, "" if nothing: a host name (checkDNSName:
+// LDH labels of 1 to 63 characters, no hyphen at a label's edge, 253 characters in all), after
+// an optional wildcard as the whole leftmost label ("*.apps.example.com"), with punycode
+// labels that decode to Unicode in normal form C.
 func dnsProblem(name string) string {
-	switch {
-	case name == "" || strings.TrimSpace(name) == "":
-		return "empty"
-	case len(name) > maxDNSName:
-		return fmt.Sprintf("longer than %d characters", maxDNSName)
-	case strings.ContainsFunc(name, isControl):
-		return "contains a control character"
-	case name == "*":
-		return "a bare wildcard"
-	case strings.Contains(name[1:], "*"):
-		return "a wildcard other than the whole leftmost label"
-	}
-	for i, label := range strings.Split(name, ".") {
-		switch {
-		case label == "":
-			return "an empty label (a leading, doubled or trailing dot)"
-		case len(label) > maxDNSLabel:
-			return fmt.Sprintf("label %q is longer than %d characters", label, maxDNSLabel)
-		case i == 0 && label == "*":
-			continue
-		case strings.Contains(label, "*"):
+	host := strings.TrimPrefix(name, "*.")
+	if err := checkDNSName(host); err != nil {
+		if strings.Contains(host, "*") {
 			return "a wildcard other than the whole leftmost label"
-		case strings.ContainsFunc(label, notLDH):
-			return fmt.Sprintf("label %q has a character other than a letter, digit or hyphen", label)
-		case strings.HasPrefix(label, "-") || strings.HasSuffix(label, "-"):
-			return fmt.Sprintf("label %q starts or ends with a hyphen", label)
 		}
-		if len(label) >= 4 && strings.EqualFold(label[:4], "xn--") {
-			u, err := idna.ToUnicode(label)
-			if err != nil {
-				return fmt.Sprintf("label %q is not valid punycode", label)
-			}
-			if !norm.NFC.IsNormalString(u) {
-				return fmt.Sprintf("label %q is not in Unicode normal form C", label)
-			}
+		return err.Error()
+	}
+	for label := range strings.SplitSeq(host, ".") {
+		if len(label) < 4 || !strings.EqualFold(label[:4], "xn--") {
+			continue
+		}
+		u, err := idna.ToUnicode(label)
+		if err != nil {
+			return fmt.Sprintf("label %q is not valid punycode", label)
+		}
+		if !norm.NFC.IsNormalString(u) {
+			return fmt.Sprintf("label %q is not in Unicode normal form C", label)
 		}
 	}
 	return ""
-}
-
-// notLDH reports whether r is not a letter, digit or hyphen (ASCII).
-func notLDH(r rune) bool {
-	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-')
 }
 
 // emailProblem returns what is wrong with an email SAN, "" if nothing: RFC 5280 wants a bare
