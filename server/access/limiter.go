@@ -112,21 +112,18 @@ func buckets(kind string, rates map[string]Rate) (map[string]*rate.Limiter, erro
 // Otherwise it returns true. Concurrent calls are safe; under contention a call may briefly
 // see a token that another call is about to give back, and be refused.
 func (l *Limiter) Allow(identity, signer string, authorize func() error) (ok bool, which string, err error) {
-	now := time.Time{}
-	var client reservation
-	if l != nil {
-		now = l.clock.Now()
-		if client, ok = take(l.clients[identity], now); !ok {
-			return false, LimitClient, nil
-		}
+	if l == nil {
+		l = unlimited
+	}
+	now := l.clock.Now()
+	client, ok := take(l.clients[identity], now)
+	if !ok {
+		return false, LimitClient, nil
 	}
 	if authorize != nil {
 		if err := authorize(); err != nil {
 			return false, "", err
 		}
-	}
-	if l == nil {
-		return true, "", nil
 	}
 	if _, ok := take(l.signers[signer], now); !ok {
 		client.cancel()
@@ -134,6 +131,9 @@ func (l *Limiter) Allow(identity, signer string, authorize func() error) (ok boo
 	}
 	return true, "", nil
 }
+
+// unlimited is what a nil *Limiter limits by: no bucket, so nothing.
+var unlimited = &Limiter{clock: clock.RealClock{}}
 
 // reservation is a token taken from a bucket that can be given back.
 type reservation struct {

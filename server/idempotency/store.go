@@ -5,7 +5,7 @@ import (
 	"container/list"
 	"encoding/hex"
 	"errors"
-	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -217,7 +217,8 @@ func (s *Store) keepLocked(e Entry) bool {
 // UID. Answers are never shared between clients: a tool that reuses an object UID cannot block
 // the watcher's real object with it, nor replay another client's certificate.
 func Scope(client, objectUID string) string {
-	return fmt.Sprintf("%d:%s/%s", len(client), client, objectUID)
+	// The length prefix keeps every (client, UID) pair distinct, whatever the strings hold.
+	return strconv.Itoa(len(client)) + ":" + client + "/" + objectUID
 }
 
 // Load remembers the Issued records among records that are still within retention (by their

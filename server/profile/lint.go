@@ -1,6 +1,10 @@
 package profile
 
-import "github.com/signet-pki/signet/server/lint"
+import (
+	"slices"
+
+	"github.com/signet-pki/signet/server/lint"
+)
 
 // Reasons shared by several accepted findings.
 const (
@@ -53,10 +57,9 @@ var kubernetesAcceptedFindings = []lint.Exclusion{
 // nothing: their gate is the configured one.
 func (p Profile) LintOptions(configured lint.Options) lint.Options {
 	opts := configured
-	opts.Exclude = append([]string(nil), configured.Exclude...)
 	opts.Accept = nil
-	if _, ok := KubernetesProfileFor("kubernetes.io/" + p.spec.Name); ok {
-		opts.Accept = append([]lint.Exclusion(nil), kubernetesAcceptedFindings...)
+	if p.reproducesKubernetes() {
+		opts.Accept = slices.Clone(kubernetesAcceptedFindings)
 	}
 	return opts
 }

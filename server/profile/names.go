@@ -77,7 +77,7 @@ func dnsProblem(name string) string {
 		if strings.Contains(host, "*") {
 			return "a wildcard other than the whole leftmost label"
 		}
-		return err.Error()
+		return strings.TrimSuffix(err.Error(), " (wildcards are refused)")
 	}
 	for label := range strings.SplitSeq(host, ".") {
 		if len(label) < 4 || !strings.EqualFold(label[:4], "xn--") {

@@ -157,7 +157,7 @@ func (p Profile) buildRules() (csrRules, podRules []rule) {
 		return []rule{p.kindRule(issuance.KindCertificateSigningRequest)}, p.pod.rules(p.maxLifetime)
 	}
 	rules := []rule{p.keyRule(), caRule(), usagesKnownRule(), leafUsagesRule()}
-	if _, ok := KubernetesProfileFor("kubernetes.io/" + p.spec.Name); ok {
+	if p.reproducesKubernetes() {
 		rules = append(rules, wellFormedNamesRule())
 	}
 	switch p.spec.Name {
@@ -175,6 +175,13 @@ func (p Profile) buildRules() (csrRules, podRules []rule) {
 		rules = append(rules, p.privilegedRule(false))
 	}
 	return rules, []rule{p.kindRule(issuance.KindPodCertificateRequest)}
+}
+
+// reproducesKubernetes reports whether the profile is one of the four that reproduce
+// kube-controller-manager's kubernetes.io signers.
+func (p Profile) reproducesKubernetes() bool {
+	_, ok := KubernetesProfileFor("kubernetes.io/" + p.spec.Name)
+	return ok
 }
 
 // kindRule refuses every request of kind, which the profile does not serve. The issuer

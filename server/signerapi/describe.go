@@ -74,17 +74,11 @@ func describeLint(g *lint.Gate) *signetv1.LintGate {
 // refusal by a limit is ResourceExhausted RATE_LIMITED.
 func (s *Service) ExplainCertificateSigningRequest(ctx context.Context, req *signetv1.ExplainCertificateSigningRequestRequest) (*signetv1.ExplainCertificateSigningRequestResponse, error) {
 	r := req.GetRequest()
-	identity := ClientIdentity(ctx)
-	var sg *Signer
-	ok, which, err := s.access.Load().Limiter.Allow(identity, r.GetSignerName(), func() error {
-		var err error
-		sg, err = s.lookupSigner(identity, r.GetSignerName())
-		return err
-	})
+	sg, which, err := s.limitedSigner(ClientIdentity(ctx), r.GetSignerName())
 	switch {
 	case err != nil:
 		return nil, toStatus(err)
-	case !ok:
+	case sg == nil:
 		return nil, toStatus(fmt.Errorf("%w: the %s rate limit is exhausted; retry later", errRateLimited, which))
 	}
 	e := sg.Issuer.Explain(requestFromProto(r))

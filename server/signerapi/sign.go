@@ -70,16 +70,11 @@ func (s *Service) SignCertificateSigningRequest(ctx context.Context, req *signet
 // the object UID (the idempotency key) must be set. It returns the signer, or the status to
 // return.
 func (s *Service) admit(ctx context.Context, d decisionContext) (*Signer, error) {
-	var sg *Signer
-	ok, which, err := s.access.Load().Limiter.Allow(d.identity, d.signer, func() error {
-		var err error
-		sg, err = s.lookupSigner(d.identity, d.signer)
-		return err
-	})
+	sg, which, err := s.limitedSigner(d.identity, d.signer)
 	switch {
 	case err != nil:
 		return nil, s.refuse(ctx, d, err)
-	case !ok:
+	case sg == nil:
 		// Metrics label unserved signer names "unknown" themselves (bounded cardinality).
 		s.opts.Metrics.ObserveRateLimited(d.signer, which)
 		s.opts.Metrics.ObserveRequest(d.signer, metrics.OutcomeRateLimited, 0)
@@ -89,6 +84,22 @@ func (s *Service) admit(ctx context.Context, d decisionContext) (*Signer, error)
 		return nil, s.refuse(ctx, d, fmt.Errorf("%w: object.uid is required (it is the idempotency key)", issuance.ErrMalformedRequest))
 	}
 	return sg, nil
+}
+
+// limitedSigner returns the named signer once the rate limits and authorization let identity
+// use it (access.Limiter.Allow, with lookupSigner between the client's and the signer's
+// buckets): the signer; or nil and the limit that refused the call; or the authorization
+// error.
+func (s *Service) limitedSigner(identity, name string) (sg *Signer, limit string, err error) {
+	ok, limit, err := s.access.Load().Limiter.Allow(identity, name, func() error {
+		var err error
+		sg, err = s.lookupSigner(identity, name)
+		return err
+	})
+	if !ok {
+		return nil, limit, err
+	}
+	return sg, "", nil
 }
 
 // settle reports the outcome of an idempotent issuance (Store.Do's results) in metrics and
