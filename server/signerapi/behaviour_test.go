@@ -399,26 +399,10 @@ func TestAuthorization(t *testing.T) {
 // shared by all its clients. Rate-limited calls are not recorded and consume nothing.
 func TestRateLimits(t *testing.T) {
 	t.Parallel()
-	clk := clocktesting.NewFakePassiveClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	lim, err := access.NewLimiter(
-		map[string]access.Rate{"tool-a": {PerSecond: 1, Burst: 2}},
-		map[string]access.Rate{signerB: {PerSecond: 1, Burst: 2}},
-		clk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	authz, err := access.NewAuthorizer([]access.Client{
-		{Identity: "tool-a", Signers: []string{access.AllSigners}},
-		{Identity: "tool-b", Signers: []string{access.AllSigners}},
-		{Identity: "tool-c", Signers: []string{access.AllSigners}},
-	}, []string{signerA, signerB})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := newHarness(t, harnessOptions{
-		signers: []signerSpec{legacy(signerA), legacy(signerB)},
-		access:  signerapi.Access{Authorizer: authz, Limiter: lim},
-	})
+	all := []string{access.AllSigners}
+	h := newLimitedHarness(t, []access.Client{{Identity: "tool-a", Signers: all}, {Identity: "tool-b", Signers: all}, {Identity: "tool-c", Signers: all}},
+		map[string]access.Rate{"tool-a": {PerSecond: 1, Burst: 2}}, map[string]access.Rate{signerB: {PerSecond: 1, Burst: 2}})
+	clk := h.limitClock
 	steps := []struct {
 		advance        time.Duration
 		client, signer string

@@ -3,14 +3,11 @@ package signerapi_test
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc/codes"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/access"
-	"github.com/signet-pki/signet/server/signerapi"
 )
 
 // TestUnauthorizedCallsSpendOnlyTheirOwnBudget: a client that may not use signer B sends
@@ -20,31 +17,16 @@ import (
 // budget. Explain spends tokens as signing does.
 func TestUnauthorizedCallsSpendOnlyTheirOwnBudget(t *testing.T) {
 	t.Parallel()
-	clk := clocktesting.NewFakePassiveClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	lim, err := access.NewLimiter(
-		map[string]access.Rate{"hostile": {PerSecond: 1, Burst: 3}},
-		map[string]access.Rate{signerB: {PerSecond: 1, Burst: 2}},
-		clk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	authz, err := access.NewAuthorizer([]access.Client{
+	h := newLimitedHarness(t, []access.Client{
 		{Identity: "watcher", Signers: []string{access.AllSigners}},
 		{Identity: "hostile", Signers: []string{signerA}},
-	}, []string{signerA, signerB})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := newHarness(t, harnessOptions{
-		signers: []signerSpec{legacy(signerA), legacy(signerB)},
-		access:  signerapi.Access{Authorizer: authz, Limiter: lim},
-	})
+	}, map[string]access.Rate{"hostile": {PerSecond: 1, Burst: 3}}, map[string]access.Rate{signerB: {PerSecond: 1, Burst: 2}})
 	hostile, watcher := h.asClient(t, "hostile"), h.asClient(t, "watcher")
 	for i := range 3 {
 		_, err := h.svc.SignCertificateSigningRequest(hostile, signReq(signerB, "hostile-"+strings.Repeat("x", i+1), csr(t, "svc"), "digital signature"))
 		wantStatus(t, err, codes.PermissionDenied, "SIGNER_NOT_ALLOWED")
 	}
-	_, err = h.svc.SignCertificateSigningRequest(hostile, signReq(signerB, "hostile-4", csr(t, "svc"), "digital signature"))
+	_, err := h.svc.SignCertificateSigningRequest(hostile, signReq(signerB, "hostile-4", csr(t, "svc"), "digital signature"))
 	if msg := wantStatus(t, err, codes.ResourceExhausted, "RATE_LIMITED"); !strings.Contains(msg, "client rate limit") {
 		t.Errorf("the hostile client's fourth call: %q, want its own client limit", msg)
 	}

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/signet-pki/signet/internal/testpki"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
@@ -58,6 +59,8 @@ type harness struct {
 	led *ledger.Ledger
 	dir string
 	ca  *testpki.Authority
+	// limitClock is the fake clock of newLimitedHarness's rate limiter.
+	limitClock *clocktesting.FakePassiveClock
 	// signers, access and clock are what svc was built with, for restart.
 	signers []*signerapi.Signer
 	access  signerapi.Access
@@ -126,6 +129,27 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		Clock:  o.clock,
 	})
 	return &harness{svc: svc, led: led, dir: dir, ca: ca, signers: signers, access: o.access, clock: o.clock}
+}
+
+// newLimitedHarness is a harness with signers A and B (legacy-unknown), the given clients, and
+// the given per-client and per-signer rate limits on a fake clock.
+func newLimitedHarness(t *testing.T, clients []access.Client, perClient, perSigner map[string]access.Rate) *harness {
+	t.Helper()
+	clk := clocktesting.NewFakePassiveClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	lim, err := access.NewLimiter(perClient, perSigner, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	authz, err := access.NewAuthorizer(clients, []string{signerA, signerB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, harnessOptions{
+		signers: []signerSpec{legacy(signerA), legacy(signerB)},
+		access:  signerapi.Access{Authorizer: authz, Limiter: lim},
+	})
+	h.limitClock = clk
+	return h
 }
 
 // asClient returns a context whose peer presented a verified client certificate with the
