@@ -3,8 +3,6 @@ package integration
 import (
 	"context"
 	"crypto/x509"
-	"encoding/pem"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -210,17 +208,7 @@ func startKCMSigner(t *testing.T, c *testcluster.Cluster) (*testcluster.Process,
 	t.Helper()
 	dir := t.TempDir()
 	ca := testpki.CA(t)
-	keyDER, err := x509.MarshalPKCS8PrivateKey(ca.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile := filepath.Join(dir, "kcm-ca.crt"), filepath.Join(dir, "kcm-ca.key")
-	if err := os.WriteFile(certFile, ca.CertPEM(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	certFile, keyFile := writeCA(t, dir, "kcm-ca", ca)
 	kcm, err := c.StartControllerManager(dir, []string{"csrsigning"},
 		"--cluster-signing-cert-file="+certFile, "--cluster-signing-key-file="+keyFile,
 		"--cluster-signing-duration="+diffMaxLifetime.String())

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,9 +129,7 @@ func kubeletSignet(t *testing.T) (*signet, *testpki.Authority) {
 	s := newSignet(t, kubeletClientCAs, clientLifetime)
 	s.cfg.Signers[0].Profile = profile.Spec{Name: profile.NameKubeAPIServerClientKubelet}
 	servingCA := testpki.CA(t, func(c *x509.Certificate) { c.Subject = pkix.Name{CommonName: "signet kubelet-serving CA"} })
-	certFile, keyFile := filepath.Join(s.state, "serving-ca.crt"), filepath.Join(s.state, "serving-ca.key")
-	writeFile(t, certFile, servingCA.CertPEM())
-	writeFile(t, keyFile, testpki.KeyPEM(t, servingCA.Key))
+	certFile, keyFile := writeCA(t, s.state, "serving-ca", servingCA)
 	s.cfg.Signers = append(s.cfg.Signers, config.Signer{
 		Name: kubeletServing, Key: keyFile, Certificate: certFile,
 		MaxLifetime: &metav1.Duration{Duration: 24 * time.Hour},
@@ -381,7 +380,7 @@ func checkEveryCSRRecorded(t *testing.T, admin kubernetes.Interface, s *signet, 
 		}
 		if prefix, want := wantGrounds[csr.Name]; want {
 			seen++
-			if (prefix == "") != (rec.Grounds == "") || len(rec.Grounds) < len(prefix) || rec.Grounds[:len(prefix)] != prefix {
+			if (prefix == "") != (rec.Grounds == "") || !strings.HasPrefix(rec.Grounds, prefix) {
 				t.Errorf("CSR %s: ledger grounds %q, want %q…", csr.Name, rec.Grounds, prefix)
 			}
 		}

@@ -20,6 +20,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/signet-pki/signet/internal/testcluster"
+	"github.com/signet-pki/signet/internal/testpki"
 )
 
 // This file runs a real node for the end-to-end kubelet test: containerd from the
@@ -246,6 +247,16 @@ func writeFile(t *testing.T, path string, data []byte) {
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// writeCA writes ca's certificate and PKCS#8 key as name.crt and name.key in dir and returns
+// their paths.
+func writeCA(t *testing.T, dir, name string, ca *testpki.Authority) (certFile, keyFile string) {
+	t.Helper()
+	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+	writeFile(t, certFile, ca.CertPEM())
+	writeFile(t, keyFile, testpki.KeyPEM(t, ca.Key))
+	return certFile, keyFile
 }
 
 // freePort returns a TCP port free on every address at the time of the call.
