@@ -123,7 +123,7 @@ func New(opts Options) (*Gate, error) {
 	global := zl.GlobalRegistry()
 	for _, e := range append(excluded, opts.Accept...) {
 		if global.CertificateLints().ByName(e.Lint) == nil {
-			return nil, fmt.Errorf("lint options: unknown certificate lint %q in exclusions", e.Lint)
+			return nil, fmt.Errorf("lint options: unknown certificate lint %q in exclusions or accepted findings", e.Lint)
 		}
 	}
 	excluded = append(excluded, alwaysExcluded...)
