@@ -29,8 +29,12 @@ import (
 	"github.com/signet-pki/signet/server/signerapi"
 )
 
-// maxRecvMsgSize bounds one request. A PKCS#10 request with a few SANs is a few KiB.
-const maxRecvMsgSize = 256 << 10
+// maxRecvMsgSize bounds one request. It sits above the largest object an apiserver can
+// store (etcd's request limit, 1.5 MiB), so that a request forwarded from any object a cluster
+// can hold reaches Signet, whose own limits (signerapi.MaxCSRBytes and the others, far lower)
+// refuse it as MALFORMED_REQUEST with a reason and a ledger record. A message over this gets
+// gRPC's own ResourceExhausted, which the watcher treats as final.
+const maxRecvMsgSize = 4 << 20
 
 // streamWorkers is how many goroutines serve calls and are kept between calls. A call that
 // finds them all busy gets a goroutine of its own, as without workers. A kept goroutine keeps
@@ -42,8 +46,9 @@ const streamWorkers = 64
 // Flow-control windows, fixed. grpc-go's default dynamic window measures the connection's
 // bandwidth-delay product with a PING exchange whenever data arrives and no measurement is
 // under way; with small unary calls that is a PING each way on almost every call, frames and
-// thread wake-ups on the critical path, for a window that never needs to grow: a request is at
-// most maxRecvMsgSize, an answer a few KiB. The watcher's client fixes its windows the same way.
+// thread wake-ups on the critical path, for a window that never needs to grow: a request is a
+// few KiB (at most Signet's limits, far below maxRecvMsgSize), an answer a few KiB. The
+// watcher's client fixes its windows the same way.
 const (
 	streamWindow = 1 << 20
 	connWindow   = 4 << 20

@@ -86,12 +86,21 @@ func ParseCSR(data []byte) (*x509.CertificateRequest, error) {
 	return parseRequestDER(block.Bytes, "PKCS#10")
 }
 
+// MaxSANs bounds the subject alternative names of a request (DNS names, IP addresses, URIs
+// and email addresses together). kube-controller-manager has no such limit; no Kubernetes
+// client sends more than a handful, and a certificate with thousands costs every party that
+// reads it.
+const MaxSANs = 256
+
 // parseRequestDER parses a DER PKCS#10 request, named what in errors, checks its key
 // (CheckPublicKey) and verifies its signature: the proof of possession of that key.
 func parseRequestDER(der []byte, what string) (*x509.CertificateRequest, error) {
 	csr, err := x509.ParseCertificateRequest(der)
 	if err != nil {
 		return nil, fmt.Errorf("%w: parsing %s: %v", ErrMalformedRequest, what, err)
+	}
+	if n := len(csr.DNSNames) + len(csr.IPAddresses) + len(csr.URIs) + len(csr.EmailAddresses); n > MaxSANs {
+		return nil, fmt.Errorf("%w: %s has %d subject alternative names, more than the %d Signet accepts", ErrMalformedRequest, what, n, MaxSANs)
 	}
 	if err := CheckPublicKey(csr.PublicKey); err != nil {
 		return nil, err

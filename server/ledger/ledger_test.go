@@ -201,11 +201,13 @@ func TestAppendRejectsInvalidRecords(t *testing.T) {
 	noCert.Certificate = ""
 	noReason := refused(1)
 	noReason.Reason = ""
+	noSigner := issued(1)
+	noSigner.Signer = ""
 	for name, r := range map[string]ledger.Record{
 		"unknown decision":  {Decision: "maybe", Signer: "s"},
 		"issued no cert":    noCert,
 		"refused no reason": noReason,
-		"no signer":         {Decision: ledger.Refused, Reason: "X"},
+		"issued no signer":  noSigner,
 	} {
 		if _, err := l.Append(context.Background(), r); !errors.Is(err, ledger.ErrInvalidRecord) {
 			t.Errorf("%s: err = %v, want ErrInvalidRecord", name, err)
@@ -213,6 +215,11 @@ func TestAppendRejectsInvalidRecords(t *testing.T) {
 	}
 	if seq, _ := l.Last(); seq != 0 {
 		t.Errorf("invalid records were stored: last seq %d", seq)
+	}
+	// A request that named no signer is still refused on the record (issue 18: every decision
+	// is recorded).
+	if _, err := l.Append(context.Background(), ledger.Record{Decision: ledger.Refused, Reason: "MALFORMED_REQUEST"}); err != nil {
+		t.Errorf("refusal without a signer: %v", err)
 	}
 }
 

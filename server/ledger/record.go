@@ -32,7 +32,8 @@ type Record struct {
 	Time time.Time `json:"time"`
 	// Decision is Issued or Refused.
 	Decision Decision `json:"decision"`
-	// Signer is the signer name the request was for.
+	// Signer is the signer name the request was for; empty only in the refusal of a request
+	// that named none.
 	Signer string `json:"signer"`
 	// Client is the mTLS identity of the caller (the watcher or a webhook client).
 	Client string `json:"client,omitempty"`
@@ -79,15 +80,15 @@ func (r *Record) validate() error {
 		if r.Certificate == "" || r.Serial == "" {
 			return fmt.Errorf("%w: an issued record needs its certificate and serial", ErrInvalidRecord)
 		}
+		if r.Signer == "" {
+			return fmt.Errorf("%w: signer is empty", ErrInvalidRecord)
+		}
 	case Refused:
 		if r.Reason == "" {
 			return fmt.Errorf("%w: a refused record needs a reason", ErrInvalidRecord)
 		}
 	default:
 		return fmt.Errorf("%w: decision %q (want %q or %q)", ErrInvalidRecord, r.Decision, Issued, Refused)
-	}
-	if r.Signer == "" {
-		return fmt.Errorf("%w: signer is empty", ErrInvalidRecord)
 	}
 	return nil
 }

@@ -74,7 +74,7 @@ func describeLint(g *lint.Gate) *signetv1.LintGate {
 // refusal by a limit is ResourceExhausted RATE_LIMITED.
 func (s *Service) ExplainCertificateSigningRequest(ctx context.Context, req *signetv1.ExplainCertificateSigningRequestRequest) (*signetv1.ExplainCertificateSigningRequestResponse, error) {
 	r := req.GetRequest()
-	sg, which, err := s.limitedSigner(ClientIdentity(ctx), r.GetSignerName())
+	sg, which, err := s.limitedSigner(ClientIdentity(ctx), r.GetSignerName(), func() error { return checkCSRRequest(r) })
 	switch {
 	case err != nil:
 		return nil, toStatus(err)

@@ -78,6 +78,8 @@ type harnessOptions struct {
 	lint lint.Options
 	// logs, if set, receives the service's log (JSON lines).
 	logs io.Writer
+	// intermediates, if set, are returned with every leaf.
+	intermediates []*x509.Certificate
 }
 
 func newHarness(t *testing.T, o harnessOptions) *harness {
@@ -95,7 +97,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		}
 		opts := issuance.IssuerOptions{
 			SignerName: s.name,
-			CA:         &issuance.CA{Certificate: ca.Cert, Key: ca.Key},
+			CA:         &issuance.CA{Certificate: ca.Cert, Key: ca.Key, Intermediates: o.intermediates},
 			Policy:     prof,
 			Clock:      o.clock,
 		}

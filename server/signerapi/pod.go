@@ -50,7 +50,7 @@ func (s *Service) SignPodCertificateRequest(ctx context.Context, req *signetv1.S
 		logKeyServiceAccount, pod.GetServiceAccountName(),
 		logKeyNode, pod.GetNodeName(),
 	)
-	sg, err := s.admit(ctx, d)
+	sg, err := s.admit(ctx, d, func() error { return checkPodRequest(req) })
 	if err != nil {
 		return nil, err
 	}

@@ -21,6 +21,8 @@ import (
 
 // SignCertificateSigningRequest decides on one CertificateSigningRequest, in this order:
 //   - the client's own rate limit (ResourceExhausted; not recorded);
+//   - the limits on what a caller may send (limits.go: signer name required, field sizes;
+//     MALFORMED_REQUEST);
 //   - the signer must be served and the client allowed to use it (NotFound, PermissionDenied);
 //   - the signer's rate limit, shared by its clients (ResourceExhausted; not recorded);
 //   - object.uid is required: it is the idempotency key;
@@ -29,13 +31,13 @@ import (
 //   - otherwise the issuance pipeline runs, and the certificate is returned only once its
 //     ledger record is durable (Unavailable, nothing issued, if it cannot be written).
 //
-// Every refusal after authorization is recorded in the ledger too. Request contents and key
-// material are never logged.
+// Every refusal but a rate limit's is recorded in the ledger too, with the caller's strings
+// clipped so that a record stays bounded. Request contents and key material are never logged.
 func (s *Service) SignCertificateSigningRequest(ctx context.Context, req *signetv1.SignCertificateSigningRequestRequest) (*signetv1.SignCertificateSigningRequestResponse, error) {
 	start := s.opts.Clock.Now()
 	d := s.newDecision(ctx, issuance.KindCertificateSigningRequest, req.GetSignerName(), req.GetObject(),
 		req.GetRequester().GetUsername())
-	sg, err := s.admit(ctx, d)
+	sg, err := s.admit(ctx, d, func() error { return checkCSRRequest(req) })
 	if err != nil {
 		return nil, err
 	}
@@ -63,14 +65,15 @@ func (s *Service) SignCertificateSigningRequest(ctx context.Context, req *signet
 }
 
 // admit applies the steps before a request is decided, in this order: the client's own rate
-// limit (ResourceExhausted; not recorded); the signer must be served and the client allowed to
+// limit (ResourceExhausted; not recorded); checkLimits, the limits on what a caller may send
+// (limits.go; MALFORMED_REQUEST, recorded); the signer must be served and the client allowed to
 // use it (NotFound, PermissionDenied; recorded, and the client's token stays spent); the
 // signer's rate limit, shared by every client allowed to use it (ResourceExhausted; not
 // recorded), so that a client may not spend, or probe, the budget of a signer it cannot use;
 // the object UID (the idempotency key) must be set. It returns the signer, or the status to
 // return.
-func (s *Service) admit(ctx context.Context, d decisionContext) (*Signer, error) {
-	sg, which, err := s.limitedSigner(d.identity, d.signer)
+func (s *Service) admit(ctx context.Context, d decisionContext, checkLimits func() error) (*Signer, error) {
+	sg, which, err := s.limitedSigner(d.identity, d.signer, checkLimits)
 	switch {
 	case err != nil:
 		return nil, s.refuse(ctx, d, err)
@@ -90,8 +93,11 @@ func (s *Service) admit(ctx context.Context, d decisionContext) (*Signer, error)
 // use it (access.Limiter.Allow, with lookupSigner between the client's and the signer's
 // buckets): the signer; or nil and the limit that refused the call; or the authorization
 // error.
-func (s *Service) limitedSigner(identity, name string) (sg *Signer, limit string, err error) {
+func (s *Service) limitedSigner(identity, name string, checkLimits func() error) (sg *Signer, limit string, err error) {
 	ok, limit, err := s.access.Load().Limiter.Allow(identity, name, func() error {
+		if err := checkLimits(); err != nil {
+			return err
+		}
 		var err error
 		sg, err = s.lookupSigner(identity, name)
 		return err
@@ -145,27 +151,35 @@ type decisionContext struct {
 // only if there is one) with the kind's own attributes (logAttrs, key-value pairs).
 func (s *Service) newDecision(ctx context.Context, kind issuance.Kind, signer string, object *signetv1.KubernetesObject, requester string, logAttrs ...any) decisionContext {
 	d := decisionContext{identity: ClientIdentity(ctx), signer: signer, kind: kind, objectUID: object.GetUid(), requester: requester}
+	// The caller's strings are clipped in logs as in the ledger: a log line stays bounded
+	// whatever the caller sends (the limits refuse the request itself).
 	attrs := []any{
-		logKeySigner, d.signer,
-		logKeyClient, d.identity,
+		logKeySigner, clip(d.signer, recordSignerBytes),
+		logKeyClient, clip(d.identity, recordClientBytes),
 		logKeyKind, d.kind,
-		logKeyObjectUID, d.objectUID,
-		logKeyObject, object.GetName(),
+		logKeyObjectUID, clip(d.objectUID, recordObjectUIDBytes),
+		logKeyObject, clip(object.GetName(), recordSignerBytes),
 	}
 	if requester != "" {
-		attrs = append(attrs, logKeyRequester, requester)
+		attrs = append(attrs, logKeyRequester, clip(requester, recordRequesterBytes))
+	}
+	for i, a := range logAttrs {
+		if v, ok := a.(string); ok && i%2 == 1 {
+			logAttrs[i] = clip(v, recordRequesterBytes)
+		}
 	}
 	d.log = s.opts.Log.With(append(attrs, logAttrs...)...)
 	return d
 }
 
+// record is the ledger record of the decision, with the caller's strings clipped (see clip).
 func (d decisionContext) record(decision ledger.Decision) ledger.Record {
 	r := ledger.Record{
 		Decision:   decision,
-		Signer:     d.signer,
-		Client:     d.identity,
-		Requester:  d.requester,
-		ObjectUID:  d.objectUID,
+		Signer:     clip(d.signer, recordSignerBytes),
+		Client:     clip(d.identity, recordClientBytes),
+		Requester:  clip(d.requester, recordRequesterBytes),
+		ObjectUID:  clip(d.objectUID, recordObjectUIDBytes),
 		ObjectKind: string(d.kind),
 	}
 	if d.hash != nil {
@@ -182,10 +196,14 @@ func (s *Service) recordIssued(ctx context.Context, d decisionContext, cert *iss
 	rec.Serial = hex.EncodeToString(cert.Leaf.SerialNumber.Bytes())
 	rec.NotBefore, rec.NotAfter = cert.Leaf.NotBefore, cert.Leaf.NotAfter
 	rec.Certificate = string(cert.ChainPEM)
-	rec.Message = message
+	rec.Message = clip(message, recordMessageBytes)
 	rec.Grounds = cert.Grounds
 	rec, err := s.appendRecord(ctx, rec)
-	if err != nil {
+	switch {
+	case errors.Is(err, ledger.ErrInvalidRecord):
+		// A record the ledger can never hold (a line over its limit): final, not "retry later".
+		return idempotency.Entry{}, fmt.Errorf("%w: the certificate's ledger record cannot be stored (%w), so nothing was issued", issuance.ErrMalformedRequest, err)
+	case err != nil:
 		return idempotency.Entry{}, fmt.Errorf("%w: %w", errLedgerUnavailable, err)
 	}
 	for _, f := range cert.AcceptedFindings {
@@ -230,7 +248,7 @@ func (s *Service) refuse(ctx context.Context, d decisionContext, err error) erro
 	}
 	rec := d.record(ledger.Refused)
 	rec.Reason = name
-	rec.Message = publicMessage(err, safe)
+	rec.Message = clip(publicMessage(err, safe), recordMessageBytes)
 	if _, lerr := s.appendRecord(ctx, rec); lerr != nil {
 		d.log.Error("recording a refusal", logKeyError, lerr.Error())
 	}

@@ -13,6 +13,10 @@ import (
 // ErrorDomain is the google.rpc.ErrorInfo domain of the signing server's errors.
 const ErrorDomain = "signet.dev"
 
+// reasonRateLimited is the reason of the server's rate limits, the one ResourceExhausted
+// that a retry can get past.
+const reasonRateLimited = "RateLimited"
+
 // Reasons used when the server's error carries no ErrorInfo.
 const (
 	ReasonSignerRefused     = "SignerRefused"
@@ -20,9 +24,10 @@ const (
 )
 
 // Classify tells what a SignCSR or SignPCR error means for the object:
-//   - terminal is true iff the gRPC code is InvalidArgument or FailedPrecondition: retrying
-//     cannot help and the object should be marked Failed (a CSR) or Denied (a
-//     PodCertificateRequest);
+//   - terminal is true iff the gRPC code is InvalidArgument or FailedPrecondition, or
+//     ResourceExhausted without the RATE_LIMITED reason (gRPC's own "message larger than
+//     max": the same request can never fit): retrying cannot help and the object should be
+//     marked Failed (a CSR) or Denied (a PodCertificateRequest);
 //   - reason is the ErrorInfo reason of domain signet.dev in TitleCase ("UNSUPPORTED_KEY" →
 //     "UnsupportedKey"), fit for a Kubernetes condition reason; without one, SignerRefused
 //     (terminal) or SignerUnavailable (transient);
@@ -40,8 +45,13 @@ func Classify(err error) (reason string, message string, terminal bool) {
 		return ReasonSignerUnavailable, err.Error(), false
 	}
 	st := carrier.GRPCStatus()
-	terminal = st.Code() == codes.InvalidArgument || st.Code() == codes.FailedPrecondition
 	reason = errorInfoReason(st)
+	switch st.Code() {
+	case codes.InvalidArgument, codes.FailedPrecondition:
+		terminal = true
+	case codes.ResourceExhausted:
+		terminal = reason != reasonRateLimited
+	}
 	if reason == "" {
 		reason = ReasonSignerUnavailable
 		if terminal {

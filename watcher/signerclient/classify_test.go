@@ -58,6 +58,12 @@ func TestClassify(t *testing.T) {
 			nil, false, ReasonSignerUnavailable, "context deadline exceeded", false},
 		{"permission denied is transient", codes.PermissionDenied, "unknown client",
 			nil, false, ReasonSignerUnavailable, "unknown client", false},
+		{"message over the server's receive limit is final", codes.ResourceExhausted, "grpc: received message larger than max (5242880 vs. 4194304)",
+			nil, false, ReasonSignerRefused, "grpc: received message larger than max (5242880 vs. 4194304)", true},
+		{"rate limited is transient", codes.ResourceExhausted, "the client rate limit is exhausted; retry later",
+			info("RATE_LIMITED", ErrorDomain), false, "RateLimited", "the client rate limit is exhausted; retry later", false},
+		{"resource exhausted with another reason is final", codes.ResourceExhausted, "too big",
+			info("MALFORMED_REQUEST", ErrorDomain), false, "MalformedRequest", "too big", true},
 		{"empty message", codes.InvalidArgument, "",
 			nil, false, ReasonSignerRefused, "signing server answered InvalidArgument", true},
 	}

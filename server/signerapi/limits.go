@@ -1,0 +1,248 @@
+package signerapi
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"unicode/utf8"
+
+	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/server/issuance"
+)
+
+// The limits on what a caller may send, checked at the edge of the service: after the
+// client's own rate limit, before the signer is looked up. A request over one is refused
+// with MALFORMED_REQUEST naming the field and the limit, and recorded (with the caller's
+// strings clipped, see clip). They sit well above anything a Kubernetes client sends, and
+// where Kubernetes has a limit of its own for the field they are that limit; the gRPC
+// receive limit (server.maxRecvMsgSize, 4 MiB) sits above the largest object an apiserver
+// can store (etcd's 1.5 MiB), so that every request an apiserver can hold gets an answer
+// from Signet and not a transport error. docs/security.md lists them.
+const (
+	// MaxSignerNameBytes is Kubernetes' own limit on a signer name (ValidateSignerName).
+	MaxSignerNameBytes = 571
+	// MaxObjectUIDBytes bounds object.uid, the idempotency key; it must also be printable
+	// ASCII. Kubernetes UIDs are 36-byte UUIDs.
+	MaxObjectUIDBytes = 128
+	// MaxObjectNameBytes is Kubernetes' limit on an object name (a DNS subdomain).
+	MaxObjectNameBytes = 253
+	// MaxUserStringBytes bounds requester.username and requester.uid.
+	MaxUserStringBytes = 1024
+	// MaxGroups bounds requester.groups, each group at most MaxUserStringBytes.
+	MaxGroups = 1024
+	// MaxExtraKeys bounds the keys of requester.extra.
+	MaxExtraKeys = 64
+	// MaxRequesterAttributeBytes bounds the groups, extra keys and extra values together.
+	MaxRequesterAttributeBytes = 64 << 10
+	// MaxUsages bounds the usages of a CertificateSigningRequest, each at most
+	// MaxUsageBytes. Kubernetes defines 24 usages.
+	MaxUsages     = 32
+	MaxUsageBytes = 64
+	// MaxCSRBytes bounds the PEM of a CertificateSigningRequest's request. A kubelet's is
+	// about 1 KiB; one with an RSA-4096 key and issuance.MaxSANs names fits.
+	MaxCSRBytes = 64 << 10
+	// MaxPodKeyFieldBytes bounds a PodCertificateRequest's pkix_public_key,
+	// proof_of_possession and stub_pkcs10_request: Kubernetes' own limit for each
+	// (MaxPKIXPublicKeySize, MaxProofOfPossessionSize, MaxStubPKCS10RequestSize).
+	MaxPodKeyFieldBytes = 10 << 10
+	// MaxNamespaceBytes is Kubernetes' limit on a namespace name (a DNS label).
+	MaxNamespaceBytes = 63
+	// MaxPodUIDBytes is Kubernetes' limit on the pod, service account and node UIDs of a
+	// PodCertificateRequest.
+	MaxPodUIDBytes = 128
+	// MaxAnnotationBytes is Kubernetes' limit on annotations (TotalAnnotationSizeLimitB),
+	// which it applies to unverified_user_annotations: keys and values together.
+	MaxAnnotationBytes = 256 << 10
+)
+
+// malformed is the MALFORMED_REQUEST refusal of a field over its limit.
+func malformed(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", issuance.ErrMalformedRequest, fmt.Sprintf(format, args...))
+}
+
+// maxBytes refuses a string or byte field longer than limit.
+func maxBytes[T ~string | ~[]byte](field string, v T, limit int) error {
+	if len(v) > limit {
+		return malformed("%s is %d bytes long, more than the %d Signet accepts", field, len(v), limit)
+	}
+	return nil
+}
+
+// checkCommon checks the fields every signing call has: the signer name and the object.
+func checkCommon(signer string, object *signetv1.KubernetesObject) error {
+	if signer == "" {
+		return malformed("signer_name is required")
+	}
+	if err := maxBytes("signer_name", signer, MaxSignerNameBytes); err != nil {
+		return err
+	}
+	uid := object.GetUid()
+	if err := maxBytes("object.uid", uid, MaxObjectUIDBytes); err != nil {
+		return err
+	}
+	for i := 0; i < len(uid); i++ {
+		if uid[i] < 0x21 || uid[i] > 0x7e {
+			return malformed("object.uid must be printable ASCII without spaces (byte %d is 0x%02x)", i, uid[i])
+		}
+	}
+	return maxBytes("object.name", object.GetName(), MaxObjectNameBytes)
+}
+
+// checkCSRRequest checks a CertificateSigningRequest call (or the request of an Explain)
+// against the limits.
+func checkCSRRequest(req *signetv1.SignCertificateSigningRequestRequest) error {
+	if err := checkCommon(req.GetSignerName(), req.GetObject()); err != nil {
+		return err
+	}
+	if err := maxBytes("request", req.GetRequest(), MaxCSRBytes); err != nil {
+		return err
+	}
+	usages := req.GetUsages()
+	if len(usages) > MaxUsages {
+		return malformed("usages has %d entries, more than the %d Signet accepts", len(usages), MaxUsages)
+	}
+	for i, u := range usages {
+		if err := maxBytes(fmt.Sprintf("usages[%d]", i), u, MaxUsageBytes); err != nil {
+			return err
+		}
+	}
+	return checkRequester(req.GetRequester())
+}
+
+// checkRequester checks the requester's user info.
+func checkRequester(who *signetv1.Requester) error {
+	if err := maxBytes("requester.username", who.GetUsername(), MaxUserStringBytes); err != nil {
+		return err
+	}
+	if err := maxBytes("requester.uid", who.GetUid(), MaxUserStringBytes); err != nil {
+		return err
+	}
+	groups, extra := who.GetGroups(), who.GetExtra()
+	if len(groups) > MaxGroups {
+		return malformed("requester.groups has %d entries, more than the %d Signet accepts", len(groups), MaxGroups)
+	}
+	if len(extra) > MaxExtraKeys {
+		return malformed("requester.extra has %d keys, more than the %d Signet accepts", len(extra), MaxExtraKeys)
+	}
+	total := 0
+	for i, g := range groups {
+		if err := maxBytes(fmt.Sprintf("requester.groups[%d]", i), g, MaxUserStringBytes); err != nil {
+			return err
+		}
+		total += len(g)
+	}
+	for k, v := range extra {
+		total += len(k)
+		for _, s := range v.GetValues() {
+			total += len(s)
+		}
+	}
+	if total > MaxRequesterAttributeBytes {
+		return malformed("requester.groups and requester.extra hold %d bytes, more than the %d Signet accepts", total, MaxRequesterAttributeBytes)
+	}
+	return nil
+}
+
+// checkPodRequest checks a PodCertificateRequest call against the limits.
+func checkPodRequest(req *signetv1.SignPodCertificateRequestRequest) error {
+	if err := checkCommon(req.GetSignerName(), req.GetObject()); err != nil {
+		return err
+	}
+	pod := req.GetPod()
+	for _, f := range []struct {
+		name  string
+		value string
+		limit int
+	}{
+		{"pod.namespace", pod.GetNamespace(), MaxNamespaceBytes},
+		{"pod.pod_name", pod.GetPodName(), MaxObjectNameBytes},
+		{"pod.pod_uid", pod.GetPodUid(), MaxPodUIDBytes},
+		{"pod.service_account_name", pod.GetServiceAccountName(), MaxObjectNameBytes},
+		{"pod.service_account_uid", pod.GetServiceAccountUid(), MaxPodUIDBytes},
+		{"pod.node_name", pod.GetNodeName(), MaxObjectNameBytes},
+		{"pod.node_uid", pod.GetNodeUid(), MaxPodUIDBytes},
+	} {
+		if err := maxBytes(f.name, f.value, f.limit); err != nil {
+			return err
+		}
+	}
+	for _, f := range []struct {
+		name  string
+		value []byte
+	}{
+		{"stub_pkcs10_request", req.GetStubPkcs10Request()},
+		{"pkix_public_key", req.GetPkixPublicKey()},
+		{"proof_of_possession", req.GetProofOfPossession()},
+	} {
+		if err := maxBytes(f.name, f.value, MaxPodKeyFieldBytes); err != nil {
+			return err
+		}
+	}
+	total := 0
+	for k, v := range req.GetUnverifiedUserAnnotations() {
+		total += len(k) + len(v)
+	}
+	if total > MaxAnnotationBytes {
+		return malformed("unverified_user_annotations hold %d bytes, more than the %d Signet accepts", total, MaxAnnotationBytes)
+	}
+	return nil
+}
+
+// The most bytes each caller-supplied string may take in a ledger record, JSON-escaped: the
+// limits above (a printable value within them is never clipped; the object UID even when
+// every byte is escaped) plus room, and 2 KiB for a SPIFFE ID in the client identity. With
+// them a refused record's line stays under 8 KiB whatever the caller sends
+// (TestRefusedRecordIsBounded measures the worst case).
+const (
+	recordSignerBytes    = 640
+	recordClientBytes    = 2100
+	recordRequesterBytes = 1100
+	recordObjectUIDBytes = 6*MaxObjectUIDBytes + 32
+	recordMessageBytes   = 1536
+)
+
+// clip returns s if its JSON encoding (without quotes) is at most limit bytes; otherwise the
+// longest prefix that fits with a marker naming the value's length and SHA-256, e.g.
+// "aaaa…[clipped: 171000 bytes, sha256 3f2a9c0e5b7d1a44]", so that a record stays bounded and
+// still identifies what was sent.
+func clip(s string, limit int) string {
+	if jsonLen(s) <= limit {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	marker := fmt.Sprintf("…[clipped: %d bytes, sha256 %s]", len(s), hex.EncodeToString(sum[:8]))
+	room := limit - jsonLen(marker)
+	n := 0
+	for i := 0; i < len(s); {
+		r, w := utf8.DecodeRuneInString(s[i:])
+		if n += jsonRuneLen(r, w); n > room {
+			return s[:i] + marker
+		}
+		i += w
+	}
+	return s + marker
+}
+
+// jsonLen is the length of s as encoding/json writes it, without the quotes.
+func jsonLen(s string) int {
+	n := 0
+	for len(s) > 0 {
+		r, w := utf8.DecodeRuneInString(s)
+		n += jsonRuneLen(r, w)
+		s = s[w:]
+	}
+	return n
+}
+
+// jsonRuneLen is the length encoding/json writes inside a string (HTML escaping on) for the
+// rune r decoded from w bytes (an invalid byte, RuneError of width 1, becomes \ufffd).
+func jsonRuneLen(r rune, w int) int {
+	switch {
+	case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t' || r == '\b' || r == '\f':
+		return 2
+	case r < 0x20 || r == '<' || r == '>' || r == '&' || r == '\u2028' || r == '\u2029' || (r == utf8.RuneError && w == 1):
+		return 6
+	default:
+		return w
+	}
+}
