@@ -11,9 +11,9 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/signet-pki/signet/internal/testpki"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/ledger"
-	"github.com/signet-pki/signet/internal/testpki"
 	"github.com/signet-pki/signet/server/signerapi"
 )
 
