@@ -164,6 +164,8 @@ var (
 		why:  "a node identity carries the Node authorizer's rights; nodes get client certificates from kube-apiserver-client-kubelet, which checks the requester"}
 	diffNames = &difference{id: "malformed names", reason: reasonPolicyViolation, rule: ruleNames,
 		why: "KCM copies any name into the certificate; Signet refuses names no certificate should carry (its names rule) rather than issue what verifiers reject or misread"}
+	diffLimits = &difference{id: "requests over Signet's limits", reason: reasonMalformedRequest, rule: "Signet accepts",
+		why: "KCM signs any request the apiserver stores; Signet bounds the request to 64 KiB and 256 subject alternative names, so a certificate stays small enough for every party that reads it"}
 	diffServingGroup = &difference{id: "kubelet serving certificate requester outside system:nodes", reason: reasonPolicyViolation,
 		rule: "requester: groups include system:nodes",
 		why:  "KCM never looks at the requester; a node's serving certificate goes to a node"}
@@ -173,6 +175,7 @@ var (
 var deliberateDifferences = []*difference{
 	diffCARequest, diffCAUnparsable, diffCertSign, diffSmallRSA, diffRSABytes, diffRSAExponent, diffCurve,
 	diffPrivileged, diffNodeIdentity, diffNames, diffNodeClientRequester, diffServingRequester, diffServingGroup,
+	diffLimits,
 }
 
 // The rules of both refusals and deliberate differences (server/profile/rules.go).

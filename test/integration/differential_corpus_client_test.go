@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
+	"fmt"
 	"strings"
 	"time"
 
@@ -125,7 +126,23 @@ func apiClientSANCases() []diffCase {
 		c(diffCase{name: "wildcard not in the leftmost label", csr: alice(dnsNames("alice.*.example.com")), want: deliberately(diffNames)}),
 		c(diffCase{name: "email SAN with a space", csr: alice(emailAddrs("alice @example.com")), want: deliberately(diffNames)}),
 		c(diffCase{name: "URI SAN without a scheme", csr: alice(uriNames("alice/profile")), want: deliberately(diffNames)}),
+		c(diffCase{name: "256 DNS SANs, Signet's limit", csr: alice(dnsNames(manyNames(256, 20)...)), want: same()}),
+		c(diffCase{name: "257 DNS SANs", csr: alice(dnsNames(manyNames(257, 20)...)), want: deliberately(diffLimits)}),
+		c(diffCase{name: "a request over 64 KiB", csr: alice(dnsNames(manyNames(250, 250)...)), want: deliberately(diffLimits)}),
 	}
+}
+
+// manyNames returns n distinct DNS names of about size bytes each (labels of at most 63).
+func manyNames(n, size int) []string {
+	names := make([]string, n)
+	for i := range names {
+		name := fmt.Sprintf("host-%d.example.com", i)
+		for len(name) < size {
+			name = strings.Repeat("a", min(63, size-len(name))) + "." + name
+		}
+		names[i] = name
+	}
+	return names
 }
 
 // apiClientExtensionCases request extensions: kube-controller-manager drops them all.
