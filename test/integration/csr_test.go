@@ -186,6 +186,9 @@ func TestRefusedCSRsFailWithReason(t *testing.T) {
 		{name: "RSA-1024 key", wantReason: "UnsupportedKey", wantMessage: "RSA key has 1024 bits"},
 		{name: "CA bit requested", wantReason: "PolicyViolation", wantMessage: "CA certificate"},
 		{name: "cert sign usage", wantReason: "PolicyViolation", wantMessage: `"cert sign"`},
+		// A request the apiserver stores (etcd allows 1.5 MiB) but Signet's limit refuses:
+		// final, not retried until the watcher gives up.
+		{name: "400 KiB request", wantReason: "MalformedRequest", wantMessage: "more than the 65536 Signet accepts"},
 	}
 	cases[0].csr = submit(t, carol, s.signerName, rsa1024, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "weak"}}, nil).Name
 	cases[1].csr = submit(t, carol, s.signerName, p256(t), &x509.CertificateRequest{
@@ -194,8 +197,10 @@ func TestRefusedCSRsFailWithReason(t *testing.T) {
 	}, nil).Name
 	cases[2].csr = submit(t, carol, s.signerName, p256(t), &x509.CertificateRequest{Subject: pkix.Name{CommonName: "signs-certs"}}, nil,
 		certificatesv1.UsageDigitalSignature, certificatesv1.UsageCertSign).Name
+	cases[3].csr = submit(t, carol, s.signerName, p256(t), &x509.CertificateRequest{Subject: pkix.Name{CommonName: "huge"},
+		DNSNames: manyNames(1200, 250)}, nil).Name
 	good := submit(t, carol, s.signerName, p256(t), &x509.CertificateRequest{Subject: pkix.Name{CommonName: "fine"}}, nil)
-	for _, name := range []string{cases[0].csr, cases[1].csr, cases[2].csr, good.Name} {
+	for _, name := range []string{cases[0].csr, cases[1].csr, cases[2].csr, cases[3].csr, good.Name} {
 		if err := cluster.Approve(ctx, name); err != nil {
 			t.Fatal(err)
 		}
