@@ -50,6 +50,13 @@
 //	 "objectKind":"CertificateSigningRequest","reason":"POLICY_VIOLATION",
 //	 "message":"group system:masters is forbidden","prevHash":"f556b283…","hash":"c3efc397…"}
 //
+// The ledger stores what it is given; its callers bound it. The signing service clips every
+// caller-supplied string in a record (signerapi's clip: a value whose encoding exceeds its
+// bound keeps a prefix and names its length and SHA-256), so a refused record's line is at
+// most 8 KiB whatever a caller sends (6,406 bytes in the worst case measured,
+// signerapi.TestRefusedRecordIsBounded; docs/security.md), and an issued record is bounded by
+// the request limits and the signer's chain. A line over 1 MiB is refused (ErrInvalidRecord).
+//
 // A record's Hash is the lower-case hex SHA-256 of its canonical encoding with Hash empty (the
 // field is then omitted, so the hashed bytes are the stored line minus its "hash" member).
 // PrevHash is the previous record's Hash: the hash chains the records, and the first record's
