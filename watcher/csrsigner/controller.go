@@ -22,9 +22,6 @@ import (
 	"github.com/signet-pki/signet/watcher/signerclient"
 )
 
-// FieldManager is the field manager of every status write.
-const FieldManager = "signet-watcher"
-
 // Signer signs one CertificateSigningRequest and returns the PEM chain for
 // status.certificate, with the leaf's serial number and NotAfter if the server reported
 // them. Its errors are classified with signerclient.Classify.

@@ -7,25 +7,12 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/signet-pki/signet/watcher/internal/workloop"
 	"github.com/signet-pki/signet/watcher/signerclient"
-)
-
-// writeResult is what became of a status write.
-type writeResult int
-
-const (
-	// written: the status is stored.
-	written writeResult = iota
-	// superseded: after a conflict, the object read again no longer needs the write.
-	superseded
-	// gone: the object was deleted or replaced by another with the same name.
-	gone
-	// notWritten: the write failed; the error says why and the CSR is re-queued.
-	notWritten
 )
 
 // writeCertificate stores the issued chain in status.certificate, then observes the outcome
@@ -39,7 +26,7 @@ func (c *Controller) writeCertificate(ctx context.Context, csr *certificatesv1.C
 	result, err := c.writeStatus(ctx, csr, func(updated *certificatesv1.CertificateSigningRequest) {
 		updated.Status.Certificate = issued.Chain
 	})
-	if result != written {
+	if result != workloop.Written {
 		c.observeNotWritten(csr, result)
 		return err
 	}
@@ -71,7 +58,7 @@ func (c *Controller) markFailed(ctx context.Context, csr *certificatesv1.Certifi
 			LastTransitionTime: now,
 		})
 	})
-	if result != written {
+	if result != workloop.Written {
 		c.observeNotWritten(csr, result)
 		return err
 	}
@@ -85,78 +72,41 @@ func (c *Controller) markFailed(ctx context.Context, csr *certificatesv1.Certifi
 }
 
 // observeNotWritten counts a write that did not happen.
-func (c *Controller) observeNotWritten(csr *certificatesv1.CertificateSigningRequest, result writeResult) {
+func (c *Controller) observeNotWritten(csr *certificatesv1.CertificateSigningRequest, result workloop.WriteResult) {
 	outcome := OutcomeRetried
 	switch result {
-	case superseded:
+	case workloop.Superseded:
 		outcome = OutcomeConflict
-	case gone:
+	case workloop.Gone:
 		outcome = OutcomeGone
 	}
 	c.metrics.ObserveHandled(csr.Spec.SignerName, outcome)
 }
 
 // writeStatus writes a copy of csr (the object read from the cache, with its
-// resourceVersion) changed by apply, with UpdateStatus. A deleted object is dropped (gone).
-// On Conflict it reads the object from the API server and decides again at once:
-//   - deleted, or another object with the same name (UID changed): dropped (gone);
-//   - no longer to be signed (signed, denied or failed meanwhile) or a different spec:
-//     dropped (superseded);
-//   - otherwise apply is written once more on the fresh object. What apply writes was
-//     decided for this UID and spec, so the signing server is not asked again.
-//
-// Any other error, and a second conflict, is returned (notWritten) and the CSR re-queued.
-// status.certificate is never overwritten: only objects without one are written, and each
-// write is conditional on the resourceVersion that was checked. Unless the CSR is
-// re-queued, when it was seen approved is forgotten (c.seen): it is done with.
-func (c *Controller) writeStatus(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, apply func(*certificatesv1.CertificateSigningRequest)) (result writeResult, err error) {
+// resourceVersion) changed by apply, with UpdateStatus, and handles a conflict as
+// workloop.WriteStatus says: status.certificate is never overwritten, as only objects without
+// one are written, each write conditional on the resourceVersion that was checked. Unless the
+// CSR is re-queued (NotWritten), when it was seen approved is forgotten (c.seen): it is done
+// with.
+func (c *Controller) writeStatus(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, apply func(*certificatesv1.CertificateSigningRequest)) (result workloop.WriteResult, err error) {
 	defer func() {
-		if result != notWritten {
+		if result != workloop.NotWritten {
 			c.forgetSeen(csr.UID)
 		}
 	}()
-	logger := klog.FromContext(ctx)
-	err = c.updateStatus(ctx, csr, apply)
-	switch {
-	case err == nil:
-		return written, nil
-	case apierrors.IsNotFound(err):
-		logger.Info("Dropping CSR", "why", "deleted before its status was written")
-		return gone, nil
-	case !apierrors.IsConflict(err):
-		logger.Error(err, "Writing CSR status")
-		return notWritten, err
-	}
-
-	logger.V(2).Info("Status write conflicted, reading the CSR again", "err", err)
-	fresh, err := c.kube.CertificatesV1().CertificateSigningRequests().Get(ctx, csr.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		logger.Info("Dropping CSR", "why", "deleted before its status was written")
-		return gone, nil
-	case err != nil:
-		logger.Error(err, "Reading CSR after a status conflict")
-		return notWritten, fmt.Errorf("reading CSR %s after a status conflict: %w", csr.Name, err)
-	case fresh.UID != csr.UID:
-		logger.Info("Dropping CSR", "why", "replaced by another object with the same name", "newUID", fresh.UID)
-		return gone, nil
-	}
-	if why := c.supersededReason(csr, fresh); why != "" {
-		logger.Info("Dropping CSR after a status conflict", "why", why)
-		return superseded, nil
-	}
-	err = c.updateStatus(ctx, fresh, apply)
-	switch {
-	case err == nil:
-		logger.V(2).Info("Status written after a conflict")
-		return written, nil
-	case apierrors.IsNotFound(err):
-		logger.Info("Dropping CSR", "why", "deleted before its status was written")
-		return gone, nil
-	default:
-		logger.Error(err, "Writing CSR status after a conflict, will retry")
-		return notWritten, err
-	}
+	return workloop.WriteStatus(ctx, csr, workloop.StatusTarget[*certificatesv1.CertificateSigningRequest]{
+		Kind: "CSR",
+		Key:  csr.Name,
+		UID:  func(o *certificatesv1.CertificateSigningRequest) types.UID { return o.UID },
+		Update: func(ctx context.Context, base *certificatesv1.CertificateSigningRequest) error {
+			return c.updateStatus(ctx, base, apply)
+		},
+		Get: func(ctx context.Context) (*certificatesv1.CertificateSigningRequest, error) {
+			return c.kube.CertificatesV1().CertificateSigningRequests().Get(ctx, csr.Name, metav1.GetOptions{})
+		},
+		Superseded: c.supersededReason,
+	})
 }
 
 // supersededReason returns why fresh, the object read again after a conflict, must not get
@@ -179,7 +129,7 @@ func (c *Controller) updateStatus(ctx context.Context, base *certificatesv1.Cert
 	updated := base.DeepCopy()
 	apply(updated)
 	_, err := c.kube.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, updated,
-		metav1.UpdateOptions{FieldManager: FieldManager})
+		metav1.UpdateOptions{FieldManager: workloop.FieldManager})
 	if err != nil {
 		return fmt.Errorf("updating status of CSR %s: %w", base.Name, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/signet-pki/signet/watcher/internal/workloop"
 	"github.com/signet-pki/signet/watcher/signerclient"
 )
 
@@ -166,7 +167,7 @@ func (c v1Client) updateStatus(ctx context.Context, r *request, apply func(*cert
 	o := r.object.(*certificatesv1.PodCertificateRequest).DeepCopy()
 	apply(&o.Status)
 	_, err := c.kube.CertificatesV1().PodCertificateRequests(o.Namespace).UpdateStatus(ctx, o,
-		metav1.UpdateOptions{FieldManager: FieldManager})
+		metav1.UpdateOptions{FieldManager: workloop.FieldManager})
 	return err
 }
 
@@ -195,6 +196,6 @@ func (c v1beta1Client) updateStatus(ctx context.Context, r *request, apply func(
 	o := r.object.(*certificatesv1beta1.PodCertificateRequest).DeepCopy()
 	apply((*certificatesv1.PodCertificateRequestStatus)(&o.Status)) // the same fields
 	_, err := c.kube.CertificatesV1beta1().PodCertificateRequests(o.Namespace).UpdateStatus(ctx, o,
-		metav1.UpdateOptions{FieldManager: FieldManager})
+		metav1.UpdateOptions{FieldManager: workloop.FieldManager})
 	return err
 }

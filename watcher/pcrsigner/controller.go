@@ -27,9 +27,6 @@ import (
 	"github.com/signet-pki/signet/watcher/signerclient"
 )
 
-// FieldManager is the field manager of every status write.
-const FieldManager = "signet-watcher"
-
 // Signer issues the certificate of one PodCertificateRequest. Its errors are classified
 // with signerclient.Classify.
 type Signer interface {

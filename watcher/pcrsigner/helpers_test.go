@@ -20,6 +20,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/signet-pki/signet/watcher/internal/looptest"
+	"github.com/signet-pki/signet/watcher/internal/workloop"
 	"github.com/signet-pki/signet/watcher/signerclient"
 )
 
@@ -165,8 +166,8 @@ func statusUpdates(t *testing.T, kube *fake.Clientset) []certificatesv1.PodCerti
 		if !ok || action.GetSubresource() != "status" {
 			continue
 		}
-		if fm := update.GetUpdateOptions().FieldManager; fm != FieldManager {
-			t.Errorf("field manager = %q, want %q", fm, FieldManager)
+		if fm := update.GetUpdateOptions().FieldManager; fm != workloop.FieldManager {
+			t.Errorf("field manager = %q, want %q", fm, workloop.FieldManager)
 		}
 		switch o := update.GetObject().(type) {
 		case *certificatesv1.PodCertificateRequest:

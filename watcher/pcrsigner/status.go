@@ -12,8 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/signet-pki/signet/watcher/internal/workloop"
 	"github.com/signet-pki/signet/watcher/signerclient"
 )
 
@@ -27,22 +29,6 @@ const (
 	// ReasonStatusRejected is the reason of the Warning Event emitted when the API server
 	// refuses a status write as invalid (422).
 	ReasonStatusRejected = "StatusRejected"
-)
-
-// writeResult is what became of a status write.
-type writeResult int
-
-const (
-	// written: the status is stored.
-	written writeResult = iota
-	// superseded: after a conflict, the object read again no longer needs the write.
-	superseded
-	// gone: the object was deleted or replaced by another with the same name.
-	gone
-	// rejected: the API server refused the write as invalid a second time in a row: dropped.
-	rejected
-	// notWritten: the write failed; the error says why and the object is re-queued.
-	notWritten
 )
 
 // writeIssued writes, in one status update, the Issued condition (reason Issued, the
@@ -59,7 +45,7 @@ func (c *Controller) writeIssued(ctx context.Context, r *request, issued signerc
 		status.NotAfter = timePtr(issued.NotAfter)
 		status.BeginRefreshAt = timePtr(issued.BeginRefreshAt)
 	})
-	if result != written {
+	if result != workloop.Written {
 		c.observeNotWritten(r, result)
 		return err
 	}
@@ -81,7 +67,7 @@ func (c *Controller) markDenied(ctx context.Context, r *request, reason, message
 	result, err := c.writeStatus(ctx, r, func(status *certificatesv1.PodCertificateRequestStatus) {
 		status.Conditions = append(status.Conditions, c.condition(r, certificatesv1.PodCertificateRequestConditionTypeDenied, reason, message))
 	})
-	if result != written {
+	if result != workloop.Written {
 		c.observeNotWritten(r, result)
 		return err
 	}
@@ -112,85 +98,44 @@ func timePtr(t time.Time) *metav1.Time {
 }
 
 // observeNotWritten counts a write that did not happen.
-func (c *Controller) observeNotWritten(r *request, result writeResult) {
+func (c *Controller) observeNotWritten(r *request, result workloop.WriteResult) {
 	outcome := OutcomeRetried
 	switch result {
-	case superseded:
+	case workloop.Superseded:
 		outcome = OutcomeConflict
-	case gone:
+	case workloop.Gone:
 		outcome = OutcomeGone
-	case rejected:
+	case workloop.Rejected:
 		outcome = OutcomeRejected
 	}
 	c.metrics.ObserveHandled(r.pcr.SignerName, outcome)
 }
 
 // writeStatus writes a copy of r (the cached object, with its resourceVersion) whose status
-// is changed by apply, with UpdateStatus. A deleted object is dropped (gone). On Conflict it
-// reads the object from the API server and decides again at once:
-//   - deleted, or another object with the same name (UID changed): dropped (gone);
-//   - no longer to be signed (issued, denied or failed meanwhile) or a different spec:
-//     dropped (superseded);
-//   - otherwise apply is written once more on the fresh object, without asking the signing
-//     server again.
+// is changed by apply, with UpdateStatus, and handles a conflict as workloop.WriteStatus says.
 //
 // An Invalid answer (422: for example a notBefore no longer within five minutes of the API
 // server's clock, a missing `sign` permission, or a certificate the API server's checks
 // refuse) is logged with the API server's causes and gets a Warning Event StatusRejected;
-// the first one is returned (notWritten), so that the object is retried with back-off and a
+// the first one is returned (NotWritten), so that the object is retried with back-off and a
 // fresh answer from the signing server; a second one in a row for the same object drops it
-// (rejected). Any other error, and a second conflict, is returned (notWritten).
-func (c *Controller) writeStatus(ctx context.Context, r *request, apply func(*certificatesv1.PodCertificateRequestStatus)) (writeResult, error) {
-	logger := klog.FromContext(ctx)
-	err := c.updateStatus(ctx, r, apply)
-	switch {
-	case err == nil:
-		return written, nil
-	case apierrors.IsNotFound(err):
-		logger.Info("Dropping PodCertificateRequest", "why", "deleted before its status was written")
-		return gone, nil
-	case apierrors.IsInvalid(err):
-		return c.statusRejected(ctx, r, err)
-	case !apierrors.IsConflict(err):
-		logger.Error(err, "Writing PodCertificateRequest status")
-		return notWritten, err
-	}
-
-	logger.V(2).Info("Status write conflicted, reading the PodCertificateRequest again", "err", err)
-	fresh, err := c.api.get(ctx, r.pcr.Namespace, r.pcr.Name)
-	switch {
-	case apierrors.IsNotFound(err):
-		logger.Info("Dropping PodCertificateRequest", "why", "deleted before its status was written")
-		return gone, nil
-	case err != nil:
-		logger.Error(err, "Reading PodCertificateRequest after a status conflict")
-		return notWritten, fmt.Errorf("reading PodCertificateRequest %s after a status conflict: %w", r.key(), err)
-	case fresh.pcr.UID != r.pcr.UID:
-		logger.Info("Dropping PodCertificateRequest", "why", "replaced by another object with the same name", "newUID", fresh.pcr.UID)
-		return gone, nil
-	}
-	if why := c.supersededReason(r, fresh); why != "" {
-		logger.Info("Dropping PodCertificateRequest after a status conflict", "why", why)
-		return superseded, nil
-	}
-	err = c.updateStatus(ctx, fresh, apply)
-	switch {
-	case err == nil:
-		logger.V(2).Info("Status written after a conflict")
-		return written, nil
-	case apierrors.IsNotFound(err):
-		logger.Info("Dropping PodCertificateRequest", "why", "deleted before its status was written")
-		return gone, nil
-	case apierrors.IsInvalid(err):
-		return c.statusRejected(ctx, fresh, err)
-	default:
-		logger.Error(err, "Writing PodCertificateRequest status after a conflict, will retry")
-		return notWritten, err
-	}
+// (Rejected).
+func (c *Controller) writeStatus(ctx context.Context, r *request, apply func(*certificatesv1.PodCertificateRequestStatus)) (workloop.WriteResult, error) {
+	return workloop.WriteStatus(ctx, r, workloop.StatusTarget[*request]{
+		Kind:   "PodCertificateRequest",
+		Key:    r.key(),
+		UID:    func(o *request) types.UID { return o.pcr.UID },
+		Update: func(ctx context.Context, base *request) error { return c.updateStatus(ctx, base, apply) },
+		Get: func(ctx context.Context) (*request, error) {
+			return c.api.get(ctx, r.pcr.Namespace, r.pcr.Name)
+		},
+		Superseded: c.supersededReason,
+		Invalid:    c.statusRejected,
+	})
 }
 
 // statusRejected handles an Invalid answer to a status write of r: see writeStatus.
-func (c *Controller) statusRejected(ctx context.Context, r *request, err error) (writeResult, error) {
+func (c *Controller) statusRejected(ctx context.Context, r *request, err error) (workloop.WriteResult, error) {
 	reason := invalidReason(err)
 	key := r.key()
 	c.rejectedMu.Lock()
@@ -202,11 +147,11 @@ func (c *Controller) statusRejected(ctx context.Context, r *request, err error) 
 		logger.Info("Dropping PodCertificateRequest: the API server refused its status twice", "reason", reason)
 		c.event(r, corev1.EventTypeWarning, ReasonStatusRejected, "the API server refused the status write again: %s; no longer retried", reason)
 		c.clearRejected(key)
-		return rejected, nil
+		return workloop.Rejected, nil
 	}
 	logger.Info("The API server refused the status write, will retry once", "reason", reason)
 	c.event(r, corev1.EventTypeWarning, ReasonStatusRejected, "the API server refused the status write: %s; retrying once", reason)
-	return notWritten, err
+	return workloop.NotWritten, err
 }
 
 // clearRejected forgets an earlier status rejection of key.
