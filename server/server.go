@@ -19,10 +19,10 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/signet-pki/signet/internal/httpserver"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/access"
 	"github.com/signet-pki/signet/server/config"
-	"github.com/signet-pki/signet/server/httpserver"
 	"github.com/signet-pki/signet/server/idempotency"
 	"github.com/signet-pki/signet/server/ledger"
 	"github.com/signet-pki/signet/server/metrics"

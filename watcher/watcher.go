@@ -18,7 +18,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/signet-pki/signet/server/httpserver"
+	"github.com/signet-pki/signet/internal/httpserver"
 	"github.com/signet-pki/signet/watcher/csrsigner"
 	"github.com/signet-pki/signet/watcher/leader"
 	"github.com/signet-pki/signet/watcher/metrics"
