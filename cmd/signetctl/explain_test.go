@@ -13,7 +13,8 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/signet-pki/signet/internal/testcluster"
+	"github.com/signet-pki/signet/internal/controlplane"
+	"github.com/signet-pki/signet/internal/controlplane/controlplanetest"
 	"github.com/signet-pki/signet/internal/testpki"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/config"
@@ -148,7 +149,7 @@ func TestRequestFromCSR(t *testing.T) {
 
 func TestExplainFromCluster(t *testing.T) {
 	addr, dir := devServer(t)
-	cluster := testcluster.StartT(t, testcluster.Options{})
+	cluster := controlplanetest.Start(t, controlplane.Options{})
 	alice, err := cluster.AddRequester("alice", []string{"dev"})
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,7 @@ package main
 
 // The -cluster mode: kube-controller-manager csrsigning, Signet (signet-server +
 // signet-watcher) and the apiserver-only ceiling on one real control plane (etcd +
-// kube-apiserver from internal/testcluster), in one run, with the same load generator.
+// kube-apiserver from internal/controlplane), in one run, with the same load generator.
 //
 // For every scenario the load generator starts a label-selected watch first, then 16 workers
 // Create a kubernetes.io/kube-apiserver-client CSR (client auth + digital signature) and
@@ -40,7 +40,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/signet-pki/signet/internal/testcluster"
+	"github.com/signet-pki/signet/internal/controlplane"
 	"github.com/signet-pki/signet/server/config"
 	"github.com/signet-pki/signet/server/devpki"
 	"github.com/signet-pki/signet/server/profile"
@@ -129,7 +129,7 @@ type signerProc struct {
 
 type clusterBench struct {
 	opts     clusterOpts
-	cluster  *testcluster.Cluster
+	cluster  *controlplane.Cluster
 	kube     kubernetes.Interface
 	dir      string
 	state    string // devpki folder
@@ -160,7 +160,7 @@ func runCluster(ctx context.Context, opts clusterOpts) (err error) {
 			return err
 		}
 	}
-	cluster, err := testcluster.Start(ctx, testcluster.Options{Version: opts.kubeVersion})
+	cluster, err := controlplane.Start(ctx, controlplane.Options{Version: opts.kubeVersion})
 	if err != nil {
 		return err
 	}
@@ -264,9 +264,9 @@ func runCluster(ctx context.Context, opts clusterOpts) (err error) {
 }
 
 // kcmBinary returns the path of kube-controller-manager for version, next to the control
-// plane's binaries (testcluster.AssetsDir: $SIGNET_KUBE_ASSETS or the repository cache).
+// plane's binaries (controlplane.AssetsDir: $SIGNET_KUBE_ASSETS or the repository cache).
 func kcmBinary(version string) (string, error) {
-	dir, err := testcluster.AssetsDir(version)
+	dir, err := controlplane.AssetsDir(version)
 	if err != nil {
 		return "", err
 	}
@@ -280,7 +280,7 @@ func kcmBinary(version string) (string, error) {
 // setup creates the dev PKI and a Signet configuration serving kubernetes.io/kube-apiserver-client
 // with the kube-apiserver-client profile and podSigner with the pod-identity profile, and
 // kubeconfigs for KCM and the watcher. Both signers
-// run as least-privilege users with the same RBAC rules (testcluster.SignerRules), as they do in
+// run as least-privilege users with the same RBAC rules (controlplane.SignerRules), as they do in
 // production (KCM's csrsigning uses the certificate-controller service account there): an
 // admin in system:masters skips authorization and made KCM's status writes ~0.5 ms faster than
 // the watcher's on an idle API server.
@@ -300,7 +300,7 @@ func (b *clusterBench) setup() error {
 	if err := b.cluster.WriteKubeconfig(kcm, b.kcmKC); err != nil {
 		return err
 	}
-	// The watcher's rules are its deployment's (testcluster.AddWatcher): the CSR rules KCM has,
+	// The watcher's rules are its deployment's (controlplane.AddWatcher): the CSR rules KCM has,
 	// plus PodCertificateRequests.
 	u, err := b.cluster.AddWatcher("signet-watcher", []string{clientSigner, podSigner})
 	if err != nil {

@@ -44,7 +44,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/signet-pki/signet/internal/testcluster"
+	"github.com/signet-pki/signet/internal/controlplane"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/idempotency"
 	"github.com/signet-pki/signet/server/issuance"
@@ -77,7 +77,7 @@ func main() {
 	clusterRate := flag.Float64("cluster-rate", 10, "CSRs per second of the paced stream of -cluster")
 	rounds := flag.Int("cluster-rounds", 3, "with -cluster, run every scenario this many times, interleaved, and report the median run")
 	plot := flag.String("plot", "", "with -cluster, write the latency plot (PNG) to this file")
-	kubeVersion := flag.String("kube-version", testcluster.DefaultVersion, "Kubernetes version of the control plane (and kube-controller-manager) for -cluster and -watcher-memory")
+	kubeVersion := flag.String("kube-version", controlplane.DefaultVersion, "Kubernetes version of the control plane (and kube-controller-manager) for -cluster and -watcher-memory")
 	flag.Parse()
 	if *clusterMode {
 		bursts, err := parseInts(*clusterBurst)

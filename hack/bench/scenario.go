@@ -278,7 +278,7 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 }
 
 // childPIDs returns the PIDs of this process's children whose command name is one of names:
-// the control plane's kube-apiserver and etcd, started by testcluster.
+// the control plane's kube-apiserver and etcd, started by internal/controlplane.
 func childPIDs(names ...string) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {

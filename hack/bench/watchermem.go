@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/signet-pki/signet/internal/testcluster"
+	"github.com/signet-pki/signet/internal/controlplane"
 	"github.com/signet-pki/signet/server/devpki"
 )
 
@@ -29,7 +29,7 @@ const (
 // starts bin/signet-watcher for the own signer and reports its peak resident memory once its
 // cache is filled.
 func watcherMemory(ctx context.Context, bin, kubeVersion string, foreign, own int) (string, error) {
-	cluster, err := testcluster.Start(ctx, testcluster.Options{Version: kubeVersion})
+	cluster, err := controlplane.Start(ctx, controlplane.Options{Version: kubeVersion})
 	if err != nil {
 		return "", err
 	}

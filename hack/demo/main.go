@@ -26,7 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/signet-pki/signet/internal/certinfo"
-	"github.com/signet-pki/signet/internal/testcluster"
+	"github.com/signet-pki/signet/internal/controlplane"
 	"github.com/signet-pki/signet/server/devpki"
 )
 
@@ -61,7 +61,7 @@ func run(ctx context.Context, bin, version string, keep bool) error {
 	}
 
 	step("starting kube-apiserver and etcd %s", version)
-	cluster, err := testcluster.Start(ctx, testcluster.Options{Version: version})
+	cluster, err := controlplane.Start(ctx, controlplane.Options{Version: version})
 	if err != nil {
 		return err
 	}
@@ -153,7 +153,7 @@ func run(ctx context.Context, bin, version string, keep bool) error {
 	return nil
 }
 
-func submitCSR(ctx context.Context, u *testcluster.User) (*certificatesv1.CertificateSigningRequest, error) {
+func submitCSR(ctx context.Context, u *controlplane.User) (*certificatesv1.CertificateSigningRequest, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -177,7 +177,7 @@ func submitCSR(ctx context.Context, u *testcluster.User) (*certificatesv1.Certif
 	}, metav1.CreateOptions{})
 }
 
-func waitForCertificate(ctx context.Context, u *testcluster.User, name string, watcherExited <-chan struct{}) ([]byte, error) {
+func waitForCertificate(ctx context.Context, u *controlplane.User, name string, watcherExited <-chan struct{}) ([]byte, error) {
 	var chain []byte
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		select {

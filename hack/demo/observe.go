@@ -9,11 +9,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/signet-pki/signet/internal/testcluster"
+	"github.com/signet-pki/signet/internal/controlplane"
 )
 
 // showEvents prints the CSR's Events, as `kubectl describe csr` would.
-func showEvents(ctx context.Context, cluster *testcluster.Cluster, name string) {
+func showEvents(ctx context.Context, cluster *controlplane.Cluster, name string) {
 	_, admin := cluster.Admin()
 	events, err := admin.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
 	if err != nil || len(events.Items) == 0 {

@@ -16,7 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/signet-pki/signet/internal/testcluster"
+	"github.com/signet-pki/signet/internal/controlplane"
+	"github.com/signet-pki/signet/internal/controlplane/controlplanetest"
 	"github.com/signet-pki/signet/internal/testpki"
 	"github.com/signet-pki/signet/server/devpki"
 	"github.com/signet-pki/signet/server/profile"
@@ -31,7 +32,7 @@ const (
 )
 
 // bootstrapToken is the token the joining kubelet of the differential test uses.
-var bootstrapToken = testcluster.BootstrapToken{ID: "abcdef", Secret: "0123456789abcdef"}
+var bootstrapToken = controlplane.BootstrapToken{ID: "abcdef", Secret: "0123456789abcdef"}
 
 // The identities a differential case creates its CSR as (see startDifferentialCluster).
 const (
@@ -73,9 +74,9 @@ type identity struct {
 // a Signet server serving the same four (another CA), asked as the watcher asks, without a
 // watcher.
 type differential struct {
-	cluster  *testcluster.Cluster
+	cluster  *controlplane.Cluster
 	etcd     *etcdStore
-	kcm      *testcluster.Process
+	kcm      *controlplane.Process
 	kcmCA    *x509.Certificate
 	signet   *signerclient.Client
 	signetCA *x509.Certificate
@@ -119,9 +120,9 @@ func startDifferential(t *testing.T) *differential {
 
 // startDifferentialCluster starts a control plane that authenticates bootstrap tokens, with
 // kubeadm's node bootstrap bindings and bootstrapToken, and finds its etcd.
-func startDifferentialCluster(t *testing.T) (*testcluster.Cluster, *etcdStore) {
+func startDifferentialCluster(t *testing.T) (*controlplane.Cluster, *etcdStore) {
 	t.Helper()
-	c := testcluster.StartT(t, testcluster.Options{APIServerFlags: testcluster.BootstrapTokenFlags()})
+	c := controlplanetest.Start(t, controlplane.Options{APIServerFlags: controlplane.BootstrapTokenFlags()})
 	etcd := &etcdStore{url: c.EtcdURL()}
 	ctx := t.Context()
 	if err := c.AddBootstrapToken(ctx, bootstrapToken, time.Hour); err != nil {
@@ -145,7 +146,7 @@ func (d *differential) identities(t *testing.T) map[string]identity {
 	}
 	waitBootstrapToken(t, joiner)
 	as := map[string]identity{asBootstrapToken: {client: joiner, username: bootstrapToken.Username(),
-		groups: []string{"system:bootstrappers", testcluster.BootstrapGroup, "system:authenticated"}}}
+		groups: []string{"system:bootstrappers", controlplane.BootstrapGroup, "system:authenticated"}}}
 	adminCfg, admin := d.cluster.Admin()
 	crb := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "signet-differential-requesters"},
@@ -204,7 +205,7 @@ func waitMayCreateCSRs(t *testing.T, client kubernetes.Interface) {
 // startKCMSigner starts kube-controller-manager's csrsigning controller with a CA of its own
 // (PKCS#8 key) for all four kubernetes.io signers and a diffMaxLifetime signing duration,
 // stopped when the test ends.
-func startKCMSigner(t *testing.T, c *testcluster.Cluster) (*testcluster.Process, *x509.Certificate) {
+func startKCMSigner(t *testing.T, c *controlplane.Cluster) (*controlplane.Process, *x509.Certificate) {
 	t.Helper()
 	dir := t.TempDir()
 	ca := testpki.CA(t)

@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/signet-pki/signet/internal/testcluster"
+	"github.com/signet-pki/signet/internal/controlplane"
 	"github.com/signet-pki/signet/server/devpki"
 )
 
@@ -42,7 +42,7 @@ type watcherProcess struct {
 
 // startWatcherProcess runs bin with a configuration file for s's signer, leader election in
 // the default namespace with short timings, as the given user.
-func startWatcherProcess(t *testing.T, bin string, s *signet, u *testcluster.User, identity, lease string) *watcherProcess {
+func startWatcherProcess(t *testing.T, bin string, s *signet, u *controlplane.User, identity, lease string) *watcherProcess {
 	t.Helper()
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")

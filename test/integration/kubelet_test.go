@@ -25,7 +25,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/signet-pki/signet/internal/testcluster"
+	"github.com/signet-pki/signet/internal/controlplane"
+	"github.com/signet-pki/signet/internal/controlplane/controlplanetest"
 	"github.com/signet-pki/signet/internal/testpki"
 	"github.com/signet-pki/signet/server/config"
 	"github.com/signet-pki/signet/server/devpki"
@@ -66,7 +67,7 @@ func TestRealKubelet(t *testing.T) {
 	c, apiserverClientCA := kubeletCluster(t, s, servingCA, dir)
 	_, admin := c.Admin()
 
-	tok := testcluster.BootstrapToken{ID: "s1gnet", Secret: "0123456789abcdef"}
+	tok := controlplane.BootstrapToken{ID: "s1gnet", Secret: "0123456789abcdef"}
 	if err := c.AddBootstrapToken(ctx, tok, time.Hour); err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func kubeletSignet(t *testing.T) (*signet, *testpki.Authority) {
 // in --client-ca-file, its serving CA as --kubelet-certificate-authority, and a client
 // certificate for the apiserver's calls to kubelets, from a CA it returns the file of (the
 // kubelet's x509 client CA).
-func kubeletCluster(t *testing.T, s *signet, servingCA *testpki.Authority, dir string) (*testcluster.Cluster, string) {
+func kubeletCluster(t *testing.T, s *signet, servingCA *testpki.Authority, dir string) (*controlplane.Cluster, string) {
 	t.Helper()
 	front := testpki.CA(t, func(c *x509.Certificate) {
 		c.Subject = pkix.Name{CommonName: "kubelet client CA (front proxy of the test)"}
@@ -165,14 +166,14 @@ func kubeletCluster(t *testing.T, s *signet, servingCA *testpki.Authority, dir s
 	servingFile := filepath.Join(dir, "pki", "signet-kubelet-serving-ca.crt")
 	writeFile(t, servingFile, servingCA.CertPEM())
 
-	flags := testcluster.BootstrapTokenFlags()
+	flags := controlplane.BootstrapTokenFlags()
 	flags["authorization-mode"] = "Node,RBAC"
 	flags["enable-admission-plugins"] = "NodeRestriction"
 	flags["kubelet-certificate-authority"] = servingFile
 	flags["kubelet-client-certificate"] = certFile
 	flags["kubelet-client-key"] = keyFile
 	flags["kubelet-preferred-address-types"] = "InternalIP,ExternalIP,Hostname"
-	c := testcluster.StartT(t, testcluster.Options{
+	c := controlplanetest.Start(t, controlplane.Options{
 		ExtraClientCAs: mustRead(t, filepath.Join(s.state, devpki.SignerCACert)),
 		APIServerFlags: flags,
 	})

@@ -9,16 +9,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/signet-pki/signet/internal/testcluster"
+	"github.com/signet-pki/signet/internal/controlplane"
 )
 
 // cluster is shared by every test of the package; tests use distinct signer names.
-var cluster *testcluster.Cluster
+var cluster *controlplane.Cluster
 
 func TestMain(m *testing.M) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	var err error
-	cluster, err = testcluster.Start(ctx, testcluster.Options{APIServerFlags: testcluster.BootstrapTokenFlags()})
+	cluster, err = controlplane.Start(ctx, controlplane.Options{APIServerFlags: controlplane.BootstrapTokenFlags()})
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "integration tests need a real kube-apiserver and etcd:", err)

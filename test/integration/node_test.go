@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/signet-pki/signet/internal/testcluster"
+	"github.com/signet-pki/signet/internal/controlplane"
 	"github.com/signet-pki/signet/internal/testpki"
 )
 
@@ -87,9 +87,9 @@ func requireRoot(t *testing.T) {
 }
 
 // startProcess starts a node process and stops it when the test ends.
-func startProcess(t *testing.T, name, path string, args []string, dir string) *testcluster.Process {
+func startProcess(t *testing.T, name, path string, args []string, dir string) *controlplane.Process {
 	t.Helper()
-	p, err := testcluster.StartProcess(name, path, args, filepath.Join(dir, name+".log"))
+	p, err := controlplane.StartProcess(name, path, args, filepath.Join(dir, name+".log"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,15 +173,15 @@ type kubeletFiles struct {
 // kubernetes.io/kubelet-serving signer (serverTLSBootstrap), x509 and webhook authentication
 // and webhook authorization of its own API. cgroupsPerQOS is off so that the node leaves no
 // cgroups behind, and cgroup v1 hosts are allowed.
-func startKubelet(t *testing.T, o kubeletOptions) (*testcluster.Process, kubeletFiles) {
+func startKubelet(t *testing.T, o kubeletOptions) (*controlplane.Process, kubeletFiles) {
 	t.Helper()
-	assets, err := testcluster.AssetsDir(testcluster.DefaultVersion)
+	assets, err := controlplane.AssetsDir(controlplane.DefaultVersion)
 	if err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(assets, "kubelet")
 	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("kubelet not built (hack/kube-bins.sh %s kubelet): %v", testcluster.DefaultVersion, err)
+		t.Fatalf("kubelet not built (hack/kube-bins.sh %s kubelet): %v", controlplane.DefaultVersion, err)
 	}
 	root := filepath.Join(o.dir, "kubelet")
 	files := kubeletFiles{kubeconfig: filepath.Join(root, "kubelet.conf"), certDir: filepath.Join(root, "pki")}

@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/util/certificate"
 	csrutil "k8s.io/client-go/util/certificate/csr"
 
-	"github.com/signet-pki/signet/internal/testcluster"
+	"github.com/signet-pki/signet/internal/controlplane"
 	"github.com/signet-pki/signet/internal/testpki"
 	"github.com/signet-pki/signet/server/ledger"
 	"github.com/signet-pki/signet/server/profile"
@@ -95,7 +95,7 @@ func TestKubeletClientBootstrap(t *testing.T) {
 		s.startServer()
 		s.startWatcher()
 	}
-	tok := testcluster.BootstrapToken{ID: "join01", Secret: "0123456789abcdef"}
+	tok := controlplane.BootstrapToken{ID: "join01", Secret: "0123456789abcdef"}
 	if err := cluster.AddBootstrapToken(ctx, tok, time.Hour); err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestKubeletClientBootstrap(t *testing.T) {
 
 // bootstrapClient returns a client authenticating with tok, once the apiserver's token
 // authenticator knows it (it reads bootstrap token Secrets through an informer).
-func bootstrapClient(t *testing.T, tok testcluster.BootstrapToken) kubernetes.Interface {
+func bootstrapClient(t *testing.T, tok controlplane.BootstrapToken) kubernetes.Interface {
 	t.Helper()
 	client, err := kubernetes.NewForConfig(cluster.BootstrapConfig(tok))
 	if err != nil {

@@ -27,7 +27,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"sigs.k8s.io/yaml"
 
-	"github.com/signet-pki/signet/internal/testcluster"
+	"github.com/signet-pki/signet/internal/controlplane"
 	"github.com/signet-pki/signet/watcher"
 	"github.com/signet-pki/signet/watcher/csrsigner"
 	"github.com/signet-pki/signet/watcher/leader"
@@ -164,7 +164,7 @@ func TestDeployedRBACIsMinimal(t *testing.T) {
 // applyDeployedRBAC creates rbac.yaml's roles, renamed for this test, in namespace (the
 // watcher's) and default, and binds them to u instead of the ServiceAccount. It waits until
 // the authorizer allows what the watcher needs.
-func applyDeployedRBAC(t *testing.T, u *testcluster.User, signerName, namespace string) {
+func applyDeployedRBAC(t *testing.T, u *controlplane.User, signerName, namespace string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -215,7 +215,7 @@ func applyDeployedRBAC(t *testing.T, u *testcluster.User, signerName, namespace 
 }
 
 // allowed polls a SubjectAccessReview for u until it is allowed or ctx ends.
-func allowed(ctx context.Context, t *testing.T, admin kubernetes.Interface, u *testcluster.User, attrs authorizationv1.ResourceAttributes) bool {
+func allowed(ctx context.Context, t *testing.T, admin kubernetes.Interface, u *controlplane.User, attrs authorizationv1.ResourceAttributes) bool {
 	t.Helper()
 	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 		User: u.Name, Groups: append([]string{"system:authenticated"}, u.Groups...), ResourceAttributes: &attrs,
@@ -309,7 +309,7 @@ func waitLeaseHolder(t *testing.T, namespace, identity string, timeout time.Dura
 }
 
 // approvedCSR submits a CSR for signerName as u and approves it as cluster-admin.
-func approvedCSR(t *testing.T, u *testcluster.User, signerName, cn string) *certificatesv1.CertificateSigningRequest {
+func approvedCSR(t *testing.T, u *controlplane.User, signerName, cn string) *certificatesv1.CertificateSigningRequest {
 	t.Helper()
 	csr := submit(t, u, signerName, p256(t), &x509.CertificateRequest{Subject: pkix.Name{CommonName: cn}}, nil)
 	if err := cluster.Approve(context.Background(), csr.Name); err != nil {

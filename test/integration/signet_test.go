@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/signet-pki/signet/internal/testcluster"
+	"github.com/signet-pki/signet/internal/controlplane"
 	"github.com/signet-pki/signet/server"
 	"github.com/signet-pki/signet/server/config"
 	"github.com/signet-pki/signet/server/devpki"
@@ -138,7 +138,7 @@ func runWatcher(t *testing.T, cfg *watcher.Config, kube kubernetes.Interface) {
 
 // submit creates a CSR as the requester and returns it as stored. It fails the test on error,
 // so it must be called from the test goroutine; other goroutines use trySubmit.
-func submit(t *testing.T, u *testcluster.User, signerName string, key crypto.Signer, tmpl *x509.CertificateRequest, expiration *int32, usages ...certificatesv1.KeyUsage) *certificatesv1.CertificateSigningRequest {
+func submit(t *testing.T, u *controlplane.User, signerName string, key crypto.Signer, tmpl *x509.CertificateRequest, expiration *int32, usages ...certificatesv1.KeyUsage) *certificatesv1.CertificateSigningRequest {
 	t.Helper()
 	csr, err := trySubmit(u, signerName, key, tmpl, expiration, usages...)
 	if err != nil {
@@ -148,7 +148,7 @@ func submit(t *testing.T, u *testcluster.User, signerName string, key crypto.Sig
 }
 
 // trySubmit is submit returning its error instead of failing the test.
-func trySubmit(u *testcluster.User, signerName string, key crypto.Signer, tmpl *x509.CertificateRequest, expiration *int32, usages ...certificatesv1.KeyUsage) (*certificatesv1.CertificateSigningRequest, error) {
+func trySubmit(u *controlplane.User, signerName string, key crypto.Signer, tmpl *x509.CertificateRequest, expiration *int32, usages ...certificatesv1.KeyUsage) (*certificatesv1.CertificateSigningRequest, error) {
 	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, key)
 	if err != nil {
 		return nil, err

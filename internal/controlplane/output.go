@@ -1,4 +1,4 @@
-package testcluster
+package controlplane
 
 import (
 	"io"

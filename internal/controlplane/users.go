@@ -1,4 +1,4 @@
-package testcluster
+package controlplane
 
 import (
 	"context"
@@ -48,7 +48,7 @@ func (u *User) Client() kubernetes.Interface {
 	})
 	if u.clientErr != nil {
 		// NewForConfig fails only on a malformed config, which envtest never produces.
-		panic(fmt.Sprintf("testcluster: building client for %s: %v", u.Name, u.clientErr))
+		panic(fmt.Sprintf("controlplane: building client for %s: %v", u.Name, u.clientErr))
 	}
 	return u.client
 }
@@ -252,7 +252,7 @@ func (c *Cluster) decide(ctx context.Context, name string, typ certificatesv1.Re
 			Type:           typ,
 			Status:         corev1.ConditionTrue,
 			Reason:         "SignetTest",
-			Message:        "set by internal/testcluster",
+			Message:        "set by internal/controlplane",
 			LastUpdateTime: metav1.Now(),
 		})
 		_, err = csrs.UpdateApproval(ctx, name, csr, metav1.UpdateOptions{})

@@ -1,4 +1,4 @@
-package testcluster
+package controlplane_test
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/certificate/csr"
 
+	"github.com/signet-pki/signet/internal/controlplane"
+	"github.com/signet-pki/signet/internal/controlplane/controlplanetest"
 	"github.com/signet-pki/signet/internal/testpki"
 )
 
@@ -27,8 +29,8 @@ import (
 // (made by client-go's csr.RequestCertificate, the kubelet's own code) is approved.
 func TestNodeBootstrapParts(t *testing.T) {
 	ca := testpki.CA(t)
-	opts := Options{ExtraClientCAs: ca.CertPEM(), APIServerFlags: BootstrapTokenFlags()}
-	c := StartT(t, opts)
+	opts := controlplane.Options{ExtraClientCAs: ca.CertPEM(), APIServerFlags: controlplane.BootstrapTokenFlags()}
+	c := controlplanetest.Start(t, opts)
 	ctx := t.Context()
 	cfg, _ := c.Admin()
 
@@ -44,7 +46,7 @@ func TestNodeBootstrapParts(t *testing.T) {
 		t.Errorf("extra-CA client authenticated as %q %q, want system:node:probe in system:nodes", got.Username, got.Groups)
 	}
 
-	tok := BootstrapToken{ID: "abcdef", Secret: "0123456789abcdef"}
+	tok := controlplane.BootstrapToken{ID: "abcdef", Secret: "0123456789abcdef"}
 	if err := c.AddBootstrapToken(ctx, tok, time.Hour); err != nil {
 		t.Fatal(err)
 	}
@@ -57,8 +59,8 @@ func TestNodeBootstrapParts(t *testing.T) {
 		got = whoamiErr(ctx, c.BootstrapConfig(tok))
 		return got.Username != "", nil
 	})
-	if err != nil || got.Username != tok.Username() || !slices.Contains(got.Groups, "system:bootstrappers") || !slices.Contains(got.Groups, BootstrapGroup) {
-		t.Fatalf("bootstrap token authenticated as %q %q (%v), want %s in system:bootstrappers and %s", got.Username, got.Groups, err, tok.Username(), BootstrapGroup)
+	if err != nil || got.Username != tok.Username() || !slices.Contains(got.Groups, "system:bootstrappers") || !slices.Contains(got.Groups, controlplane.BootstrapGroup) {
+		t.Fatalf("bootstrap token authenticated as %q %q (%v), want %s in system:bootstrappers and %s", got.Username, got.Groups, err, tok.Username(), controlplane.BootstrapGroup)
 	}
 
 	kcm, err := c.StartControllerManager(t.TempDir(), []string{"csrapproving"})

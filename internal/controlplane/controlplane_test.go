@@ -1,4 +1,4 @@
-package testcluster
+package controlplane
 
 import (
 	"context"
@@ -35,18 +35,18 @@ func TestMain(m *testing.M) {
 	c, err := Start(ctx, Options{})
 	cancel()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "testcluster: %v\n", err)
+		fmt.Fprintf(os.Stderr, "controlplane: %v\n", err)
 		os.Exit(1)
 	}
-	fmt.Fprintf(os.Stderr, "testcluster: %s started in %v\n", c.Version(), time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "controlplane: %s started in %v\n", c.Version(), time.Since(start).Round(time.Millisecond))
 	cluster = c
 	code := m.Run()
 	stop := time.Now()
 	if err := c.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "testcluster: %v\n", err)
+		fmt.Fprintf(os.Stderr, "controlplane: %v\n", err)
 		code = 1
 	}
-	fmt.Fprintf(os.Stderr, "testcluster: stopped in %v\n", time.Since(stop).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "controlplane: stopped in %v\n", time.Since(stop).Round(time.Millisecond))
 	os.Exit(code)
 }
 

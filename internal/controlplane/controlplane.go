@@ -1,4 +1,4 @@
-// Package testcluster starts a real kube-apiserver and etcd on loopback for integration tests
+// Package controlplane starts a real kube-apiserver and etcd on loopback for integration tests
 // and demos, and hands out clients for distinct, certificate-authenticated users.
 //
 // The binaries are built from Go modules by hack/kube-bins.sh (`make kube-bins`) into
@@ -6,7 +6,7 @@
 // sigs.k8s.io/controller-runtime/pkg/envtest, whose users authenticate with client
 // certificates, so the username and groups the apiserver records (for example in a
 // CertificateSigningRequest's spec.username and spec.groups) are the real ones.
-package testcluster
+package controlplane
 
 import (
 	"bufio"
@@ -20,7 +20,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -120,24 +119,6 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 	}
 	return nil, lastErr
-}
-
-// StartT starts a cluster for t and stops it in t.Cleanup. It fails the test with t.Fatalf
-// (it never skips) when the cluster cannot start, for example when the binaries are not built.
-func StartT(t testing.TB, opts Options) *Cluster {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := Start(ctx, opts)
-	if err != nil {
-		t.Fatalf("testcluster: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Errorf("testcluster: stopping: %v", err)
-		}
-	})
-	return c
 }
 
 // startOnce makes one attempt at starting the control plane.
