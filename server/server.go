@@ -176,7 +176,7 @@ func (s *Server) build(ctx context.Context) error {
 		signerapi.Options{Log: log, Ledger: s.ledger, Store: store, Metrics: s.metrics})
 	signetv1.RegisterSignerServiceServer(s.grpc, s.service)
 	s.health = health.NewServer()
-	s.health.SetServingStatus(signetv1.SignerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	s.health.SetServingStatus(signetv1.HealthService, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	if cfg.GRPC.Reflection {
 		reflection.Register(s.grpc)
@@ -213,7 +213,7 @@ func (s *Server) healthLoop(ctx context.Context) {
 				s.log.Error("not serving: the ledger refuses records", "error", err.Error())
 			}
 			s.health.SetServingStatus("", st)
-			s.health.SetServingStatus(signetv1.SignerService_ServiceDesc.ServiceName, st)
+			s.health.SetServingStatus(signetv1.HealthService, st)
 		}
 	}
 }

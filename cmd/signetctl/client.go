@@ -19,6 +19,7 @@ import (
 	"golang.org/x/term"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -139,10 +140,10 @@ func describeRPCError(server string, err error) string {
 			msg += " (reason " + info.GetReason() + ")"
 		}
 	}
-	switch st.Code().String() {
-	case "Unavailable":
+	switch st.Code() {
+	case codes.Unavailable:
 		msg += " [is signet-server running at " + server + ", and do --tls-ca and --server-name match its certificate?]"
-	case "DeadlineExceeded":
+	case codes.DeadlineExceeded:
 		msg += " [no answer within --timeout]"
 	}
 	return msg

@@ -88,7 +88,7 @@ func (s *Service) ExplainCertificateSigningRequest(ctx context.Context, req *sig
 	}
 	if e.Err != nil {
 		_, reason, safe := classify(e.Err)
-		resp.Reason, resp.Message = ReasonName(reason), publicMessage(e.Err, safe)
+		resp.Reason, resp.Message = signetv1.ReasonName(reason), publicMessage(e.Err, safe)
 	} else {
 		resp.Lifetime = durationpb.New(e.Lifetime)
 	}

@@ -239,8 +239,8 @@ func wantStatus(t *testing.T, err error, code codes.Code, reason string) string 
 		t.Fatalf("got no error, want %s %s", code, reason)
 	}
 	gotCode, msg, info := errorInfo(t, err)
-	if gotCode != code || info.GetReason() != reason || info.GetDomain() != signerapi.ErrorDomain {
-		t.Fatalf("got %s %s/%s (%q), want %s %s/%s", gotCode, info.GetReason(), info.GetDomain(), msg, code, reason, signerapi.ErrorDomain)
+	if gotCode != code || info.GetReason() != reason || info.GetDomain() != signetv1.ErrorDomain {
+		t.Fatalf("got %s %s/%s (%q), want %s %s/%s", gotCode, info.GetReason(), info.GetDomain(), msg, code, reason, signetv1.ErrorDomain)
 	}
 	return msg
 }

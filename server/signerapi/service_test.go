@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
-	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -74,8 +73,8 @@ func TestInternalErrorsStayInTheLog(t *testing.T) {
 		Object:     &signetv1.KubernetesObject{Uid: "uid-1"},
 	})
 	code, msg, info := errorInfo(t, err)
-	if code != codes.Internal || info.GetReason() != "INTERNAL" || info.GetDomain() != signerapi.ErrorDomain {
-		t.Errorf("got %s %s/%s, want Internal INTERNAL/%s", code, info.GetReason(), info.GetDomain(), signerapi.ErrorDomain)
+	if code != codes.Internal || info.GetReason() != "INTERNAL" || info.GetDomain() != signetv1.ErrorDomain {
+		t.Errorf("got %s %s/%s, want Internal INTERNAL/%s", code, info.GetReason(), info.GetDomain(), signetv1.ErrorDomain)
 	}
 	if strings.Contains(msg, "expired") || !strings.Contains(msg, "internal error") {
 		t.Errorf("client message %q leaks the detail or is not the generic one", msg)
@@ -109,26 +108,12 @@ func TestRefusalsCarryReasonAndMessage(t *testing.T) {
 				Object: &signetv1.KubernetesObject{Uid: "uid-" + tt.reason},
 			})
 			code, msg, info := errorInfo(t, err)
-			if code != tt.code || info.GetReason() != tt.reason || info.GetDomain() != signerapi.ErrorDomain {
-				t.Errorf("got %s %s/%s, want %s %s/%s", code, info.GetReason(), info.GetDomain(), tt.code, tt.reason, signerapi.ErrorDomain)
+			if code != tt.code || info.GetReason() != tt.reason || info.GetDomain() != signetv1.ErrorDomain {
+				t.Errorf("got %s %s/%s, want %s %s/%s", code, info.GetReason(), info.GetDomain(), tt.code, tt.reason, signetv1.ErrorDomain)
 			}
 			if !strings.Contains(msg, tt.msg) {
 				t.Errorf("message %q does not say %q", msg, tt.msg)
 			}
 		})
-	}
-}
-
-func TestReasonName(t *testing.T) {
-	t.Parallel()
-	for r, want := range map[signetv1.ErrorReason]string{
-		signetv1.ErrorReason_ERROR_REASON_POLICY_VIOLATION:   "POLICY_VIOLATION",
-		signetv1.ErrorReason_ERROR_REASON_SIGNER_NOT_ALLOWED: "SIGNER_NOT_ALLOWED",
-		signetv1.ErrorReason_ERROR_REASON_UNSPECIFIED:        "UNSPECIFIED",
-		signetv1.ErrorReason(99):                             fmt.Sprint(signetv1.ErrorReason(99)),
-	} {
-		if got := signerapi.ReasonName(r); got != want {
-			t.Errorf("ReasonName(%d) = %q, want %q", r, got, want)
-		}
 	}
 }

@@ -233,7 +233,7 @@ func (s *Service) recordIssued(ctx context.Context, d decisionContext, cert *iss
 // status. The refusal stands even when its record cannot be written.
 func (s *Service) refuse(ctx context.Context, d decisionContext, err error) error {
 	code, reason, safe := classify(err)
-	name := ReasonName(reason)
+	name := signetv1.ReasonName(reason)
 	outcome := metrics.OutcomeRefused
 	if !safe {
 		outcome = metrics.OutcomeError

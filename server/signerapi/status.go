@@ -13,9 +13,6 @@ import (
 	"github.com/signet-pki/signet/server/lint"
 )
 
-// ErrorDomain is the google.rpc.ErrorInfo domain of every error the service returns.
-const ErrorDomain = "signet.dev"
-
 // Errors of the API layer itself.
 var (
 	errUnknownSigner     = errors.New("unknown signer")
@@ -74,21 +71,11 @@ func toStatus(err error) error {
 	code, reason, safe := classify(err)
 	st := status.New(code, publicMessage(err, safe))
 	withInfo, detailErr := st.WithDetails(&errdetails.ErrorInfo{
-		Reason: ReasonName(reason),
-		Domain: ErrorDomain,
+		Reason: signetv1.ReasonName(reason),
+		Domain: signetv1.ErrorDomain,
 	})
 	if detailErr != nil {
 		return st.Err()
 	}
 	return withInfo.Err()
-}
-
-// ReasonName is the ErrorInfo reason string of r: its enum name without ERROR_REASON_.
-func ReasonName(r signetv1.ErrorReason) string {
-	const prefix = "ERROR_REASON_"
-	name := r.String()
-	if len(name) > len(prefix) && name[:len(prefix)] == prefix {
-		return name[len(prefix):]
-	}
-	return name
 }

@@ -2,20 +2,17 @@ package signerclient
 
 import (
 	"errors"
-	"strings"
-	"unicode"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-)
 
-// ErrorDomain is the google.rpc.ErrorInfo domain of the signing server's errors.
-const ErrorDomain = "signet.dev"
+	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+)
 
 // reasonRateLimited is the reason of the server's rate limits, the one ResourceExhausted
 // that a retry can get past.
-const reasonRateLimited = "RateLimited"
+var reasonRateLimited = signetv1.ConditionReason(signetv1.ReasonName(signetv1.ErrorReason_ERROR_REASON_RATE_LIMITED))
 
 // Reasons used when the server's error carries no ErrorInfo.
 const (
@@ -70,32 +67,12 @@ func Classify(err error) (reason string, message string, terminal bool) {
 func errorInfoReason(st *status.Status) string {
 	for _, detail := range st.Details() {
 		info, ok := detail.(*errdetails.ErrorInfo)
-		if !ok || info.GetDomain() != ErrorDomain {
+		if !ok || info.GetDomain() != signetv1.ErrorDomain {
 			continue
 		}
-		if reason := TitleCase(strings.TrimPrefix(info.GetReason(), "ERROR_REASON_")); reason != "" {
+		if reason := signetv1.ConditionReason(info.GetReason()); reason != "" {
 			return reason
 		}
 	}
 	return ""
-}
-
-// TitleCase converts an UPPER_SNAKE reason to TitleCase: "UNSUPPORTED_KEY" → "UnsupportedKey".
-// Any character other than an ASCII letter or digit separates words and is dropped.
-func TitleCase(upperSnake string) string {
-	var b strings.Builder
-	startWord := true
-	for _, r := range upperSnake {
-		isAlnum := r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r))
-		switch {
-		case !isAlnum:
-			startWord = true
-		case startWord:
-			b.WriteRune(unicode.ToUpper(r))
-			startWord = false
-		default:
-			b.WriteRune(unicode.ToLower(r))
-		}
-	}
-	return b.String()
 }

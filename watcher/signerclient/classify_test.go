@@ -9,6 +9,8 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 )
 
 // statusError returns a real gRPC status error with an optional ErrorInfo detail.
@@ -39,13 +41,13 @@ func TestClassify(t *testing.T) {
 		wantTerminal bool
 	}{
 		{"invalid argument with reason", codes.InvalidArgument, "RSA keys below 3072 bits are not accepted",
-			info("UNSUPPORTED_KEY", ErrorDomain), false, "UnsupportedKey", "RSA keys below 3072 bits are not accepted", true},
+			info("UNSUPPORTED_KEY", signetv1.ErrorDomain), false, "UnsupportedKey", "RSA keys below 3072 bits are not accepted", true},
 		{"failed precondition with reason", codes.FailedPrecondition, "signer example.com/x may not be used",
-			info("SIGNER_NOT_ALLOWED", ErrorDomain), false, "SignerNotAllowed", "signer example.com/x may not be used", true},
+			info("SIGNER_NOT_ALLOWED", signetv1.ErrorDomain), false, "SignerNotAllowed", "signer example.com/x may not be used", true},
 		{"wrapped terminal error", codes.InvalidArgument, "requester is not in the allowed groups",
-			info("POLICY_VIOLATION", ErrorDomain), true, "PolicyViolation", "requester is not in the allowed groups", true},
+			info("POLICY_VIOLATION", signetv1.ErrorDomain), true, "PolicyViolation", "requester is not in the allowed groups", true},
 		{"prefixed enum name", codes.InvalidArgument, "bad PEM",
-			info("ERROR_REASON_MALFORMED_REQUEST", ErrorDomain), false, "MalformedRequest", "bad PEM", true},
+			info("ERROR_REASON_MALFORMED_REQUEST", signetv1.ErrorDomain), false, "MalformedRequest", "bad PEM", true},
 		{"terminal without error info", codes.InvalidArgument, "no",
 			nil, false, ReasonSignerRefused, "no", true},
 		{"terminal with foreign domain", codes.FailedPrecondition, "no",
@@ -53,7 +55,7 @@ func TestClassify(t *testing.T) {
 		{"unavailable", codes.Unavailable, "connection refused",
 			nil, false, ReasonSignerUnavailable, "connection refused", false},
 		{"internal with reason", codes.Internal, "ledger write failed",
-			info("INTERNAL", ErrorDomain), false, "Internal", "ledger write failed", false},
+			info("INTERNAL", signetv1.ErrorDomain), false, "Internal", "ledger write failed", false},
 		{"deadline exceeded", codes.DeadlineExceeded, "context deadline exceeded",
 			nil, false, ReasonSignerUnavailable, "context deadline exceeded", false},
 		{"permission denied is transient", codes.PermissionDenied, "unknown client",
@@ -61,9 +63,9 @@ func TestClassify(t *testing.T) {
 		{"message over the server's receive limit is final", codes.ResourceExhausted, "grpc: received message larger than max (5242880 vs. 4194304)",
 			nil, false, ReasonSignerRefused, "grpc: received message larger than max (5242880 vs. 4194304)", true},
 		{"rate limited is transient", codes.ResourceExhausted, "the client rate limit is exhausted; retry later",
-			info("RATE_LIMITED", ErrorDomain), false, "RateLimited", "the client rate limit is exhausted; retry later", false},
+			info("RATE_LIMITED", signetv1.ErrorDomain), false, "RateLimited", "the client rate limit is exhausted; retry later", false},
 		{"resource exhausted with another reason is final", codes.ResourceExhausted, "too big",
-			info("MALFORMED_REQUEST", ErrorDomain), false, "MalformedRequest", "too big", true},
+			info("MALFORMED_REQUEST", signetv1.ErrorDomain), false, "MalformedRequest", "too big", true},
 		{"empty message", codes.InvalidArgument, "",
 			nil, false, ReasonSignerRefused, "signing server answered InvalidArgument", true},
 	}
@@ -93,22 +95,5 @@ func TestClassifyNonStatusErrors(t *testing.T) {
 	}
 	if reason, message, terminal := Classify(nil); reason != "" || message != "" || terminal {
 		t.Errorf("Classify(nil) = (%q, %q, %v)", reason, message, terminal)
-	}
-}
-
-func TestTitleCase(t *testing.T) {
-	for in, want := range map[string]string{
-		"UNSUPPORTED_KEY":    "UnsupportedKey",
-		"INTERNAL":           "Internal",
-		"SIGNER_NOT_ALLOWED": "SignerNotAllowed",
-		"already_lower":      "AlreadyLower",
-		"__DOUBLE__UNDER__":  "DoubleUnder",
-		"WITH-DASH.DOT":      "WithDashDot",
-		"X509_NAME":          "X509Name",
-		"":                   "",
-	} {
-		if got := TitleCase(in); got != want {
-			t.Errorf("TitleCase(%q) = %q, want %q", in, got, want)
-		}
 	}
 }

@@ -38,15 +38,12 @@ const (
 	keepaliveTimeout = 10 * time.Second
 )
 
-// HealthService is the service name whose health the client watches on every endpoint
-// (grpc.health.v1.Health/Watch); the server reports it NOT_SERVING when it stops gracefully.
-const HealthService = "signet.v1.SignerService"
-
 // serviceConfig spreads calls over every endpoint that is connected and reports
-// HealthService SERVING; a stopped, unhealthy or unreachable endpoint is skipped until it
+// signetv1.HealthService SERVING (grpc.health.v1.Health/Watch; the server reports it
+// NOT_SERVING when it stops gracefully); a stopped, unhealthy or unreachable endpoint is skipped until it
 // recovers. A server without the health service counts as healthy.
 const serviceConfig = `{"loadBalancingConfig":[{"round_robin":{}}],` +
-	`"healthCheckConfig":{"serviceName":"` + HealthService + `"}}`
+	`"healthCheckConfig":{"serviceName":"` + signetv1.HealthService + `"}}`
 
 // Flow-control windows of the connection to the server, fixed.
 const (
@@ -259,12 +256,12 @@ func (c *Client) SignCSR(ctx context.Context, csr *certificatesv1.CertificateSig
 func (c *Client) CheckHealth(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	resp, err := c.health.Check(ctx, &healthpb.HealthCheckRequest{Service: HealthService})
+	resp, err := c.health.Check(ctx, &healthpb.HealthCheckRequest{Service: signetv1.HealthService})
 	if err != nil {
-		return fmt.Errorf("checking the health of %s: %w", HealthService, err)
+		return fmt.Errorf("checking the health of %s: %w", signetv1.HealthService, err)
 	}
 	if st := resp.GetStatus(); st != healthpb.HealthCheckResponse_SERVING {
-		return fmt.Errorf("checking the health of %s: %s", HealthService, st)
+		return fmt.Errorf("checking the health of %s: %s", signetv1.HealthService, st)
 	}
 	return nil
 }

@@ -180,7 +180,7 @@ func TestSignCSROverMTLS(t *testing.T) {
 func TestSignCSRErrors(t *testing.T) {
 	ca := mtlstest.NewCA(t)
 	refusal, err := status.New(codes.InvalidArgument, "RSA-2048 is below the signer's minimum").
-		WithDetails(&errdetails.ErrorInfo{Reason: "UNSUPPORTED_KEY", Domain: ErrorDomain})
+		WithDetails(&errdetails.ErrorInfo{Reason: "UNSUPPORTED_KEY", Domain: signetv1.ErrorDomain})
 	if err != nil {
 		t.Fatal(err)
 	}

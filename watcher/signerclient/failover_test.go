@@ -44,7 +44,7 @@ func startHealthServer(t *testing.T, ca *mtlstest.CA, certName, name string) *he
 		return &signetv1.SignCertificateSigningRequestResponse{CertificateChainPem: name}, nil
 	}})
 	hs := health.NewServer()
-	hs.SetServingStatus(HealthService, healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(signetv1.HealthService, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(srv, hs)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
@@ -154,9 +154,9 @@ func TestFailover(t *testing.T) {
 	}
 
 	// A reports NOT_SERVING while still running: only B is used; then A rejoins.
-	a.health.SetServingStatus(HealthService, healthpb.HealthCheckResponse_NOT_SERVING)
+	a.health.SetServingStatus(signetv1.HealthService, healthpb.HealthCheckResponse_NOT_SERVING)
 	eventually("A not serving", 10, "B")
-	a.health.SetServingStatus(HealthService, healthpb.HealthCheckResponse_SERVING)
+	a.health.SetServingStatus(signetv1.HealthService, healthpb.HealthCheckResponse_SERVING)
 	eventually("A serving again", 1, "A")
 
 	// B stops gracefully: A serves every call.
@@ -265,9 +265,9 @@ func TestCheckHealth(t *testing.T) {
 	if err := c.CheckHealth(context.Background()); err != nil {
 		t.Fatalf("CheckHealth of a serving server: %v", err)
 	}
-	s.health.SetServingStatus(HealthService, healthpb.HealthCheckResponse_NOT_SERVING)
+	s.health.SetServingStatus(signetv1.HealthService, healthpb.HealthCheckResponse_NOT_SERVING)
 	err := c.CheckHealth(context.Background())
-	if err == nil || !strings.Contains(err.Error(), HealthService) {
-		t.Fatalf("CheckHealth of a NOT_SERVING server = %v, want an error naming %s", err, HealthService)
+	if err == nil || !strings.Contains(err.Error(), signetv1.HealthService) {
+		t.Fatalf("CheckHealth of a NOT_SERVING server = %v, want an error naming %s", err, signetv1.HealthService)
 	}
 }

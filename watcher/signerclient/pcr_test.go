@@ -179,11 +179,11 @@ func TestSignPCRErrors(t *testing.T) {
 	}{
 		{"unknown annotation", func(context.Context) (*signetv1.SignPodCertificateRequestResponse, error) {
 			return nil, statusError(t, codes.InvalidArgument, `unverified user annotation "example.com/x" is not recognised`,
-				&errdetails.ErrorInfo{Reason: "UNKNOWN_ANNOTATION", Domain: ErrorDomain})
+				&errdetails.ErrorInfo{Reason: "UNKNOWN_ANNOTATION", Domain: signetv1.ErrorDomain})
 		}, "UnknownAnnotation", `unverified user annotation "example.com/x" is not recognised`, true},
 		{"ledger unavailable", func(context.Context) (*signetv1.SignPodCertificateRequestResponse, error) {
 			return nil, statusError(t, codes.Unavailable, "ledger is not writable",
-				&errdetails.ErrorInfo{Reason: "LEDGER_UNAVAILABLE", Domain: ErrorDomain})
+				&errdetails.ErrorInfo{Reason: "LEDGER_UNAVAILABLE", Domain: signetv1.ErrorDomain})
 		}, "LedgerUnavailable", "ledger is not writable", false},
 		{"not implemented by the server", func(context.Context) (*signetv1.SignPodCertificateRequestResponse, error) {
 			return nil, statusError(t, codes.Unimplemented, "method SignPodCertificateRequest not implemented", nil)

@@ -1,0 +1,66 @@
+package signetv1_test
+
+import (
+	"fmt"
+	"testing"
+
+	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+)
+
+func TestReasonName(t *testing.T) {
+	t.Parallel()
+	for r, want := range map[signetv1.ErrorReason]string{
+		signetv1.ErrorReason_ERROR_REASON_POLICY_VIOLATION:   "POLICY_VIOLATION",
+		signetv1.ErrorReason_ERROR_REASON_SIGNER_NOT_ALLOWED: "SIGNER_NOT_ALLOWED",
+		signetv1.ErrorReason_ERROR_REASON_UNSPECIFIED:        "UNSPECIFIED",
+		signetv1.ErrorReason(99):                             fmt.Sprint(signetv1.ErrorReason(99)),
+	} {
+		if got := signetv1.ReasonName(r); got != want {
+			t.Errorf("ReasonName(%d) = %q, want %q", r, got, want)
+		}
+	}
+}
+
+// TestParseReason: every reason's name parses back to it, with or without the prefix.
+func TestParseReason(t *testing.T) {
+	t.Parallel()
+	for v := range signetv1.ErrorReason_name {
+		r := signetv1.ErrorReason(v)
+		for _, name := range []string{signetv1.ReasonName(r), r.String()} {
+			if got, ok := signetv1.ParseReason(name); !ok || got != r {
+				t.Errorf("ParseReason(%q) = %v, %v; want %v", name, got, ok, r)
+			}
+		}
+	}
+	if _, ok := signetv1.ParseReason("NO_SUCH_REASON"); ok {
+		t.Error("ParseReason accepted an unknown reason")
+	}
+}
+
+func TestConditionReason(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"UNSUPPORTED_KEY":                "UnsupportedKey",
+		"ERROR_REASON_MALFORMED_REQUEST": "MalformedRequest",
+		"INTERNAL":                       "Internal",
+		"SIGNER_NOT_ALLOWED":             "SignerNotAllowed",
+		"already_lower":                  "AlreadyLower",
+		"__DOUBLE__UNDER__":              "DoubleUnder",
+		"WITH-DASH.DOT":                  "WithDashDot",
+		"X509_NAME":                      "X509Name",
+		"":                               "",
+	} {
+		if got := signetv1.ConditionReason(in); got != want {
+			t.Errorf("ConditionReason(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestHealthServiceIsTheServiceName: the health service name clients watch is the service's
+// own full name.
+func TestHealthServiceIsTheServiceName(t *testing.T) {
+	t.Parallel()
+	if signetv1.HealthService != signetv1.SignerService_ServiceDesc.ServiceName {
+		t.Errorf("HealthService = %q, want %q", signetv1.HealthService, signetv1.SignerService_ServiceDesc.ServiceName)
+	}
+}
