@@ -39,7 +39,7 @@ const maxRecvMsgSize = 4 << 20
 // streamWorkers is how many goroutines serve calls and are kept between calls. A call that
 // finds them all busy gets a goroutine of its own, as without workers. A kept goroutine keeps
 // the stack its last call grew (a signing call grows a fresh 8 KiB stack several times), so
-// calls stop paying for stack growth: about 5 % of the server's CPU in a burst of CSRs (perf).
+// calls stop paying for stack growth (measured in docs/benchmarks.md).
 // grpc-go replaces each worker after 65,536 calls, which returns the stack's memory.
 const streamWorkers = 64
 

@@ -77,10 +77,9 @@ type Config struct {
 	Server ServerConfig `json:"server"`
 	// Workers is the number of CSRs processed in parallel (default 32), and separately the
 	// number of PodCertificateRequests. A worker spends most of an object waiting on two
-	// round trips, the signing call and the status write, each tens of milliseconds when the
-	// API server is busy; with 4 workers a burst queued for seconds in the watcher while both
-	// servers idled (see docs/benchmarks.md). Workers cost a goroutine each; the signing
-	// server batches their ledger syncs.
+	// round trips, the signing call and the status write; docs/benchmarks.md has why the
+	// default is 32. Workers cost a goroutine each; the signing server batches their ledger
+	// syncs.
 	Workers int `json:"workers,omitempty"`
 	// RPCTimeout bounds each call to the signing server (default 10s).
 	RPCTimeout metav1.Duration `json:"rpcTimeout,omitempty"`

@@ -20,10 +20,10 @@
 // The Ledger writes each batch with one pwrite into the free space just after the last record,
 // then fsyncs. The free space was written with zeros (and fsynced) beforehand, so the batch
 // overwrites allocated, written blocks without changing the file's size or extents, and its
-// fsync has data blocks to flush and no allocation to commit: on ext4 on a VM disk it about
-// halved the latency of a one-record append (median 690 → 360 µs in BenchmarkAppend, noisy).
-// fdatasync would be as durable here, the size and extents being unchanged, but measured no
-// faster than fsync, so Sync stays fsync.
+// fsync has data blocks to flush and no allocation to commit, which about halves the latency
+// of a one-record append (docs/benchmarks.md has the measurement). fdatasync would be as
+// durable here, the size and extents being unchanged, but measured no faster than fsync, so
+// Sync stays fsync.
 //
 // When a batch would not fit, the writer first grows the segment with zeros to the next
 // multiple of Options.Preallocate (4 MiB by default; as many chunks as a big batch needs) and
