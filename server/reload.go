@@ -58,7 +58,7 @@ func (s *Server) Reload(ctx context.Context) {
 	if len(retired) == 0 {
 		return
 	}
-	s.service.SetSigners(s.currentSigners())
+	s.core.SetSigners(s.currentSigners())
 	time.AfterFunc(keyRetireGrace, func() {
 		for _, ls := range retired {
 			_ = ls.key.Close()

@@ -23,6 +23,7 @@ import (
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/access"
 	"github.com/signet-pki/signet/server/config"
+	"github.com/signet-pki/signet/server/decision"
 	"github.com/signet-pki/signet/server/idempotency"
 	"github.com/signet-pki/signet/server/ledger"
 	"github.com/signet-pki/signet/server/metrics"
@@ -31,7 +32,7 @@ import (
 
 // maxRecvMsgSize bounds one request. It sits above the largest object an apiserver can
 // store (etcd's request limit, 1.5 MiB), so that a request forwarded from any object a cluster
-// can hold reaches Signet, whose own limits (signerapi.MaxCSRBytes and the others, far lower)
+// can hold reaches Signet, whose own limits (decision.MaxCSRBytes and the others, far lower)
 // refuse it as MALFORMED_REQUEST with a reason and a ledger record. A message over this gets
 // gRPC's own ResourceExhausted, which the watcher treats as final.
 const maxRecvMsgSize = 4 << 20
@@ -70,7 +71,7 @@ type Server struct {
 	health  *health.Server
 	http    *httpserver.Server
 	httpLis net.Listener
-	service *signerapi.Service
+	core    *decision.Core
 	tls     *tlsSource
 	ledger  *ledger.Ledger
 	metrics *metrics.Metrics
@@ -137,7 +138,7 @@ func (s *Server) build(ctx context.Context) error {
 		return fmt.Errorf("rate limits: %w", err)
 	}
 	// The idempotency answers are rebuilt from the records Open verifies, in the same read.
-	store := idempotency.New(idempotency.Options{Retention: cfg.Idempotency.Retention.Duration, ReplayUntil: signerapi.ReplayUntil})
+	store := idempotency.New(idempotency.Options{Retention: cfg.Idempotency.Retention.Duration, ReplayUntil: decision.ReplayUntil})
 	since, replayed := time.Now().Add(-cfg.Idempotency.Retention.Duration), 0
 	replay := func(r ledger.Record) error {
 		if !r.Time.Before(since) {
@@ -172,9 +173,9 @@ func (s *Server) build(ctx context.Context) error {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Minute, Timeout: 20 * time.Second}),
 	)
-	s.service = signerapi.New(s.currentSigners(), signerapi.Access{Authorizer: authz, Limiter: limiter},
-		signerapi.Options{Log: log, Ledger: s.ledger, Store: store, Metrics: s.metrics})
-	signetv1.RegisterSignerServiceServer(s.grpc, s.service)
+	s.core = decision.New(s.currentSigners(), decision.Access{Authorizer: authz, Limiter: limiter},
+		decision.Options{Log: log, Ledger: s.ledger, Store: store, Metrics: s.metrics})
+	signetv1.RegisterSignerServiceServer(s.grpc, signerapi.New(s.core))
 	s.health = health.NewServer()
 	s.health.SetServingStatus(signetv1.HealthService, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
@@ -229,8 +230,8 @@ func (s *Server) ready() error {
 	return nil
 }
 
-func (s *Server) currentSigners() []*signerapi.Signer {
-	out := make([]*signerapi.Signer, len(s.signers))
+func (s *Server) currentSigners() []*decision.Signer {
+	out := make([]*decision.Signer, len(s.signers))
 	for i, ls := range s.signers {
 		out[i] = ls.signer
 	}

@@ -11,16 +11,16 @@ import (
 
 	"github.com/signet-pki/signet/keystore"
 	"github.com/signet-pki/signet/server/config"
+	"github.com/signet-pki/signet/server/decision"
 	"github.com/signet-pki/signet/server/issuance"
 	"github.com/signet-pki/signet/server/lint"
 	"github.com/signet-pki/signet/server/profile"
-	"github.com/signet-pki/signet/server/signerapi"
 )
 
 // loadedSigner is one generation of a signer: what the service uses, the key to close when
 // the generation is retired, and the digest of the files it came from.
 type loadedSigner struct {
-	signer *signerapi.Signer
+	signer *decision.Signer
 	policy policy
 	key    keystore.Key
 	digest [sha256.Size]byte
@@ -99,7 +99,7 @@ func loadSigner(ctx context.Context, sc config.Signer, pol policy) (*loadedSigne
 		_ = key.Close()
 		return nil, fmt.Errorf("signer %s (key %s, certificate %s): %w", sc.Name, sc.Key, sc.Certificate, err)
 	}
-	ls := &loadedSigner{signer: &signerapi.Signer{Issuer: issuer, Profile: pol.profile, Lint: pol.gate}, policy: pol, key: key, digest: digest}
+	ls := &loadedSigner{signer: &decision.Signer{Issuer: issuer, Profile: pol.profile, Lint: pol.gate}, policy: pol, key: key, digest: digest}
 	if pol.gate != nil {
 		ls.lints = len(pol.gate.Lints())
 	}

@@ -46,6 +46,7 @@ import (
 
 	"github.com/signet-pki/signet/internal/controlplane"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/server/decision"
 	"github.com/signet-pki/signet/server/idempotency"
 	"github.com/signet-pki/signet/server/issuance"
 	"github.com/signet-pki/signet/server/ledger"
@@ -257,8 +258,8 @@ func signetIssue(ca *issuance.CA, csrPEM []byte, lintOn bool) (func() error, fun
 	if err != nil {
 		return nil, nil, err
 	}
-	svc := signerapi.New([]*signerapi.Signer{{Issuer: is, Profile: prof}}, signerapi.Access{},
-		signerapi.Options{Ledger: led, Store: idempotency.New(idempotency.Options{})})
+	svc := signerapi.New(decision.New([]*decision.Signer{{Issuer: is, Profile: prof}}, decision.Access{},
+		decision.Options{Ledger: led, Store: idempotency.New(idempotency.Options{})}))
 	var n atomic.Int64
 	sign := func() error {
 		_, err := svc.SignCertificateSigningRequest(context.Background(), &signetv1.SignCertificateSigningRequestRequest{

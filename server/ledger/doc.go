@@ -51,7 +51,7 @@
 //	 "message":"group system:masters is forbidden","prevHash":"f556b283…","hash":"c3efc397…"}
 //
 // The ledger stores what it is given; its callers bound it. The signing service clips every
-// caller-supplied string in a record (signerapi's clip: a value whose encoding exceeds its
+// caller-supplied string in a record (decision's clip: a value whose encoding exceeds its
 // bound keeps a prefix and names its length and SHA-256), so a refused record's line is at
 // most 8 KiB whatever a caller sends (6,406 bytes in the worst case measured,
 // signerapi.TestRefusedRecordIsBounded; docs/security.md), and an issued record is bounded by

@@ -16,9 +16,9 @@ import (
 	"github.com/signet-pki/signet/internal/testpki"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/access"
+	"github.com/signet-pki/signet/server/decision"
 	"github.com/signet-pki/signet/server/ledger"
 	"github.com/signet-pki/signet/server/profile"
-	"github.com/signet-pki/signet/server/signerapi"
 )
 
 // TestIdempotency: the object UID is the idempotency key. The same UID and request get the
@@ -300,7 +300,7 @@ func TestAuthorization(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, harnessOptions{signers: []signerSpec{legacy(signerA), legacy(signerB)}, access: signerapi.Access{Authorizer: authz}})
+	h := newHarness(t, harnessOptions{signers: []signerSpec{legacy(signerA), legacy(signerB)}, access: decision.Access{Authorizer: authz}})
 
 	t.Run("sign", func(t *testing.T) {
 		tests := []struct {
@@ -544,7 +544,7 @@ func TestExplain(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := signerSpec{name: signerA, lint: true, spec: profile.Spec{Name: profile.NameKubeAPIServerClient}}
-	h := newHarness(t, harnessOptions{signers: []signerSpec{client}, access: signerapi.Access{Authorizer: authz, Limiter: lim}})
+	h := newHarness(t, harnessOptions{signers: []signerSpec{client}, access: decision.Access{Authorizer: authz, Limiter: lim}})
 	ctx := h.asClient(t, "tool-a")
 	const uid = "uid-explained"
 	const atMost = "usages: at most digital signature, key encipherment, client auth"

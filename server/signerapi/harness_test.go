@@ -25,6 +25,7 @@ import (
 	"github.com/signet-pki/signet/internal/testpki"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/access"
+	"github.com/signet-pki/signet/server/decision"
 	"github.com/signet-pki/signet/server/idempotency"
 	"github.com/signet-pki/signet/server/issuance"
 	"github.com/signet-pki/signet/server/ledger"
@@ -62,14 +63,14 @@ type harness struct {
 	// limitClock is the fake clock of newLimitedHarness's rate limiter.
 	limitClock *clocktesting.FakePassiveClock
 	// signers, access and clock are what svc was built with, for restart.
-	signers []*signerapi.Signer
-	access  signerapi.Access
+	signers []*decision.Signer
+	access  decision.Access
 	clock   clock.PassiveClock
 }
 
 type harnessOptions struct {
 	signers []signerSpec
-	access  signerapi.Access
+	access  decision.Access
 	// wrap, if set, wraps the ledger's segment file (fault injection).
 	wrap func(ledger.File) ledger.File
 	// clock, if set, is the clock of the issuers, the idempotency store and the service.
@@ -89,7 +90,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	}
 	ca := testpki.CA(t)
 	var gate *lint.Gate
-	var signers []*signerapi.Signer
+	var signers []*decision.Signer
 	for _, s := range o.signers {
 		prof, err := profile.New(s.spec, time.Hour)
 		if err != nil {
@@ -113,7 +114,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		if err != nil {
 			t.Fatal(err)
 		}
-		signers = append(signers, &signerapi.Signer{Issuer: is, Profile: prof})
+		signers = append(signers, &decision.Signer{Issuer: is, Profile: prof})
 	}
 	dir := t.TempDir()
 	led, err := ledger.Open(dir, ledger.Options{WrapFile: o.wrap, Logger: slog.New(slog.DiscardHandler), Clock: o.clock})
@@ -124,12 +125,12 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	if o.logs == nil {
 		o.logs = io.Discard
 	}
-	svc := signerapi.New(signers, o.access, signerapi.Options{
+	svc := signerapi.New(decision.New(signers, o.access, decision.Options{
 		Log:    slog.New(slog.NewJSONHandler(o.logs, nil)),
 		Ledger: led,
-		Store:  idempotency.New(idempotency.Options{Clock: o.clock, ReplayUntil: signerapi.ReplayUntil}),
+		Store:  idempotency.New(idempotency.Options{Clock: o.clock, ReplayUntil: decision.ReplayUntil}),
 		Clock:  o.clock,
-	})
+	}))
 	return &harness{svc: svc, led: led, dir: dir, ca: ca, signers: signers, access: o.access, clock: o.clock}
 }
 
@@ -148,7 +149,7 @@ func newLimitedHarness(t *testing.T, clients []access.Client, perClient, perSign
 	}
 	h := newHarness(t, harnessOptions{
 		signers: []signerSpec{legacy(signerA), legacy(signerB)},
-		access:  signerapi.Access{Authorizer: authz, Limiter: lim},
+		access:  decision.Access{Authorizer: authz, Limiter: lim},
 	})
 	h.limitClock = clk
 	return h

@@ -13,8 +13,8 @@ import (
 
 	"github.com/signet-pki/signet/internal/testpki"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/server/decision"
 	"github.com/signet-pki/signet/server/ledger"
-	"github.com/signet-pki/signet/server/signerapi"
 )
 
 // maxRefusedLine is the bound docs/security.md and the ledger docs give for the line of a
@@ -70,10 +70,10 @@ func TestLimitsRefuseAndRecord(t *testing.T) {
 			r.Request = bytes.Repeat([]byte("x"), 300<<10)
 		}},
 		{"at the limits", "", func(r *signetv1.SignCertificateSigningRequestRequest) {
-			r.Object.Uid = long(signerapi.MaxObjectUIDBytes)
-			r.Object.Name = long(signerapi.MaxObjectNameBytes)
-			r.Requester.Username = long(signerapi.MaxUserStringBytes)
-			r.Requester.Groups = groups(signerapi.MaxGroups, 60)
+			r.Object.Uid = long(decision.MaxObjectUIDBytes)
+			r.Object.Name = long(decision.MaxObjectNameBytes)
+			r.Requester.Username = long(decision.MaxUserStringBytes)
+			r.Requester.Groups = groups(decision.MaxGroups, 60)
 		}},
 	}
 	for _, tc := range csrCases {
@@ -152,12 +152,12 @@ func TestRefusedRecordIsBounded(t *testing.T) {
 		{SignerName: huge, Object: &signetv1.KubernetesObject{Uid: huge, Name: huge}, Requester: &signetv1.Requester{Username: huge}},
 		{SignerName: signerA, Object: &signetv1.KubernetesObject{Uid: huge}, Requester: &signetv1.Requester{Username: huge}},
 		// Within the limits, every byte escaped: refused as an unknown signer.
-		{SignerName: escaped(signerapi.MaxSignerNameBytes), Object: &signetv1.KubernetesObject{Uid: strings.Repeat("<", signerapi.MaxObjectUIDBytes)},
-			Requester: &signetv1.Requester{Username: escaped(signerapi.MaxUserStringBytes)}},
+		{SignerName: escaped(decision.MaxSignerNameBytes), Object: &signetv1.KubernetesObject{Uid: strings.Repeat("<", decision.MaxObjectUIDBytes)},
+			Requester: &signetv1.Requester{Username: escaped(decision.MaxUserStringBytes)}},
 		// Within the limits and refused by the pipeline, so the record also has its idempotency
 		// key (the UID again) and a message.
-		{SignerName: signerA, Request: []byte("not a CSR " + escaped(1000)), Object: &signetv1.KubernetesObject{Uid: strings.Repeat("<", signerapi.MaxObjectUIDBytes)},
-			Requester: &signetv1.Requester{Username: escaped(signerapi.MaxUserStringBytes)}},
+		{SignerName: signerA, Request: []byte("not a CSR " + escaped(1000)), Object: &signetv1.KubernetesObject{Uid: strings.Repeat("<", decision.MaxObjectUIDBytes)},
+			Requester: &signetv1.Requester{Username: escaped(decision.MaxUserStringBytes)}},
 	}
 	for i, req := range reqs {
 		if _, err := h.svc.SignCertificateSigningRequest(ctx, req); err == nil {

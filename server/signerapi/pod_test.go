@@ -18,6 +18,7 @@ import (
 	"github.com/signet-pki/signet/internal/testpki"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/access"
+	"github.com/signet-pki/signet/server/decision"
 	"github.com/signet-pki/signet/server/idempotency"
 	"github.com/signet-pki/signet/server/issuance"
 	"github.com/signet-pki/signet/server/ledger"
@@ -187,7 +188,7 @@ func (h *harness) restart(t *testing.T) *signerapi.Service {
 	if err := h.led.Close(); err != nil {
 		t.Fatal(err)
 	}
-	store := idempotency.New(idempotency.Options{Clock: h.clock, ReplayUntil: signerapi.ReplayUntil})
+	store := idempotency.New(idempotency.Options{Clock: h.clock, ReplayUntil: decision.ReplayUntil})
 	led, err := ledger.Open(h.dir, ledger.Options{Logger: slog.New(slog.DiscardHandler), Clock: h.clock, Replay: func(r ledger.Record) error {
 		store.Load(r)
 		return nil
@@ -197,7 +198,7 @@ func (h *harness) restart(t *testing.T) *signerapi.Service {
 	}
 	t.Cleanup(func() { _ = led.Close() })
 	h.led = led
-	return signerapi.New(h.signers, h.access, signerapi.Options{Ledger: led, Store: store, Clock: h.clock})
+	return signerapi.New(decision.New(h.signers, h.access, decision.Options{Ledger: led, Store: store, Clock: h.clock}))
 }
 
 // TestPodRefusals: every refusal of a PodCertificateRequest has its code, ErrorInfo reason and
@@ -299,7 +300,7 @@ func TestPodAccess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, harnessOptions{signers: []signerSpec{podIdentity(podSigner), legacy(signerA)}, access: signerapi.Access{Authorizer: authz, Limiter: lim}})
+	h := newHarness(t, harnessOptions{signers: []signerSpec{podIdentity(podSigner), legacy(signerA)}, access: decision.Access{Authorizer: authz, Limiter: lim}})
 
 	_, err = h.svc.SignPodCertificateRequest(h.asClient(t, "csr-only"), podReq(t, podSigner, "uid-denied"))
 	if msg := wantStatus(t, err, codes.PermissionDenied, "SIGNER_NOT_ALLOWED"); !strings.Contains(msg, podSigner) {
@@ -344,11 +345,11 @@ func TestPodLedgerFailureFailsClosed(t *testing.T) {
 func TestReplayUntil(t *testing.T) {
 	t.Parallel()
 	nb := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	if got := signerapi.ReplayUntil(ledger.Record{ObjectKind: string(issuance.KindPodCertificateRequest), NotBefore: nb}); !got.Equal(nb.Add(4 * time.Minute)) {
+	if got := decision.ReplayUntil(ledger.Record{ObjectKind: string(issuance.KindPodCertificateRequest), NotBefore: nb}); !got.Equal(nb.Add(4 * time.Minute)) {
 		t.Errorf("PCR record: %s, want NotBefore + 4m", got)
 	}
 	for _, kind := range []string{"", string(issuance.KindCertificateSigningRequest)} {
-		if got := signerapi.ReplayUntil(ledger.Record{ObjectKind: kind, NotBefore: nb}); !got.IsZero() {
+		if got := decision.ReplayUntil(ledger.Record{ObjectKind: kind, NotBefore: nb}); !got.IsZero() {
 			t.Errorf("record of kind %q: %s, want none", kind, got)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/signet-pki/signet/internal/testpki"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/server/decision"
 	"github.com/signet-pki/signet/server/idempotency"
 	"github.com/signet-pki/signet/server/issuance"
 	"github.com/signet-pki/signet/server/ledger"
@@ -43,8 +44,8 @@ func newService(t *testing.T, ca *testpki.Authority, log *slog.Logger) *signerap
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = led.Close() })
-	return signerapi.New([]*signerapi.Signer{{Issuer: is, Profile: prof}}, signerapi.Access{},
-		signerapi.Options{Log: log, Ledger: led, Store: idempotency.New(idempotency.Options{})})
+	return signerapi.New(decision.New([]*decision.Signer{{Issuer: is, Profile: prof}}, decision.Access{},
+		decision.Options{Log: log, Ledger: led, Store: idempotency.New(idempotency.Options{})}))
 }
 
 func errorInfo(t *testing.T, err error) (codes.Code, string, *errdetails.ErrorInfo) {

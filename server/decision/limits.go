@@ -1,4 +1,4 @@
-package signerapi
+package decision
 
 import (
 	"crypto/sha256"
@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/issuance"
 )
 
-// The limits on what a caller may send, checked at the edge of the service: after the
+// The limits on what a caller may send, checked at the edge of the core: after the
 // client's own rate limit, before the signer is looked up. A request over one is refused
 // with MALFORMED_REQUEST naming the field and the limit, and recorded (with the caller's
 // strings clipped, see clip). They sit well above anything a Kubernetes client sends, and
@@ -69,14 +68,14 @@ func maxBytes[T ~string | ~[]byte](field string, v T, limit int) error {
 }
 
 // checkCommon checks the fields every signing call has: the signer name and the object.
-func checkCommon(signer string, object *signetv1.KubernetesObject) error {
+func checkCommon(signer string, object Object) error {
 	if signer == "" {
 		return malformed("signer_name is required")
 	}
 	if err := maxBytes("signer_name", signer, MaxSignerNameBytes); err != nil {
 		return err
 	}
-	uid := object.GetUid()
+	uid := object.UID
 	if err := maxBytes("object.uid", uid, MaxObjectUIDBytes); err != nil {
 		return err
 	}
@@ -85,56 +84,55 @@ func checkCommon(signer string, object *signetv1.KubernetesObject) error {
 			return malformed("object.uid must be printable ASCII without spaces (byte %d is 0x%02x)", i, uid[i])
 		}
 	}
-	return maxBytes("object.name", object.GetName(), MaxObjectNameBytes)
+	return maxBytes("object.name", object.Name, MaxObjectNameBytes)
 }
 
-// checkCSRRequest checks a CertificateSigningRequest call (or the request of an Explain)
-// against the limits.
-func checkCSRRequest(req *signetv1.SignCertificateSigningRequestRequest) error {
-	if err := checkCommon(req.GetSignerName(), req.GetObject()); err != nil {
+// checkCSR checks a CertificateSigningRequest (a signing call's, or the request of an
+// Explain) against the limits. Fields are named as in signet.v1.
+func checkCSR(req CSR) error {
+	r := req.Request
+	if err := checkCommon(r.SignerName, req.Object); err != nil {
 		return err
 	}
-	if err := maxBytes("request", req.GetRequest(), MaxCSRBytes); err != nil {
+	if err := maxBytes("request", r.PEM, MaxCSRBytes); err != nil {
 		return err
 	}
-	usages := req.GetUsages()
-	if len(usages) > MaxUsages {
-		return malformed("usages has %d entries, more than the %d Signet accepts", len(usages), MaxUsages)
+	if len(r.Usages) > MaxUsages {
+		return malformed("usages has %d entries, more than the %d Signet accepts", len(r.Usages), MaxUsages)
 	}
-	for i, u := range usages {
+	for i, u := range r.Usages {
 		if err := maxBytes(fmt.Sprintf("usages[%d]", i), u, MaxUsageBytes); err != nil {
 			return err
 		}
 	}
-	return checkRequester(req.GetRequester())
+	return checkRequester(r.Requester)
 }
 
 // checkRequester checks the requester's user info.
-func checkRequester(who *signetv1.Requester) error {
-	if err := maxBytes("requester.username", who.GetUsername(), MaxUserStringBytes); err != nil {
+func checkRequester(who issuance.Requester) error {
+	if err := maxBytes("requester.username", who.Username, MaxUserStringBytes); err != nil {
 		return err
 	}
-	if err := maxBytes("requester.uid", who.GetUid(), MaxUserStringBytes); err != nil {
+	if err := maxBytes("requester.uid", who.UID, MaxUserStringBytes); err != nil {
 		return err
 	}
-	groups, extra := who.GetGroups(), who.GetExtra()
-	if len(groups) > MaxGroups {
-		return malformed("requester.groups has %d entries, more than the %d Signet accepts", len(groups), MaxGroups)
+	if len(who.Groups) > MaxGroups {
+		return malformed("requester.groups has %d entries, more than the %d Signet accepts", len(who.Groups), MaxGroups)
 	}
-	if len(extra) > MaxExtraKeys {
-		return malformed("requester.extra has %d keys, more than the %d Signet accepts", len(extra), MaxExtraKeys)
+	if len(who.Extra) > MaxExtraKeys {
+		return malformed("requester.extra has %d keys, more than the %d Signet accepts", len(who.Extra), MaxExtraKeys)
 	}
 	total := 0
-	for i, g := range groups {
+	for i, g := range who.Groups {
 		if err := maxBytes(fmt.Sprintf("requester.groups[%d]", i), g, MaxUserStringBytes); err != nil {
 			return err
 		}
 		total += len(g)
 	}
-	for k, v := range extra {
+	for k, values := range who.Extra {
 		total += len(k)
-		for _, s := range v.GetValues() {
-			total += len(s)
+		for _, v := range values {
+			total += len(v)
 		}
 	}
 	if total > MaxRequesterAttributeBytes {
@@ -143,24 +141,25 @@ func checkRequester(who *signetv1.Requester) error {
 	return nil
 }
 
-// checkPodRequest checks a PodCertificateRequest call against the limits.
-func checkPodRequest(req *signetv1.SignPodCertificateRequestRequest) error {
-	if err := checkCommon(req.GetSignerName(), req.GetObject()); err != nil {
+// checkPod checks a PodCertificateRequest against the limits.
+func checkPod(req Pod) error {
+	r := req.Request
+	if err := checkCommon(r.SignerName, req.Object); err != nil {
 		return err
 	}
-	pod := req.GetPod()
+	pod := r.Pod
 	for _, f := range []struct {
 		name  string
 		value string
 		limit int
 	}{
-		{"pod.namespace", pod.GetNamespace(), MaxNamespaceBytes},
-		{"pod.pod_name", pod.GetPodName(), MaxObjectNameBytes},
-		{"pod.pod_uid", pod.GetPodUid(), MaxPodUIDBytes},
-		{"pod.service_account_name", pod.GetServiceAccountName(), MaxObjectNameBytes},
-		{"pod.service_account_uid", pod.GetServiceAccountUid(), MaxPodUIDBytes},
-		{"pod.node_name", pod.GetNodeName(), MaxObjectNameBytes},
-		{"pod.node_uid", pod.GetNodeUid(), MaxPodUIDBytes},
+		{"pod.namespace", pod.Namespace, MaxNamespaceBytes},
+		{"pod.pod_name", pod.PodName, MaxObjectNameBytes},
+		{"pod.pod_uid", pod.PodUID, MaxPodUIDBytes},
+		{"pod.service_account_name", pod.ServiceAccountName, MaxObjectNameBytes},
+		{"pod.service_account_uid", pod.ServiceAccountUID, MaxPodUIDBytes},
+		{"pod.node_name", pod.NodeName, MaxObjectNameBytes},
+		{"pod.node_uid", pod.NodeUID, MaxPodUIDBytes},
 	} {
 		if err := maxBytes(f.name, f.value, f.limit); err != nil {
 			return err
@@ -170,16 +169,16 @@ func checkPodRequest(req *signetv1.SignPodCertificateRequestRequest) error {
 		name  string
 		value []byte
 	}{
-		{"stub_pkcs10_request", req.GetStubPkcs10Request()},
-		{"pkix_public_key", req.GetPkixPublicKey()},
-		{"proof_of_possession", req.GetProofOfPossession()},
+		{"stub_pkcs10_request", r.StubPKCS10Request},
+		{"pkix_public_key", r.PKIXPublicKey},
+		{"proof_of_possession", r.ProofOfPossession},
 	} {
 		if err := maxBytes(f.name, f.value, MaxPodKeyFieldBytes); err != nil {
 			return err
 		}
 	}
 	total := 0
-	for k, v := range req.GetUnverifiedUserAnnotations() {
+	for k, v := range r.UnverifiedUserAnnotations {
 		total += len(k) + len(v)
 	}
 	if total > MaxAnnotationBytes {
@@ -192,7 +191,7 @@ func checkPodRequest(req *signetv1.SignPodCertificateRequestRequest) error {
 // limits above (a printable value within them is never clipped; the object UID even when
 // every byte is escaped) plus room, and 2 KiB for a SPIFFE ID in the client identity. With
 // them a refused record's line stays under 8 KiB whatever the caller sends
-// (TestRefusedRecordIsBounded measures the worst case).
+// (signerapi's TestRefusedRecordIsBounded measures the worst case).
 const (
 	recordSignerBytes    = 640
 	recordClientBytes    = 2100

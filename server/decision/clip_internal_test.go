@@ -1,4 +1,4 @@
-package signerapi
+package decision
 
 import (
 	"encoding/json"

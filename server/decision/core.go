@@ -1,0 +1,114 @@
+// Package decision is Signet's decision core, behind every front door (the gRPC service
+// today, the webhook next): for one caller, identified by its mTLS identity, and one request,
+// it applies the rate limits, the limits on what a caller may send, authorization,
+// idempotency and the signer's issuance pipeline, records the decision in the ledger before a
+// certificate leaves, and reports it in metrics and logs. It knows no transport: a refusal is
+// an error that Classify turns into a Reason, which each front door maps to its own answer
+// (server/wire: the gRPC code and the HTTP status).
+package decision
+
+import (
+	"log/slog"
+	"sync/atomic"
+
+	"k8s.io/utils/clock"
+
+	"github.com/signet-pki/signet/server/access"
+	"github.com/signet-pki/signet/server/idempotency"
+	"github.com/signet-pki/signet/server/issuance"
+	"github.com/signet-pki/signet/server/ledger"
+	"github.com/signet-pki/signet/server/lint"
+	"github.com/signet-pki/signet/server/metrics"
+	"github.com/signet-pki/signet/server/profile"
+)
+
+// Log keys used by the core.
+const (
+	logKeySigner       = "signer"
+	logKeyClient       = "client"
+	logKeyKind         = "kind"
+	logKeyObjectUID    = "object_uid"
+	logKeyObject       = "object"
+	logKeyRequester    = "requester"
+	logKeyOutcome      = "outcome"
+	logKeySerial       = "serial"
+	logKeyNotAfter     = "not_after"
+	logKeyReason       = "reason"
+	logKeyError        = "error"
+	logKeyLedgerSeq    = "ledger_seq"
+	logKeyLintFindings = "lint_findings"
+	logKeyLint         = "lint"
+)
+
+// Signer is one served signer.
+type Signer struct {
+	// Issuer runs the signer's pipeline.
+	Issuer *issuance.Issuer
+	// Profile describes the signer's policy (ListSigners).
+	Profile profile.Profile
+	// Lint is the signer's lint gate, described by ListSigners; nil when the gate is off.
+	Lint *lint.Gate
+}
+
+// Access is who may call which signer, and how fast. Either field may be nil: a nil
+// Authorizer allows every authenticated client every signer (tests only), a nil Limiter
+// limits nothing.
+type Access struct {
+	Authorizer *access.Authorizer
+	Limiter    *access.Limiter
+}
+
+// Options are the collaborators of a Core. Ledger and Store are required for signing.
+type Options struct {
+	Log     *slog.Logger
+	Ledger  *ledger.Ledger
+	Store   *idempotency.Store
+	Metrics *metrics.Metrics
+	Clock   clock.PassiveClock
+}
+
+// Core decides. Its signers and access rules can be replaced at any time (hot reload): each
+// call uses the ones current when it started.
+type Core struct {
+	signers atomic.Pointer[map[string]*Signer]
+	access  atomic.Pointer[Access]
+	opts    Options
+}
+
+// New returns a Core for the given signers and access rules.
+func New(signers []*Signer, acc Access, opts Options) *Core {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	c := &Core{opts: opts}
+	c.SetSigners(signers)
+	c.SetAccess(acc)
+	return c
+}
+
+// SetSigners replaces the served signers, keyed by their signer names.
+func (c *Core) SetSigners(signers []*Signer) {
+	m := make(map[string]*Signer, len(signers))
+	for _, sg := range signers {
+		m[sg.Issuer.SignerName()] = sg
+	}
+	c.signers.Store(&m)
+}
+
+// SetAccess replaces the authorization and rate-limit rules.
+func (c *Core) SetAccess(acc Access) { c.access.Store(&acc) }
+
+// signer returns the named signer of the current set.
+func (c *Core) signer(name string) (*Signer, bool) {
+	sg, ok := (*c.signers.Load())[name]
+	return sg, ok
+}
+
+// allowed reports whether identity may use signerName.
+func (c *Core) allowed(identity, signerName string) bool {
+	a := c.access.Load().Authorizer
+	return a == nil || a.Allowed(identity, signerName)
+}

@@ -1,0 +1,67 @@
+package decision
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/signet-pki/signet/server/issuance"
+)
+
+// TrustAnchors returns the CA certificates (PEM) of the named signer to a client allowed to
+// use it; the error (UNKNOWN_SIGNER, SIGNER_NOT_ALLOWED) otherwise.
+func (c *Core) TrustAnchors(identity, signerName string) ([]byte, error) {
+	sg, err := c.lookupSigner(identity, signerName)
+	if err != nil {
+		return nil, err
+	}
+	return sg.Issuer.TrustAnchors(), nil
+}
+
+// NamedSigner is a served signer and its name.
+type NamedSigner struct {
+	Name string
+	*Signer
+}
+
+// Signers returns the signers identity may use, sorted by name, all of one generation.
+func (c *Core) Signers(identity string) []NamedSigner {
+	signers := *c.signers.Load()
+	var out []NamedSigner
+	for name, sg := range signers {
+		if c.allowed(identity, name) {
+			out = append(out, NamedSigner{Name: name, Signer: sg})
+		}
+	}
+	slices.SortFunc(out, func(a, b NamedSigner) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Explain runs the request through the signer's pipeline up to and including the lint gate,
+// without signing or recording, and reports every rule (the Explanation's Err is the refusal a
+// sign call would return, for Classify and PublicMessage). It costs what a signing call
+// costs, so it spends rate-limit tokens as one does (see admit) and checks the same limits;
+// the error is a refusal by those, or by authorization.
+func (c *Core) Explain(identity string, req CSR) (issuance.Explanation, error) {
+	sg, which, err := c.limitedSigner(identity, req.Request.SignerName, func() error { return checkCSR(req) })
+	switch {
+	case err != nil:
+		return issuance.Explanation{}, err
+	case sg == nil:
+		return issuance.Explanation{}, fmt.Errorf("%w: the %s rate limit is exhausted; retry later", errRateLimited, which)
+	}
+	return sg.Issuer.Explain(req.Request), nil
+}
+
+// lookupSigner returns the named signer if identity may use it, else an error wrapping
+// errUnknownSigner or errSignerNotAllowed.
+func (c *Core) lookupSigner(identity, name string) (*Signer, error) {
+	sg, ok := c.signer(name)
+	if !ok {
+		return nil, fmt.Errorf("%w: this server does not serve signer %q", errUnknownSigner, name)
+	}
+	if !c.allowed(identity, name) {
+		return nil, fmt.Errorf("%w: client %q may not use signer %q", errSignerNotAllowed, identity, name)
+	}
+	return sg, nil
+}

@@ -1,0 +1,91 @@
+package decision
+
+import (
+	"errors"
+
+	"github.com/signet-pki/signet/server/idempotency"
+	"github.com/signet-pki/signet/server/issuance"
+	"github.com/signet-pki/signet/server/lint"
+)
+
+// Reason names why a request was refused, or that it failed. The names are signet.v1's
+// ErrorInfo reasons (ReasonName of the ErrorReason enum); server/wire maps each to its gRPC
+// code and HTTP status.
+type Reason string
+
+// The reasons.
+const (
+	ReasonMalformedRequest    Reason = "MALFORMED_REQUEST"
+	ReasonInvalidSignature    Reason = "INVALID_SIGNATURE"
+	ReasonUnsupportedKey      Reason = "UNSUPPORTED_KEY"
+	ReasonUnknownAnnotation   Reason = "UNKNOWN_ANNOTATION"
+	ReasonPolicyViolation     Reason = "POLICY_VIOLATION"
+	ReasonLintFailed          Reason = "LINT_FAILED"
+	ReasonIdempotencyConflict Reason = "IDEMPOTENCY_CONFLICT"
+	ReasonRateLimited         Reason = "RATE_LIMITED"
+	ReasonLedgerUnavailable   Reason = "LEDGER_UNAVAILABLE"
+	ReasonUnknownSigner       Reason = "UNKNOWN_SIGNER"
+	ReasonSignerNotAllowed    Reason = "SIGNER_NOT_ALLOWED"
+	ReasonInternal            Reason = "INTERNAL"
+)
+
+// Reasons lists every Reason, for the front doors' tables and their tests.
+var Reasons = []Reason{
+	ReasonMalformedRequest, ReasonInvalidSignature, ReasonUnsupportedKey, ReasonUnknownAnnotation,
+	ReasonPolicyViolation, ReasonLintFailed, ReasonIdempotencyConflict, ReasonRateLimited,
+	ReasonLedgerUnavailable, ReasonUnknownSigner, ReasonSignerNotAllowed, ReasonInternal,
+}
+
+// Errors of the core itself; the pipeline's are issuance's, lint's and idempotency's.
+var (
+	errUnknownSigner     = errors.New("unknown signer")
+	errSignerNotAllowed  = errors.New("signer not allowed for this client")
+	errRateLimited       = errors.New("rate limited")
+	errLedgerUnavailable = errors.New("ledger unavailable: nothing was issued")
+)
+
+// Classify returns the Reason of an error a Core method returned, and whether its message is
+// safe to show the caller. The message of a refusal is: it is built from the request and the
+// policy, never from key material. An internal failure's is not (PublicMessage).
+func Classify(err error) (Reason, bool) {
+	switch {
+	case errors.Is(err, issuance.ErrMalformedRequest):
+		return ReasonMalformedRequest, true
+	case errors.Is(err, issuance.ErrInvalidSignature):
+		return ReasonInvalidSignature, true
+	case errors.Is(err, issuance.ErrUnsupportedKey):
+		return ReasonUnsupportedKey, true
+	case errors.Is(err, issuance.ErrUnknownAnnotation):
+		return ReasonUnknownAnnotation, true
+	case errors.Is(err, issuance.ErrPolicyViolation):
+		return ReasonPolicyViolation, true
+	case errors.Is(err, lint.ErrLintFailed):
+		return ReasonLintFailed, true
+	case errors.Is(err, idempotency.ErrConflict):
+		return ReasonIdempotencyConflict, true
+	case errors.Is(err, errRateLimited):
+		return ReasonRateLimited, true
+	case errors.Is(err, errLedgerUnavailable):
+		return ReasonLedgerUnavailable, false
+	case errors.Is(err, errUnknownSigner):
+		return ReasonUnknownSigner, true
+	case errors.Is(err, errSignerNotAllowed):
+		return ReasonSignerNotAllowed, true
+	default:
+		return ReasonInternal, false
+	}
+}
+
+// PublicMessage is what a caller may see of err: the error itself when it is safe, a generic
+// message otherwise (the core logs the detail).
+func PublicMessage(err error) string {
+	_, safe := Classify(err)
+	switch {
+	case safe:
+		return err.Error()
+	case errors.Is(err, errLedgerUnavailable):
+		return "the decision could not be recorded durably, so nothing was issued; retry later"
+	default:
+		return "internal error; the server log has the details"
+	}
+}
