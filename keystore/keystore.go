@@ -1,8 +1,9 @@
-// Package keystore opens CA keys as crypto.Signer values.
+// Package keystore opens CA keys as crypto.Signer values. Each backend is a subpackage, and
+// keystoretest is the conformance suite every backend's tests run.
 //
 // A key is named by a URI:
 //   - file:///path/to/key.pem or a plain path: a PEM private key on disk (PKCS#8, SEC 1 EC or
-//     PKCS#1 RSA), never encrypted; protect it with file permissions.
+//     PKCS#1 RSA), never encrypted; protect it with file permissions (backend keystore/pemfile).
 //   - pkcs11:... (RFC 7512) and tpm:... are reserved for the HSM and TPM backends.
 package keystore
 
@@ -13,6 +14,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/signet-pki/signet/keystore/pemfile"
 )
 
 // ErrUnsupportedURI is returned by Open for a URI scheme this build cannot open.
@@ -25,6 +28,15 @@ type Key interface {
 	Close() error
 }
 
+// SoftwareKey is a Key whose signatures Go computes from a private key in memory (a file
+// key): Software returns that key. certsign does not verify the signatures of Go's own ECDSA
+// and RSA keys, which cannot be wrong the way a device's can; a hardware key must not
+// implement it.
+type SoftwareKey interface {
+	Key
+	Software() crypto.Signer
+}
+
 // Open opens the key named by uri. See the package doc for the accepted forms.
 func Open(ctx context.Context, uri string) (Key, error) {
 	path, isFile, err := filePath(uri)
@@ -32,7 +44,11 @@ func Open(ctx context.Context, uri string) (Key, error) {
 		return nil, err
 	}
 	if isFile {
-		return openFile(path)
+		key, err := pemfile.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		return key, nil
 	}
 	scheme, _, _ := strings.Cut(uri, ":")
 	switch scheme {

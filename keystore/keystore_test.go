@@ -20,6 +20,7 @@ import (
 
 	"github.com/signet-pki/signet/internal/testpki"
 	"github.com/signet-pki/signet/keystore"
+	"github.com/signet-pki/signet/keystore/pemfile"
 	"github.com/signet-pki/signet/server/certsign"
 )
 
@@ -252,14 +253,14 @@ func TestMarshalPrivateKeyPEMRoundTrip(t *testing.T) {
 		t.Run(string(kt), func(t *testing.T) {
 			t.Parallel()
 			key := testpki.Key(t, kt)
-			data, err := keystore.MarshalPrivateKeyPEM(key)
+			data, err := pemfile.MarshalPrivateKeyPEM(key)
 			if err != nil {
 				t.Fatalf("MarshalPrivateKeyPEM: %v", err)
 			}
 			if block, _ := pem.Decode(data); block == nil || block.Type != "PRIVATE KEY" {
 				t.Fatalf("MarshalPrivateKeyPEM wrote %q, want a PRIVATE KEY block", data)
 			}
-			back, err := keystore.ParsePrivateKeyPEM(data)
+			back, err := pemfile.ParsePrivateKeyPEM(data)
 			if err != nil {
 				t.Fatalf("ParsePrivateKeyPEM: %v", err)
 			}

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/signet-pki/signet/internal/testpki"
-	"github.com/signet-pki/signet/keystore"
+	"github.com/signet-pki/signet/keystore/pemfile"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/access"
 	"github.com/signet-pki/signet/server/config"
@@ -47,7 +47,7 @@ const csrOnlyClient = "csr-only-tool"
 // clientCert issues a client certificate for identity from the dev TLS CA.
 func (s *testServer) clientCert(t *testing.T, identity string) tls.Certificate {
 	t.Helper()
-	caKey, err := keystore.ParsePrivateKeyPEM(s.read(t, "tls-ca.key"))
+	caKey, err := pemfile.ParsePrivateKeyPEM(s.read(t, "tls-ca.key"))
 	if err != nil {
 		t.Fatal(err)
 	}

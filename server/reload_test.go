@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/signet-pki/signet/internal/testpki"
-	"github.com/signet-pki/signet/keystore"
+	"github.com/signet-pki/signet/keystore/pemfile"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/devpki"
 )
@@ -97,7 +97,7 @@ func TestReloadSwapsSignerCA(t *testing.T) {
 func TestReloadSwapsServerCertificate(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, nil)
-	tlsCAKey, err := keystore.ParsePrivateKeyPEM(s.read(t, "tls-ca.key"))
+	tlsCAKey, err := pemfile.ParsePrivateKeyPEM(s.read(t, "tls-ca.key"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestReloadSwapsServerCertificate(t *testing.T) {
 // replacePair replaces a certificate and its key file, key first, each atomically.
 func replacePair(t *testing.T, dir, certName, keyName string, cert *x509.Certificate, key crypto.Signer) {
 	t.Helper()
-	keyPEM, err := keystore.MarshalPrivateKeyPEM(key)
+	keyPEM, err := pemfile.MarshalPrivateKeyPEM(key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/signet-pki/signet/keystore"
+	"github.com/signet-pki/signet/keystore/pemfile"
 	"github.com/signet-pki/signet/server"
 	"github.com/signet-pki/signet/server/config"
 	"github.com/signet-pki/signet/server/devpki"
@@ -113,7 +113,7 @@ func benchServerConfig(dir string, ca *issuance.CA, lintOn bool) (*config.Config
 	if err != nil {
 		return nil, err
 	}
-	keyPEM, err := keystore.MarshalPrivateKeyPEM(ca.Key)
+	keyPEM, err := pemfile.MarshalPrivateKeyPEM(ca.Key)
 	if err != nil {
 		return nil, err
 	}

@@ -29,6 +29,8 @@ import (
 
 	"golang.org/x/crypto/cryptobyte"
 	cbasn1 "golang.org/x/crypto/cryptobyte/asn1"
+
+	"github.com/signet-pki/signet/keystore"
 )
 
 // errTBSCaptured stops x509.CreateCertificate once it has encoded the to-be-signed certificate.
@@ -141,20 +143,16 @@ func Sign(rand io.Reader, tbs []byte, key crypto.Signer, caCert *x509.Certificat
 }
 
 // NeedsCheck reports whether Sign verifies a signature made by key: false only for Go's
-// software ECDSA and RSA keys, seen through any wrapper that has an Unwrap() crypto.Signer
-// method (as the keystore's file keys do).
+// software ECDSA and RSA keys, bare or behind a keystore.SoftwareKey (a file key).
 func NeedsCheck(key crypto.Signer) bool {
-	for {
-		switch k := key.(type) {
-		case *ecdsa.PrivateKey, *rsa.PrivateKey:
-			return false
-		case interface{ Unwrap() crypto.Signer }:
-			if key = k.Unwrap(); key == nil {
-				return true
-			}
-		default:
-			return true
-		}
+	if sk, ok := key.(keystore.SoftwareKey); ok {
+		key = sk.Software()
+	}
+	switch key.(type) {
+	case *ecdsa.PrivateKey, *rsa.PrivateKey:
+		return false
+	default:
+		return true
 	}
 }
 

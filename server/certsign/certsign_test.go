@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/signet-pki/signet/internal/testpki"
+	"github.com/signet-pki/signet/keystore/pemfile"
 	"github.com/signet-pki/signet/server/certsign"
 )
 
@@ -112,11 +113,6 @@ func (f faultySigner) Sign(r io.Reader, digest []byte, opts crypto.SignerOpts) (
 	return sig, err
 }
 
-// goKey wraps a Go key the way the keystore's file keys do.
-type goKey struct{ crypto.Signer }
-
-func (k goKey) Unwrap() crypto.Signer { return k.Signer }
-
 // TestSignChecksOtherSigners: a signer that is not Go's own ECDSA or RSA key gets its
 // signature verified, and a bad one is refused, not assembled into a certificate.
 func TestSignChecksOtherSigners(t *testing.T) {
@@ -143,11 +139,11 @@ func TestNeedsCheck(t *testing.T) {
 	}{
 		{"Go ECDSA", testpki.Key(t, testpki.P256), false},
 		{"Go RSA", testpki.Key(t, testpki.RSA2048), false},
-		{"Go ECDSA behind a keystore wrapper", goKey{testpki.Key(t, testpki.P384)}, false},
+		{"Go ECDSA behind a keystore wrapper", pemfile.Key{Signer: testpki.Key(t, testpki.P384)}, false},
 		{"Ed25519 (deterministic)", testpki.Key(t, testpki.Ed25519), true},
 		{"any other signer", faultySigner{testpki.Key(t, testpki.P256)}, true},
-		{"a wrapper around another signer", goKey{faultySigner{testpki.Key(t, testpki.P256)}}, true},
-		{"a wrapper around nothing", goKey{}, true},
+		{"a wrapper around another signer", pemfile.Key{Signer: faultySigner{testpki.Key(t, testpki.P256)}}, true},
+		{"a wrapper around nothing", pemfile.Key{}, true},
 	} {
 		if got := certsign.NeedsCheck(c.key); got != c.want {
 			t.Errorf("%s: NeedsCheck = %v, want %v", c.name, got, c.want)

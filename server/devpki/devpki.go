@@ -21,7 +21,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/signet-pki/signet/keystore"
+	"github.com/signet-pki/signet/keystore/pemfile"
 	"github.com/signet-pki/signet/server/config"
 )
 
@@ -244,7 +244,7 @@ func sign(tmpl *x509.Certificate, parent *keyPair, now time.Time, lifetime time.
 }
 
 func (kp *keyPair) write(dir, certName, keyName string) error {
-	keyPEM, err := keystore.MarshalPrivateKeyPEM(kp.key)
+	keyPEM, err := pemfile.MarshalPrivateKeyPEM(kp.key)
 	if err != nil {
 		return err
 	}

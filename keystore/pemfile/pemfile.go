@@ -1,4 +1,6 @@
-package keystore
+// Package pemfile is the keystore backend of CA keys in PEM files: keystore.Open hands it the
+// path of a file: URI or a plain path.
+package pemfile
 
 import (
 	"crypto"
@@ -12,30 +14,30 @@ import (
 	"os"
 )
 
-// fileKey is a private key loaded from a PEM file. Go's software keys are safe for concurrent
-// use, so it needs no lock.
-type fileKey struct {
+// Key is a private key loaded from a PEM file. Go's software keys are safe for concurrent use,
+// so it needs no lock. It implements keystore.Key and keystore.SoftwareKey.
+type Key struct {
 	crypto.Signer
 }
 
-var _ Key = fileKey{}
+// Close does nothing: a file key holds no resources.
+func (Key) Close() error { return nil }
 
-func (fileKey) Close() error { return nil }
+// Software returns the Go private key (keystore.SoftwareKey), so that certsign can tell Go's
+// own ECDSA and RSA implementations, which need no check of their signatures, from others.
+func (k Key) Software() crypto.Signer { return k.Signer }
 
-// Unwrap returns the Go private key, so that certsign can tell Go's own ECDSA and RSA
-// implementations (which need no signature check after signing) from other signers.
-func (k fileKey) Unwrap() crypto.Signer { return k.Signer }
-
-func openFile(path string) (Key, error) {
+// Open reads and parses the PEM private key file at path.
+func Open(path string) (Key, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading key file: %w", err)
+		return Key{}, fmt.Errorf("reading key file: %w", err)
 	}
 	signer, err := ParsePrivateKeyPEM(data)
 	if err != nil {
-		return nil, fmt.Errorf("parsing key file %s: %w", path, err)
+		return Key{}, fmt.Errorf("parsing key file %s: %w", path, err)
 	}
-	return fileKey{signer}, nil
+	return Key{signer}, nil
 }
 
 // ParsePrivateKeyPEM parses the first PEM block of data as an unencrypted private key in
