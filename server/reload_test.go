@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/internal/testpki"
 	"github.com/signet-pki/signet/keystore/pemfile"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
-	"github.com/signet-pki/signet/server/devpki"
 )
 
 func replace(t *testing.T, path string, data []byte) {

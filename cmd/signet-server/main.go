@@ -14,9 +14,9 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/server"
 	"github.com/signet-pki/signet/server/config"
-	"github.com/signet-pki/signet/server/devpki"
 )
 
 func main() {

@@ -25,8 +25,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/signet-pki/signet/internal/devpki"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
-	"github.com/signet-pki/signet/server/devpki"
 )
 
 // defaultServer is the address signetctl dials without --server: signet-server's default

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/server"
 	"github.com/signet-pki/signet/server/config"
-	"github.com/signet-pki/signet/server/devpki"
 )
 
 // devServer runs a real signet-server in-process on 127.0.0.1 with a fresh dev PKI (the dev

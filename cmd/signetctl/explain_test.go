@@ -15,10 +15,10 @@ import (
 
 	"github.com/signet-pki/signet/internal/controlplane"
 	"github.com/signet-pki/signet/internal/controlplane/controlplanetest"
+	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/internal/testpki"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/config"
-	"github.com/signet-pki/signet/server/devpki"
 	"github.com/signet-pki/signet/server/profile"
 	"github.com/signet-pki/signet/watcher/signerclient"
 )

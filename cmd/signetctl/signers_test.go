@@ -7,9 +7,9 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/signet-pki/signet/internal/devpki"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/config"
-	"github.com/signet-pki/signet/server/devpki"
 	"github.com/signet-pki/signet/server/profile"
 )
 

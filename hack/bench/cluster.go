@@ -41,8 +41,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/signet-pki/signet/internal/controlplane"
+	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/server/config"
-	"github.com/signet-pki/signet/server/devpki"
 	"github.com/signet-pki/signet/server/profile"
 )
 

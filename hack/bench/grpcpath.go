@@ -17,10 +17,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/keystore/pemfile"
 	"github.com/signet-pki/signet/server"
 	"github.com/signet-pki/signet/server/config"
-	"github.com/signet-pki/signet/server/devpki"
 	"github.com/signet-pki/signet/server/issuance"
 	"github.com/signet-pki/signet/server/profile"
 	"github.com/signet-pki/signet/watcher/signerclient"

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/signet-pki/signet/internal/controlplane"
-	"github.com/signet-pki/signet/server/devpki"
+	"github.com/signet-pki/signet/internal/devpki"
 )
 
 const (

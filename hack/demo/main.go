@@ -27,7 +27,7 @@ import (
 
 	"github.com/signet-pki/signet/internal/certinfo"
 	"github.com/signet-pki/signet/internal/controlplane"
-	"github.com/signet-pki/signet/server/devpki"
+	"github.com/signet-pki/signet/internal/devpki"
 )
 
 const (

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/signet-pki/signet/server/devpki"
+	"github.com/signet-pki/signet/internal/devpki"
 )
 
 // process is a child process whose output goes to a log file in the demo's folder.

@@ -18,8 +18,8 @@ import (
 
 	"github.com/signet-pki/signet/internal/controlplane"
 	"github.com/signet-pki/signet/internal/controlplane/controlplanetest"
+	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/internal/testpki"
-	"github.com/signet-pki/signet/server/devpki"
 	"github.com/signet-pki/signet/server/profile"
 	"github.com/signet-pki/signet/watcher/signerclient"
 )

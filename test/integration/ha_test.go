@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/signet-pki/signet/internal/controlplane"
-	"github.com/signet-pki/signet/server/devpki"
+	"github.com/signet-pki/signet/internal/devpki"
 )
 
 // buildWatcher builds cmd/signet-watcher into the test's temp folder.

@@ -27,9 +27,9 @@ import (
 
 	"github.com/signet-pki/signet/internal/controlplane"
 	"github.com/signet-pki/signet/internal/controlplane/controlplanetest"
+	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/internal/testpki"
 	"github.com/signet-pki/signet/server/config"
-	"github.com/signet-pki/signet/server/devpki"
 	"github.com/signet-pki/signet/server/ledger"
 	"github.com/signet-pki/signet/server/profile"
 )

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/signet-pki/signet/internal/devpki"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
-	"github.com/signet-pki/signet/server/devpki"
 )
 
 // holdingProxy is an mTLS SignerService in front of the real server that holds every sign call

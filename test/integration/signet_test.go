@@ -24,9 +24,9 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/signet-pki/signet/internal/controlplane"
+	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/server"
 	"github.com/signet-pki/signet/server/config"
-	"github.com/signet-pki/signet/server/devpki"
 	"github.com/signet-pki/signet/watcher"
 )
 

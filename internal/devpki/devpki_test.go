@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/keystore"
 	"github.com/signet-pki/signet/server/config"
-	"github.com/signet-pki/signet/server/devpki"
 	"github.com/signet-pki/signet/server/issuance"
 )
 

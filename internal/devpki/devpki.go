@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/signet-pki/signet/keystore/pemfile"
-	"github.com/signet-pki/signet/server/config"
 )
 
 // File names inside the state folder.
@@ -31,7 +30,7 @@ const (
 	SignerCACert  = "signer-ca.crt"
 	SignerCAKey   = "signer-ca.key"
 	TLSCACert     = "tls-ca.crt"
-	tlsCAKey      = "tls-ca.key"
+	TLSCAKey      = "tls-ca.key"
 	ServerCert    = "server.crt"
 	serverKey     = "server.key"
 	ClientCert    = "client.crt"
@@ -45,6 +44,16 @@ const (
 	PodIdentityCAKey  = "pod-identity-ca.key"
 	// DefaultPodIdentitySigner is the pod-identity signer `signet-server --dev` serves.
 	DefaultPodIdentitySigner = "signet.dev/pod-identity"
+)
+
+// The configuration file's header and the server's default gRPC address, as server/config
+// defines them: devpki does not import the server's configuration (it would link the lint
+// gate into every user of the file names, signetctl among them); its tests load what Ensure
+// writes with server/config, which keeps them equal.
+const (
+	configAPIVersion = "signet.dev/v1alpha1"
+	configKind       = "ServerConfiguration"
+	defaultAddress   = "127.0.0.1:8443"
 )
 
 // Options configures Ensure.
@@ -72,7 +81,7 @@ func Ensure(opts Options) (string, error) {
 		opts.SignerName = DefaultSigner
 	}
 	if opts.Address == "" {
-		opts.Address = config.DefaultGRPCAddress
+		opts.Address = defaultAddress
 	}
 	if opts.Now.IsZero() {
 		opts.Now = time.Now()
@@ -122,11 +131,11 @@ func create(opts Options) error {
 	}
 	pairs := []pairFiles{
 		{signerCA, SignerCACert, SignerCAKey},
-		{tlsCA, TLSCACert, tlsCAKey},
+		{tlsCA, TLSCACert, TLSCAKey},
 		{server, ServerCert, serverKey},
 		{client, ClientCert, ClientKey},
 	}
-	cfg := fmt.Sprintf(configTemplate, config.APIVersion, config.Kind, opts.Address, ServerCert, serverKey, TLSCACert, ClientName, opts.SignerName, SignerCAKey, SignerCACert)
+	cfg := fmt.Sprintf(configTemplate, configAPIVersion, configKind, opts.Address, ServerCert, serverKey, TLSCACert, ClientName, opts.SignerName, SignerCAKey, SignerCACert)
 	if opts.PodIdentitySigner != "" {
 		podCA, err := newCA("Signet dev pod identity CA ("+opts.PodIdentitySigner+")", opts.Now)
 		if err != nil {

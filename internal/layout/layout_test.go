@@ -1,0 +1,136 @@
+// Package layout keeps the import rules of the repository, as Kubernetes keeps its own with
+// import-boss: each rule names the packages it holds for and what they must not depend on,
+// and fails with the chain of imports that breaks it.
+package layout
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/signet-pki/signet/"
+
+type rule struct {
+	why      string
+	packages []string // relative to the module, "..." patterns allowed
+	// forbidden reports whether a dependency (an import path) is not allowed.
+	forbidden func(dep string) bool
+	direct    bool // only direct imports count, not the whole dependency graph
+}
+
+var rules = []rule{
+	{
+		why:       "the watcher runs in the cluster and must not carry the signing server's code",
+		packages:  []string{"watcher/...", "cmd/signet-watcher"},
+		forbidden: func(dep string) bool { return strings.HasPrefix(dep, module+"server/") || dep == module+"server" },
+	},
+	{
+		why:       "signetctl is a small client: the lint gate (zlint) belongs to the server",
+		packages:  []string{"cmd/signetctl"},
+		forbidden: func(dep string) bool { return strings.HasPrefix(dep, "github.com/zmap/zlint") },
+	},
+	{
+		why:       "no binary or demo links the testing package",
+		packages:  []string{"cmd/...", "hack/demo"},
+		forbidden: func(dep string) bool { return dep == "testing" },
+	},
+	{
+		why:       "the decision core knows no transport: no gRPC in its dependencies",
+		packages:  []string{"server/decision"},
+		forbidden: func(dep string) bool { return strings.HasPrefix(dep, "google.golang.org/grpc") },
+	},
+	{
+		why:       "the decision core knows no transport: it imports no HTTP package",
+		packages:  []string{"server/decision"},
+		forbidden: func(dep string) bool { return dep == "net/http" || strings.HasPrefix(dep, "github.com/go-chi/") },
+		direct:    true,
+	},
+}
+
+// pkg is what go list reports of one package.
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+	DepOnly    bool
+}
+
+// TestImportRules checks every rule against `go list -deps` of its packages.
+func TestImportRules(t *testing.T) {
+	t.Parallel()
+	for _, r := range rules {
+		var patterns []string
+		for _, p := range r.packages {
+			patterns = append(patterns, module+p)
+		}
+		pkgs := list(t, patterns)
+		checked := 0
+		for _, p := range pkgs {
+			if p.DepOnly {
+				continue
+			}
+			checked++
+			deps := p.Deps
+			if r.direct {
+				deps = p.Imports
+			}
+			for _, d := range deps {
+				if r.forbidden(d) {
+					t.Errorf("%s depends on %s (%s): %s", p.ImportPath, d, chain(pkgs, p.ImportPath, d), r.why)
+				}
+			}
+		}
+		if checked == 0 {
+			t.Errorf("rule %q matched no package (%v)", r.why, r.packages)
+		}
+	}
+}
+
+// list runs go list -deps -json on patterns.
+func list(t *testing.T, patterns []string) map[string]pkg {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list", "-deps", "-json=ImportPath,Imports,Deps,DepOnly"}, patterns...)...)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %v: %v", patterns, err)
+	}
+	pkgs := map[string]pkg{}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("decoding go list: %v", err)
+		}
+		pkgs[p.ImportPath] = p
+	}
+	return pkgs
+}
+
+// chain returns one import chain from from to to, "a -> b -> c", by breadth-first search.
+func chain(pkgs map[string]pkg, from, to string) string {
+	prev := map[string]string{from: ""}
+	queue := []string{from}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		if cur == to {
+			var path []string
+			for p := to; p != ""; p = prev[p] {
+				path = append([]string{strings.TrimPrefix(p, module)}, path...)
+			}
+			return strings.Join(path, " -> ")
+		}
+		for _, next := range pkgs[cur].Imports {
+			if _, seen := prev[next]; !seen {
+				prev[next] = cur
+				queue = append(queue, next)
+			}
+		}
+	}
+	return "no chain found"
+}
