@@ -9,7 +9,8 @@ import (
 )
 
 // TestClipMeasuresWhatJSONWrites: jsonLen is the length encoding/json gives a string (without
-// quotes) for every kind of character, so clip's bound holds in the ledger's encoding.
+// quotes) for every kind of character, so clip's bound holds in the ledger's encoding; and
+// what clip returns carries no control character.
 func TestClipMeasuresWhatJSONWrites(t *testing.T) {
 	t.Parallel()
 	alphabet := []rune{'a', '"', '\\', '\n', '\r', '\t', '\b', '\f', 0, 0x1b, 0x7f, '<', '>', '&', '\u2028', '\u2029', 'é', '€', '😀', utf8.RuneError}
@@ -36,7 +37,10 @@ func TestClipMeasuresWhatJSONWrites(t *testing.T) {
 			if len(enc)-2 > limit {
 				t.Fatalf("clip(%q, %d) = %q: %d bytes encoded", s, limit, c, len(enc)-2)
 			}
-			if len(enc)-2 <= limit && jsonLen(s) <= limit && c != s {
+			if strings.ContainsFunc(c, isControl) {
+				t.Fatalf("clip(%q, %d) = %q keeps a control character", s, limit, c)
+			}
+			if jsonLen(visible(s)) <= limit && c != visible(s) {
 				t.Fatalf("clip changed %q, which fits in %d", s, limit)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/signet-pki/signet/server/issuance"
@@ -200,16 +201,21 @@ const (
 	recordMessageBytes   = 1536
 )
 
-// clip returns s if its JSON encoding (without quotes) is at most limit bytes; otherwise the
-// longest prefix that fits with a marker naming the value's length and SHA-256, e.g.
+// clip makes a caller's string fit for a record or a log line: control characters (C0, DEL
+// and C1) are written out as visible escapes (ESC as \x1b, U+0085 as \u0085), so that no
+// record or log line carries an escape sequence to a terminal; then, if its JSON encoding
+// (without quotes) is over limit bytes, it is cut to the longest prefix that fits with a
+// marker naming the original's length and SHA-256, e.g.
 // "aaaa…[clipped: 171000 bytes, sha256 3f2a9c0e5b7d1a44]", so that a record stays bounded and
 // still identifies what was sent.
 func clip(s string, limit int) string {
+	orig := s
+	s = visible(s)
 	if jsonLen(s) <= limit {
 		return s
 	}
-	sum := sha256.Sum256([]byte(s))
-	marker := fmt.Sprintf("…[clipped: %d bytes, sha256 %s]", len(s), hex.EncodeToString(sum[:8]))
+	sum := sha256.Sum256([]byte(orig))
+	marker := fmt.Sprintf("…[clipped: %d bytes, sha256 %s]", len(orig), hex.EncodeToString(sum[:8]))
 	room := limit - jsonLen(marker)
 	n := 0
 	for i := 0; i < len(s); {
@@ -221,6 +227,29 @@ func clip(s string, limit int) string {
 	}
 	return s + marker
 }
+
+// visible returns s with every control character written as an escape: \xNN below U+0080,
+// \uNNNN for C1. Other characters, backslashes included, are kept as they are.
+func visible(s string) string {
+	if !strings.ContainsFunc(s, isControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		case r >= 0x80 && r <= 0x9f:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// isControl reports whether r is a C0 or C1 control character or DEL.
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f) }
 
 // jsonLen is the length of s as encoding/json writes it, without the quotes.
 func jsonLen(s string) int {

@@ -3,6 +3,7 @@ package profile_test
 import (
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/asn1"
 	"testing"
 
 	"github.com/signet-pki/signet/internal/testpki"
@@ -56,7 +57,15 @@ func TestCustomPatterns(t *testing.T) {
 		{name: "DNS one label long", csr: svc(dns("a.web.prod.svc.cluster.local")), usages: u, failed: []string{rCustomDNS}},
 		{name: "DNS suffix trick", csr: svc(dns("web.prod.svc.cluster.local.evil.com")), usages: u, failed: []string{rCustomDNS}},
 		{name: "DNS wildcard requested", csr: svc(dns("*.prod.svc.cluster.local")), usages: u, failed: []string{rCustomDNS}},
-		{name: "DNS bad label", csr: svc(dns("-x.prod.svc.cluster.local")), usages: u, failed: []string{rCustomDNS}},
+		{name: "DNS bad label", csr: svc(dns("-x.prod.svc.cluster.local")), usages: u, failed: []string{rNames, rCustomDNS}},
+		// The names rule holds on custom profiles too (issue 18): the lint gate is not the
+		// only guard against control characters.
+		{name: "DNS punycode of a C1 control", csr: svc(dns("xn--a.apps.example.com")), usages: u, failed: []string{rNames}},
+		{name: "control character in the common name", csr: caseCSR{tmpl: with(subject("svc-\x1b[31mweb", "team-a"), dns("web.prod.svc.cluster.local"))},
+			usages: u, failed: []string{rNames}},
+		{name: "subject attribute that is not a string", csr: caseCSR{tmpl: with(subject("svc-web", "team-a"), dns("web.prod.svc.cluster.local"), func(r *x509.CertificateRequest) {
+			r.Subject.ExtraNames = []pkix.AttributeTypeAndValue{{Type: asn1.ObjectIdentifier{2, 5, 4, 10}, Value: 42}}
+		})}, usages: u, failed: []string{rNames}, sentinel: issuance.ErrMalformedRequest},
 		{name: "IPv4 in range", csr: svc(ips("10.1.2.3")), usages: u},
 		{name: "IPv6 in range", csr: svc(ips("fd00::1")), usages: u},
 		{name: "single address", csr: svc(ips("192.0.2.7")), usages: u},

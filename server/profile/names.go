@@ -22,8 +22,8 @@ import (
 // what the profile accepted. The checks follow the RFC 5280 lints of the default gate.
 func wellFormedNamesRule() rule {
 	return rule{name: "names: well formed (no control characters in the subject; DNS, email and URI SANs that are valid names)", check: func(in *input) (string, error) {
-		if problem := subjectProblem(in.csr.Subject); problem != "" {
-			return problem, issuance.ErrPolicyViolation
+		if problem, err := subjectProblem(in.csr.Subject); problem != "" {
+			return problem, err
 		}
 		for _, d := range in.csr.DNSNames {
 			if problem := dnsProblem(d); problem != "" {
@@ -50,27 +50,30 @@ func wellFormedNamesRule() rule {
 	}}
 }
 
-// subjectProblem returns what is wrong with a subject attribute value, "" if nothing.
-func subjectProblem(subject pkix.Name) string {
+// subjectProblem returns what is wrong with a subject attribute value, "" if nothing, and
+// the refusal's kind: a value that is not a string Go can decode (a UniversalString, an OCTET
+// STRING, an INTEGER, a nested structure) is malformed, since it would be dropped from the
+// certificate's subject; a string with control characters or U+FFFD violates the policy.
+func subjectProblem(subject pkix.Name) (string, error) {
 	for _, atv := range subject.Names {
 		v, ok := atv.Value.(string)
 		if !ok {
-			continue
+			return fmt.Sprintf("subject attribute %v is not a string this signer can read (ASN.1 %T)", atv.Type, atv.Value), issuance.ErrMalformedRequest
 		}
 		switch {
 		case strings.ContainsFunc(v, isControl):
-			return fmt.Sprintf("subject attribute %v %q contains a control character", atv.Type, v)
+			return fmt.Sprintf("subject attribute %v %q contains a control character", atv.Type, v), issuance.ErrPolicyViolation
 		case strings.ContainsRune(v, utf8.RuneError):
-			return fmt.Sprintf("subject attribute %v %q contains U+FFFD (invalid UTF-8 replaced)", atv.Type, v)
+			return fmt.Sprintf("subject attribute %v %q contains U+FFFD (invalid UTF-8 replaced)", atv.Type, v), issuance.ErrPolicyViolation
 		}
 	}
-	return ""
+	return "", nil
 }
 
 // dnsProblem returns what is wrong with a DNS SAN, "" if nothing: a host name (checkDNSName:
 // LDH labels of 1 to 63 characters, no hyphen at a label's edge, 253 characters in all), after
 // an optional wildcard as the whole leftmost label ("*.apps.example.com"), with punycode
-// labels that decode to Unicode in normal form C.
+// labels that decode to valid host-name Unicode (IDNA lookup rules) in normal form C.
 func dnsProblem(name string) string {
 	host := strings.TrimPrefix(name, "*.")
 	if err := checkDNSName(host); err != nil {
@@ -83,9 +86,11 @@ func dnsProblem(name string) string {
 		if len(label) < 4 || !strings.EqualFold(label[:4], "xn--") {
 			continue
 		}
-		u, err := idna.ToUnicode(label)
+		// The lookup profile also refuses what decodes to code points no host name may
+		// hold, such as C1 controls ("xn--a" is U+0080).
+		u, err := idna.Lookup.ToUnicode(label)
 		if err != nil {
-			return fmt.Sprintf("label %q is not valid punycode", label)
+			return fmt.Sprintf("label %q is not valid punycode for a host name", label)
 		}
 		if !norm.NFC.IsNormalString(u) {
 			return fmt.Sprintf("label %q is not in Unicode normal form C", label)

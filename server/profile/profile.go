@@ -156,10 +156,7 @@ func (p Profile) buildRules() (csrRules, podRules []rule) {
 	if p.spec.Name == NamePodIdentity {
 		return []rule{p.kindRule(issuance.KindCertificateSigningRequest)}, p.pod.rules(p.maxLifetime)
 	}
-	rules := []rule{p.keyRule(), caRule(), usagesKnownRule(), leafUsagesRule()}
-	if p.reproducesKubernetes() {
-		rules = append(rules, wellFormedNamesRule())
-	}
+	rules := []rule{p.keyRule(), caRule(), usagesKnownRule(), leafUsagesRule(), wellFormedNamesRule()}
 	switch p.spec.Name {
 	case NameKubeAPIServerClient:
 		rules = append(rules, kubeAPIServerClientRules()...)
