@@ -19,11 +19,11 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/signet-pki/signet/internal/httpserver"
+	"github.com/signet-pki/signet/signerclient"
 	"github.com/signet-pki/signet/watcher/csrsigner"
 	"github.com/signet-pki/signet/watcher/leader"
 	"github.com/signet-pki/signet/watcher/metrics"
 	"github.com/signet-pki/signet/watcher/pcrsigner"
-	"github.com/signet-pki/signet/watcher/signerclient"
 )
 
 // Component is the source component of the watcher's Events.

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
-	"github.com/signet-pki/signet/watcher/signerclient"
+	"github.com/signet-pki/signet/signerclient"
 )
 
 // explainCommand is "signetctl explain": a dry run of a request against a signer.

@@ -20,7 +20,7 @@ import (
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/config"
 	"github.com/signet-pki/signet/server/profile"
-	"github.com/signet-pki/signet/watcher/signerclient"
+	"github.com/signet-pki/signet/signerclient"
 )
 
 // csrFile writes a P-256 CSR for CN=alice to a temporary file.

@@ -23,7 +23,7 @@ import (
 	"github.com/signet-pki/signet/server/config"
 	"github.com/signet-pki/signet/server/issuance"
 	"github.com/signet-pki/signet/server/profile"
-	"github.com/signet-pki/signet/watcher/signerclient"
+	"github.com/signet-pki/signet/signerclient"
 )
 
 // grpcIssue runs the real signet-server in this process the way the binary runs it: server.New

@@ -28,6 +28,13 @@ var rules = []rule{
 		forbidden: func(dep string) bool { return strings.HasPrefix(dep, module+"server/") || dep == module+"server" },
 	},
 	{
+		why:      "the client is shared by the watcher, signetctl, the bench and other tools: it carries neither the server nor the watcher",
+		packages: []string{"signerclient"},
+		forbidden: func(dep string) bool {
+			return strings.HasPrefix(dep, module+"server") || strings.HasPrefix(dep, module+"watcher")
+		},
+	},
+	{
 		why:       "signetctl is a small client: the lint gate (zlint) belongs to the server",
 		packages:  []string{"cmd/signetctl"},
 		forbidden: func(dep string) bool { return strings.HasPrefix(dep, "github.com/zmap/zlint") },

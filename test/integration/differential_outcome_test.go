@@ -9,7 +9,7 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 
-	"github.com/signet-pki/signet/watcher/signerclient"
+	"github.com/signet-pki/signet/signerclient"
 )
 
 // check compares a decided run with its case: the apiserver's refusal, or the requester the

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/signet-pki/signet/internal/testpki"
-	"github.com/signet-pki/signet/watcher/signerclient"
+	"github.com/signet-pki/signet/signerclient"
 )
 
 // caseRun is one case on its way through both signers.

@@ -21,7 +21,7 @@ import (
 	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/internal/testpki"
 	"github.com/signet-pki/signet/server/profile"
-	"github.com/signet-pki/signet/watcher/signerclient"
+	"github.com/signet-pki/signet/signerclient"
 )
 
 // Timeouts of the differential test's asynchronous steps.

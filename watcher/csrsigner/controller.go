@@ -18,8 +18,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/signet-pki/signet/signerclient"
 	"github.com/signet-pki/signet/watcher/internal/workloop"
-	"github.com/signet-pki/signet/watcher/signerclient"
 )
 
 // Signer signs one CertificateSigningRequest and returns the PEM chain for

@@ -26,9 +26,9 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/signet-pki/signet/signerclient"
 	"github.com/signet-pki/signet/watcher/internal/looptest"
 	"github.com/signet-pki/signet/watcher/internal/workloop"
-	"github.com/signet-pki/signet/watcher/signerclient"
 )
 
 const (

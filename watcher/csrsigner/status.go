@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/signet-pki/signet/signerclient"
 	"github.com/signet-pki/signet/watcher/internal/workloop"
-	"github.com/signet-pki/signet/watcher/signerclient"
 )
 
 // writeCertificate stores the issued chain in status.certificate, then observes the outcome

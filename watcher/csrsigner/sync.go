@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/signet-pki/signet/watcher/signerclient"
+	"github.com/signet-pki/signet/signerclient"
 )
 
 // sync brings the CSR called name one step forward. It is an early-return ladder: a CSR that

@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/signet-pki/signet/signerclient"
 	"github.com/signet-pki/signet/watcher/internal/workloop"
-	"github.com/signet-pki/signet/watcher/signerclient"
 )
 
 // APIVersion is a version of certificates.k8s.io in which the cluster serves

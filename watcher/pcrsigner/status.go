@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/signet-pki/signet/signerclient"
 	"github.com/signet-pki/signet/watcher/internal/workloop"
-	"github.com/signet-pki/signet/watcher/signerclient"
 )
 
 // Reasons written or recorded by the controller.

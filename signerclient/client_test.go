@@ -22,8 +22,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/signet-pki/signet/internal/mtlstest"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
-	"github.com/signet-pki/signet/watcher/internal/mtlstest"
 )
 
 const testChain = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"

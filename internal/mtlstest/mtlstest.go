@@ -1,4 +1,4 @@
-// Package mtlstest makes the mTLS material of the watcher's tests: a CA (from the project's
+// Package mtlstest makes the mTLS material of the client and watcher tests: a CA (from the project's
 // testpki), a server TLS configuration requiring client certificates, and client certificate
 // files on disk.
 package mtlstest

@@ -15,8 +15,8 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/signet-pki/signet/internal/mtlstest"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
-	"github.com/signet-pki/signet/watcher/internal/mtlstest"
 )
 
 // serveTLS serves a fakeServer answering testChain on addr ("127.0.0.1:0": any free port)

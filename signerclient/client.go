@@ -1,4 +1,5 @@
-// Package signerclient is the watcher's gRPC client of the Signet signing servers: it dials
+// Package signerclient is the gRPC client of the Signet signing servers, shared by the
+// watcher, signetctl, the bench and any tool that signs through Signet: it dials
 // every endpoint with mTLS, spreads calls over the healthy ones (fail-over), turns a
 // CertificateSigningRequest into a SignCertificateSigningRequestRequest and a
 // PodCertificateRequest (v1 or v1beta1) into a SignPodCertificateRequestRequest, and

@@ -17,8 +17,8 @@ import (
 	certificatesv1beta1 "k8s.io/api/certificates/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/signet-pki/signet/internal/mtlstest"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
-	"github.com/signet-pki/signet/watcher/internal/mtlstest"
 )
 
 func testPCRv1() *certificatesv1.PodCertificateRequest {

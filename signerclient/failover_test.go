@@ -16,8 +16,8 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/resolver"
 
+	"github.com/signet-pki/signet/internal/mtlstest"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
-	"github.com/signet-pki/signet/watcher/internal/mtlstest"
 )
 
 // healthServer is one signing server of a fail-over test: a fakeServer that answers with its
