@@ -61,7 +61,7 @@ func (s *Server) Reload(ctx context.Context) {
 	s.core.SetSigners(s.currentSigners())
 	time.AfterFunc(keyRetireGrace, func() {
 		for _, ls := range retired {
-			_ = ls.key.Close()
+			_ = ls.authority.Close()
 		}
 	})
 }

@@ -322,7 +322,7 @@ func (s *Server) close() {
 		}
 	}
 	for _, ls := range s.signers {
-		if err := ls.key.Close(); err != nil {
+		if err := ls.authority.Close(); err != nil {
 			s.log.Warn("closing key", "signer", ls.signer.Issuer.SignerName(), "error", err.Error())
 		}
 	}

@@ -490,3 +490,49 @@ func readFile(t *testing.T, path string) []byte {
 	}
 	return data
 }
+
+// TestServerSignerWithSeveralCAs: a signer configured with cas issues with the active CA and
+// publishes every CA's certificate in its trust anchors, active first.
+func TestServerSignerWithSeveralCAs(t *testing.T) {
+	t.Parallel()
+	staged, retired := testpki.CA(t), testpki.CA(t)
+	var stagedCert, stagedKey, retiredCert string
+	s := startServer(t, func(cfg *config.Config) {
+		dir := t.TempDir()
+		write := func(name string, data []byte) string {
+			path := filepath.Join(dir, name)
+			if err := os.WriteFile(path, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return path
+		}
+		stagedCert, stagedKey = write("staged.crt", staged.CertPEM()), write("staged.key", testpki.KeyPEM(t, staged.Key))
+		retiredCert = write("retired.crt", retired.CertPEM())
+		sc := &cfg.Signers[0]
+		sc.CAs = []config.CA{
+			{Key: sc.Key, Certificate: sc.Certificate},
+			{Key: stagedKey, Certificate: stagedCert, State: "staged"},
+			{Certificate: retiredCert, State: "retired"},
+		}
+		sc.Key, sc.Certificate = "", ""
+	})
+	conn := s.dial(t, s.clientTLS(t, s.devClient(t)))
+	client := signetv1.NewSignerServiceClient(conn)
+	resp, err := client.GetTrustAnchors(callContext(t), &signetv1.GetTrustAnchorsRequest{SignerName: devpki.DefaultSigner})
+	if err != nil {
+		t.Fatalf("GetTrustAnchors: %v", err)
+	}
+	active := parsePEMCerts(t, s.read(t, devpki.SignerCACert))[0]
+	got := parsePEMCerts(t, []byte(resp.GetTrustAnchorsPem()))
+	if len(got) != 3 || !got[0].Equal(active) || !got[1].Equal(staged.Cert) || !got[2].Equal(retired.Cert) {
+		t.Fatalf("trust anchors hold %d certificates; want the active, staged and retired CAs in that order", len(got))
+	}
+	signed, err := client.SignCertificateSigningRequest(callContext(t), signRequest(testpki.CSR(t, testpki.Key(t, testpki.P256),
+		&x509.CertificateRequest{Subject: pkix.Name{CommonName: "svc"}}), "uid-cas"))
+	if err != nil {
+		t.Fatalf("signing: %v", err)
+	}
+	if leaf := parsePEMCerts(t, []byte(signed.GetCertificateChainPem()))[0]; leaf.CheckSignatureFrom(active) != nil {
+		t.Errorf("the leaf is not signed by the active CA")
+	}
+}

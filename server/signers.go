@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/signet-pki/signet/keystore"
+	"github.com/signet-pki/signet/server/authority"
 	"github.com/signet-pki/signet/server/config"
 	"github.com/signet-pki/signet/server/decision"
 	"github.com/signet-pki/signet/server/issuance"
@@ -17,14 +18,14 @@ import (
 	"github.com/signet-pki/signet/server/profile"
 )
 
-// loadedSigner is one generation of a signer: what the service uses, the key to close when
-// the generation is retired, and the digest of the files it came from.
+// loadedSigner is one generation of a signer: what the service uses, the CAs (and their keys)
+// to close when the generation is retired, and the digest of the files it came from.
 type loadedSigner struct {
-	signer *decision.Signer
-	policy policy
-	key    keystore.Key
-	digest [sha256.Size]byte
-	lints  int // number of lints in force, 0 when the gate is off
+	signer    *decision.Signer
+	policy    policy
+	authority *authority.Authority
+	digest    [sha256.Size]byte
+	lints     int // number of lints in force, 0 when the gate is off
 }
 
 // policy is what a signer's configuration alone defines: its profile and its lint gate (nil
@@ -57,53 +58,77 @@ func newPolicy(sc config.Signer, defaultLint config.Lint) (policy, error) {
 // signerFiles are the files whose contents define a signer generation. A key URI that is
 // not a file (pkcs11:, tpm:) is not watched: its certificate changes when the key does.
 func signerFiles(sc config.Signer) []string {
-	files := []string{sc.Certificate, sc.Intermediates}
-	if path, ok := keystore.FilePath(sc.Key); ok {
-		files = append(files, path)
+	var files []string
+	for _, ca := range sc.Authorities() {
+		files = append(files, ca.Certificate, ca.Intermediates)
+		if path, ok := keystore.FilePath(ca.Key); ok && ca.Key != "" {
+			files = append(files, path)
+		}
 	}
 	return files
 }
 
-// loadSigner opens the signer's key and CA files and builds its issuer under pol. Errors name
-// the signer and the file that is wrong.
+// loadSigner opens the signer's CAs (keys and certificate files) and builds its issuer, with
+// the active CA, under pol. Errors name the signer and the file that is wrong.
 func loadSigner(ctx context.Context, sc config.Signer, pol policy) (*loadedSigner, error) {
 	digest, err := digestFiles(signerFiles(sc)...)
 	if err != nil {
 		return nil, fmt.Errorf("signer %s: %w", sc.Name, err)
 	}
-	certs, err := readCertificates(sc.Certificate)
+	specs, err := caSpecs(sc)
 	if err != nil {
 		return nil, fmt.Errorf("signer %s: %w", sc.Name, err)
 	}
-	if len(certs) != 1 {
-		return nil, fmt.Errorf("signer %s: %s holds %d certificates, want exactly the CA's (put the chain in intermediates)", sc.Name, sc.Certificate, len(certs))
-	}
-	ca := &issuance.CA{Certificate: certs[0]}
-	if sc.Intermediates != "" {
-		if ca.Intermediates, err = readCertificates(sc.Intermediates); err != nil {
-			return nil, fmt.Errorf("signer %s: %w", sc.Name, err)
-		}
-	}
-	key, err := keystore.Open(ctx, sc.Key)
+	auth, err := authority.Open(ctx, specs)
 	if err != nil {
 		return nil, fmt.Errorf("signer %s: %w", sc.Name, err)
 	}
-	ca.Key = key
 	issuer, err := issuance.NewIssuer(issuance.IssuerOptions{
 		SignerName: sc.Name,
-		CA:         ca,
+		CA:         auth.Active().Issuing(),
 		Policy:     pol.profile,
 		Lint:       pol.gate,
 	})
 	if err != nil {
-		_ = key.Close()
-		return nil, fmt.Errorf("signer %s (key %s, certificate %s): %w", sc.Name, sc.Key, sc.Certificate, err)
+		_ = auth.Close()
+		return nil, fmt.Errorf("signer %s (active CA key %s): %w", sc.Name, auth.Active().KeyURI, err)
 	}
-	ls := &loadedSigner{signer: &decision.Signer{Issuer: issuer, Profile: pol.profile, Lint: pol.gate}, policy: pol, key: key, digest: digest}
+	ls := &loadedSigner{
+		signer:    &decision.Signer{Issuer: issuer, Profile: pol.profile, Lint: pol.gate, TrustBundle: auth.Bundle()},
+		policy:    pol,
+		authority: auth,
+		digest:    digest,
+	}
 	if pol.gate != nil {
 		ls.lints = len(pol.gate.Lints())
 	}
 	return ls, nil
+}
+
+// caSpecs reads the certificate files of the signer's CAs.
+func caSpecs(sc config.Signer) ([]authority.CASpec, error) {
+	var specs []authority.CASpec
+	for _, ca := range sc.Authorities() {
+		state, err := authority.ParseState(ca.State)
+		if err != nil {
+			return nil, err
+		}
+		certs, err := readCertificates(ca.Certificate)
+		if err != nil {
+			return nil, err
+		}
+		if len(certs) != 1 {
+			return nil, fmt.Errorf("%s holds %d certificates, want exactly the CA's (put the chain in intermediates)", ca.Certificate, len(certs))
+		}
+		spec := authority.CASpec{State: state, KeyURI: ca.Key, Certificate: certs[0], Source: ca.Certificate}
+		if ca.Intermediates != "" {
+			if spec.Intermediates, err = readCertificates(ca.Intermediates); err != nil {
+				return nil, err
+			}
+		}
+		specs = append(specs, spec)
+	}
+	return specs, nil
 }
 
 // maxLifetime is the signer's maximum lifetime, or the default when the configuration was

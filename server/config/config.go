@@ -14,6 +14,7 @@ import (
 	"github.com/signet-pki/signet/internal/configfile"
 	"github.com/signet-pki/signet/keystore"
 	"github.com/signet-pki/signet/server/access"
+	"github.com/signet-pki/signet/server/authority"
 	"github.com/signet-pki/signet/server/idempotency"
 	"github.com/signet-pki/signet/server/lint"
 	"github.com/signet-pki/signet/server/profile"
@@ -105,16 +106,21 @@ type TLS struct {
 	ClientCAFile string `json:"clientCAFile"`
 }
 
-// Signer binds a signer name to a CA.
+// Signer binds a signer name to its CAs: one CA with key and certificate, or a list in cas.
 type Signer struct {
 	// Name is the Kubernetes signer name, e.g. example.com/serving.
 	Name string `json:"name"`
 	// Key is the CA key URI: a path, file:///path, pkcs11:... or tpm:....
-	Key string `json:"key"`
+	Key string `json:"key,omitempty"`
 	// Certificate is the PEM file of the CA certificate.
-	Certificate string `json:"certificate"`
+	Certificate string `json:"certificate,omitempty"`
 	// Intermediates is an optional PEM file of certificates appended to every chain.
 	Intermediates string `json:"intermediates,omitempty"`
+	// CAs lists the signer's CAs instead of key, certificate and intermediates: exactly one
+	// active (it issues), optionally a staged one (the next, published before it issues) and
+	// retired ones (published while their leaves may be in use). Every CA's certificate is in
+	// the signer's trust bundle (GetTrustAnchors).
+	CAs []CA `json:"cas,omitempty"`
 	// MaxLifetime caps issued lifetimes. Default 24h.
 	MaxLifetime *metav1.Duration `json:"maxLifetime,omitempty"`
 	// Profile is the signer's policy: one of the kubernetes.io profiles, custom, or
@@ -124,6 +130,27 @@ type Signer struct {
 	RateLimit *access.Rate `json:"rateLimit,omitempty"`
 	// Lint overrides the top-level lint gate for this signer.
 	Lint *Lint `json:"lint,omitempty"`
+}
+
+// CA is one CA of a signer.
+type CA struct {
+	// Key is the CA key URI; a retired CA may have none.
+	Key string `json:"key,omitempty"`
+	// Certificate is the PEM file of the CA certificate.
+	Certificate string `json:"certificate"`
+	// Intermediates is an optional PEM file of certificates appended to every chain.
+	Intermediates string `json:"intermediates,omitempty"`
+	// State is active (default), staged or retired.
+	State string `json:"state,omitempty"`
+}
+
+// Authorities returns the signer's CAs: cas, or the one CA of key, certificate and
+// intermediates.
+func (s Signer) Authorities() []CA {
+	if len(s.CAs) > 0 {
+		return s.CAs
+	}
+	return []CA{{Key: s.Key, Certificate: s.Certificate, Intermediates: s.Intermediates}}
 }
 
 // Load reads, defaults and validates the configuration file at path. Unknown and duplicate
@@ -216,12 +243,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s.name %q is listed twice", at, s.Name))
 		}
 		seen[s.Name] = true
-		if s.Key == "" {
-			errs = append(errs, fmt.Errorf("%s.key is required", at))
-		}
-		if s.Certificate == "" {
-			errs = append(errs, fmt.Errorf("%s.certificate is required", at))
-		}
+		errs = append(errs, s.validateCAs(at)...)
 		if s.MaxLifetime != nil {
 			if err := profile.CheckMaxLifetime(s.Profile.Name, s.MaxLifetime.Duration); err != nil {
 				errs = append(errs, fmt.Errorf("%s.maxLifetime %w", at, err))
@@ -239,6 +261,46 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// validateCAs checks the signer's CAs: key and certificate, or cas with exactly one active CA
+// and a key for every CA that is not retired.
+func (s Signer) validateCAs(at string) []error {
+	if len(s.CAs) == 0 {
+		var errs []error
+		if s.Key == "" {
+			errs = append(errs, fmt.Errorf("%s.key is required (or list the CAs in %s.cas)", at, at))
+		}
+		if s.Certificate == "" {
+			errs = append(errs, fmt.Errorf("%s.certificate is required (or list the CAs in %s.cas)", at, at))
+		}
+		return errs
+	}
+	var errs []error
+	if s.Key != "" || s.Certificate != "" || s.Intermediates != "" {
+		errs = append(errs, fmt.Errorf("%s: give either cas or key, certificate and intermediates, not both", at))
+	}
+	active := 0
+	for j, ca := range s.CAs {
+		caAt := fmt.Sprintf("%s.cas[%d]", at, j)
+		state, err := authority.ParseState(ca.State)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s.%w", caAt, err))
+		}
+		if state == authority.Active {
+			active++
+		}
+		if ca.Certificate == "" {
+			errs = append(errs, fmt.Errorf("%s.certificate is required", caAt))
+		}
+		if ca.Key == "" && state != authority.Retired {
+			errs = append(errs, fmt.Errorf("%s.key is required for a CA that is not retired", caAt))
+		}
+	}
+	if active != 1 {
+		errs = append(errs, fmt.Errorf("%s.cas has %d active CAs, want exactly one", at, active))
+	}
+	return errs
+}
+
 func (c *Config) signerNames() []string {
 	names := make([]string, len(c.Signers))
 	for i, s := range c.Signers {
@@ -252,12 +314,22 @@ func (c *Config) resolvePaths(dir string) {
 	paths := []*string{&c.TLS.CertFile, &c.TLS.KeyFile, &c.TLS.ClientCAFile, &c.Ledger.Dir}
 	for i := range c.Signers {
 		s := &c.Signers[i]
-		paths = append(paths, &s.Certificate, &s.Intermediates)
-		// Only a plain path is resolved; a file:// URI is taken as written. keystore parses the
-		// URI, so the config and the key store never disagree on what names a file.
-		if path, ok := keystore.FilePath(s.Key); ok && path == s.Key {
-			paths = append(paths, &s.Key)
+		paths = append(paths, caPaths(&s.Key, &s.Certificate, &s.Intermediates)...)
+		for j := range s.CAs {
+			ca := &s.CAs[j]
+			paths = append(paths, caPaths(&ca.Key, &ca.Certificate, &ca.Intermediates)...)
 		}
 	}
 	configfile.ResolvePaths(dir, paths...)
+}
+
+// caPaths are the file paths of one CA to resolve. Only a plain key path is resolved; a
+// file:// URI is taken as written. keystore parses the URI, so the config and the key store
+// never disagree on what names a file.
+func caPaths(key, certificate, intermediates *string) []*string {
+	paths := []*string{certificate, intermediates}
+	if path, ok := keystore.FilePath(*key); ok && path == *key && path != "" {
+		paths = append(paths, key)
+	}
+	return paths
 }

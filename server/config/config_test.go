@@ -336,3 +336,43 @@ lint: {exclude: [w_ext_subject_key_identifier_missing_sub_cert]}
 		t.Errorf("system:nodes as a bootstrap group: %v, want an error naming bootstrap.groups[0]", err)
 	}
 }
+
+// TestSignerCAs: a signer's CAs are key and certificate, or a list in cas with exactly one
+// active CA and a key for every CA that is not retired.
+func TestSignerCAs(t *testing.T) {
+	t.Parallel()
+	legacy := profile.Spec{Name: profile.NameLegacyUnknown}
+	for _, tc := range []struct {
+		name   string
+		signer config.Signer
+		want   string // "" for valid
+	}{
+		{"key and certificate", config.Signer{Key: "k", Certificate: "c"}, ""},
+		{"active, staged and retired", config.Signer{CAs: []config.CA{
+			{Key: "k1", Certificate: "c1"}, {Key: "k2", Certificate: "c2", State: "staged"}, {Certificate: "c3", State: "retired"}}}, ""},
+		{"both forms", config.Signer{Key: "k", Certificate: "c", CAs: []config.CA{{Key: "k1", Certificate: "c1"}}}, "either cas or key"},
+		{"no active CA", config.Signer{CAs: []config.CA{{Key: "k1", Certificate: "c1", State: "staged"}}}, "0 active CAs"},
+		{"two active CAs", config.Signer{CAs: []config.CA{{Key: "k1", Certificate: "c1"}, {Key: "k2", Certificate: "c2", State: "active"}}}, "2 active CAs"},
+		{"staged without a key", config.Signer{CAs: []config.CA{{Key: "k1", Certificate: "c1"}, {Certificate: "c2", State: "staged"}}}, "cas[1].key is required"},
+		{"unknown state", config.Signer{CAs: []config.CA{{Key: "k1", Certificate: "c1"}, {Key: "k2", Certificate: "c2", State: "next"}}}, `cas[1].state "next"`},
+		{"CA without certificate", config.Signer{CAs: []config.CA{{Key: "k1"}}}, "cas[0].certificate is required"},
+	} {
+		s := tc.signer
+		s.Name, s.Profile = "example.com/a", legacy
+		cfg := config.Config{
+			APIVersion: config.APIVersion, Kind: config.Kind,
+			TLS:     config.TLS{CertFile: "a", KeyFile: "b", ClientCAFile: "c"},
+			Clients: []access.Client{{Identity: "w", Signers: []string{access.AllSigners}}},
+			Signers: []config.Signer{s},
+			Ledger:  config.Ledger{Dir: "l"},
+		}
+		cfg.Default()
+		err := cfg.Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: Validate = %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+}

@@ -48,6 +48,9 @@ type Signer struct {
 	Profile profile.Profile
 	// Lint is the signer's lint gate, described by ListSigners; nil when the gate is off.
 	Lint *lint.Gate
+	// TrustBundle is the PEM certificates of every CA of the signer (server/authority's
+	// Bundle: active, staged, retired); nil means the issuing CA's certificate alone.
+	TrustBundle []byte
 }
 
 // Access is who may call which signer, and how fast. Either field may be nil: a nil

@@ -8,12 +8,15 @@ import (
 	"github.com/signet-pki/signet/server/issuance"
 )
 
-// TrustAnchors returns the CA certificates (PEM) of the named signer to a client allowed to
-// use it; the error (UNKNOWN_SIGNER, SIGNER_NOT_ALLOWED) otherwise.
+// TrustAnchors returns the CA certificates (PEM) of the named signer, its trust bundle, to a
+// client allowed to use it; the error (UNKNOWN_SIGNER, SIGNER_NOT_ALLOWED) otherwise.
 func (c *Core) TrustAnchors(identity, signerName string) ([]byte, error) {
 	sg, err := c.lookupSigner(identity, signerName)
 	if err != nil {
 		return nil, err
+	}
+	if sg.TrustBundle != nil {
+		return sg.TrustBundle, nil
 	}
 	return sg.Issuer.TrustAnchors(), nil
 }

@@ -1,0 +1,154 @@
+// Package authority owns the CAs of one signer: the active CA, which issues; a staged CA, the
+// next one, published before it issues; and retired CAs, still published while leaves they
+// signed may be in use. It opens their keys, checks each against its certificate, hands the
+// active CA to the issuance pipeline and builds the signer's trust bundle. Today the set is
+// what the configuration lists; the staged transitions of CA rotation build on it.
+package authority
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+
+	"github.com/signet-pki/signet/keystore"
+	"github.com/signet-pki/signet/server/issuance"
+)
+
+// State is where a CA is in its life.
+type State string
+
+// The states of a CA.
+const (
+	// Active: the CA issues. A signer has exactly one.
+	Active State = "active"
+	// Staged: the next CA, published in the trust bundle but not issuing yet.
+	Staged State = "staged"
+	// Retired: no longer issuing, published while its leaves may still be in use.
+	Retired State = "retired"
+)
+
+// ParseState returns the State named s; "" is Active.
+func ParseState(s string) (State, error) {
+	switch st := State(s); st {
+	case "":
+		return Active, nil
+	case Active, Staged, Retired:
+		return st, nil
+	default:
+		return "", fmt.Errorf("state %q is not one of %q, %q, %q", s, Active, Staged, Retired)
+	}
+}
+
+// CASpec is one CA of a signer as configured.
+type CASpec struct {
+	State State
+	// KeyURI names the key (keystore.Open); a retired CA may have none.
+	KeyURI string
+	// Certificate is the CA's certificate; Intermediates are appended to every chain it
+	// issues.
+	Certificate   *x509.Certificate
+	Intermediates []*x509.Certificate
+	// Source names where the certificate came from (its file), for errors.
+	Source string
+}
+
+// name describes the CA in errors.
+func (s CASpec) name(i int) string {
+	return fmt.Sprintf("CA %d (%s, key %s, certificate %s)", i, s.State, s.KeyURI, s.Source)
+}
+
+// CA is an opened CA.
+type CA struct {
+	CASpec
+	// Key is the opened key, nil for a retired CA configured without one.
+	Key keystore.Key
+}
+
+// Authority is the opened CAs of one signer.
+type Authority struct {
+	cas    []*CA
+	active *CA
+}
+
+// Open opens the keys of specs and checks the set: exactly one active CA; every CA with a key
+// can sign certificates with it (its key matches its certificate, which is a CA). On error
+// the keys opened so far are closed.
+func Open(ctx context.Context, specs []CASpec) (*Authority, error) {
+	a := &Authority{}
+	for i, spec := range specs {
+		ca := &CA{CASpec: spec}
+		if spec.KeyURI == "" && spec.State != Retired {
+			_ = a.Close()
+			return nil, fmt.Errorf("%s: a key is required", spec.name(i))
+		}
+		if spec.KeyURI != "" {
+			key, err := keystore.Open(ctx, spec.KeyURI)
+			if err != nil {
+				_ = a.Close()
+				return nil, fmt.Errorf("%s: %w", spec.name(i), err)
+			}
+			ca.Key = key
+			a.cas = append(a.cas, ca) // closed by a.Close from here on
+			if err := ca.Issuing().Validate(); err != nil {
+				_ = a.Close()
+				return nil, fmt.Errorf("%s: %w", spec.name(i), err)
+			}
+		} else {
+			a.cas = append(a.cas, ca)
+		}
+		if spec.State == Active {
+			if a.active != nil {
+				_ = a.Close()
+				return nil, errors.New("more than one active CA")
+			}
+			a.active = ca
+		}
+	}
+	if a.active == nil {
+		_ = a.Close()
+		return nil, errors.New("no active CA")
+	}
+	return a, nil
+}
+
+// Issuing is the CA as the issuance pipeline uses it.
+func (ca *CA) Issuing() *issuance.CA {
+	return &issuance.CA{Certificate: ca.Certificate, Intermediates: ca.Intermediates, Key: ca.Key}
+}
+
+// Active returns the CA that issues.
+func (a *Authority) Active() *CA { return a.active }
+
+// CAs returns every CA, in the configured order.
+func (a *Authority) CAs() []*CA { return a.cas }
+
+// Bundle returns the trust bundle relying parties install: the certificate of every CA,
+// active first, then staged, then retired, each once, PEM-encoded.
+func (a *Authority) Bundle() []byte {
+	var b bytes.Buffer
+	seen := map[string]bool{}
+	for _, st := range []State{Active, Staged, Retired} {
+		for _, ca := range a.cas {
+			if ca.State != st || seen[string(ca.Certificate.Raw)] {
+				continue
+			}
+			seen[string(ca.Certificate.Raw)] = true
+			_ = pem.Encode(&b, &pem.Block{Type: "CERTIFICATE", Bytes: ca.Certificate.Raw})
+		}
+	}
+	return b.Bytes()
+}
+
+// Close closes every key; the Authority is unusable afterwards.
+func (a *Authority) Close() error {
+	var errs []error
+	for _, ca := range a.cas {
+		if ca.Key != nil {
+			errs = append(errs, ca.Key.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
