@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"time"
+
+	"github.com/signet-pki/signet/internal/filereload"
 )
 
 // keyRetireGrace is how long a replaced key stays open for calls that started before the
@@ -37,7 +39,7 @@ func (s *Server) Reload(ctx context.Context) {
 	defer s.mu.Unlock()
 	var retired []*loadedSigner
 	for i, sc := range s.cfg.Signers {
-		digest, err := digestFiles(signerFiles(sc)...)
+		digest, err := filereload.Digest(signerFiles(sc)...)
 		if err != nil {
 			s.log.Error("reloading signer; keeping the previous CA", "signer", sc.Name, "error", err.Error())
 			continue

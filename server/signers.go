@@ -3,12 +3,10 @@ package server
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
-	"os"
 	"time"
 
+	"github.com/signet-pki/signet/internal/filereload"
 	"github.com/signet-pki/signet/keystore"
 	"github.com/signet-pki/signet/server/authority"
 	"github.com/signet-pki/signet/server/config"
@@ -71,7 +69,7 @@ func signerFiles(sc config.Signer) []string {
 // loadSigner opens the signer's CAs (keys and certificate files) and builds its issuer, with
 // the active CA, under pol. Errors name the signer and the file that is wrong.
 func loadSigner(ctx context.Context, sc config.Signer, pol policy) (*loadedSigner, error) {
-	digest, err := digestFiles(signerFiles(sc)...)
+	digest, err := filereload.Digest(signerFiles(sc)...)
 	if err != nil {
 		return nil, fmt.Errorf("signer %s: %w", sc.Name, err)
 	}
@@ -113,7 +111,7 @@ func caSpecs(sc config.Signer) ([]authority.CASpec, error) {
 		if err != nil {
 			return nil, err
 		}
-		certs, err := readCertificates(ca.Certificate)
+		certs, err := filereload.ReadCertificates(ca.Certificate)
 		if err != nil {
 			return nil, err
 		}
@@ -122,7 +120,7 @@ func caSpecs(sc config.Signer) ([]authority.CASpec, error) {
 		}
 		spec := authority.CASpec{State: state, KeyURI: ca.Key, Certificate: certs[0], Source: ca.Certificate}
 		if ca.Intermediates != "" {
-			if spec.Intermediates, err = readCertificates(ca.Intermediates); err != nil {
+			if spec.Intermediates, err = filereload.ReadCertificates(ca.Intermediates); err != nil {
 				return nil, err
 			}
 		}
@@ -138,27 +136,4 @@ func maxLifetime(sc config.Signer) time.Duration {
 		return config.DefaultMaxLifetime
 	}
 	return sc.MaxLifetime.Duration
-}
-
-// readCertificates reads every CERTIFICATE block of a PEM file; there must be at least one.
-func readCertificates(path string) ([]*x509.Certificate, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading certificate file: %w", err)
-	}
-	var certs []*x509.Certificate
-	for block, rest := pem.Decode(data); block != nil; block, rest = pem.Decode(rest) {
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("parsing certificate in %s: %w", path, err)
-		}
-		certs = append(certs, c)
-	}
-	if len(certs) == 0 {
-		return nil, fmt.Errorf("no CERTIFICATE block in %s", path)
-	}
-	return certs, nil
 }

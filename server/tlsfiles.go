@@ -1,13 +1,11 @@
 package server
 
 import (
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"os"
-	"sync/atomic"
 
+	"github.com/signet-pki/signet/internal/filereload"
 	"github.com/signet-pki/signet/server/config"
 )
 
@@ -15,14 +13,12 @@ import (
 type tlsMaterial struct {
 	cert      tls.Certificate
 	clientCAs *x509.CertPool
-	digest    [sha256.Size]byte
 }
 
 // tlsSource serves TLS configurations from files that may be replaced at any time: every
 // handshake uses the latest generation that loaded successfully.
 type tlsSource struct {
-	files config.TLS
-	cur   atomic.Pointer[tlsMaterial]
+	material *filereload.Value[*tlsMaterial]
 	// verifyConnection, when set, runs after the client chain is verified (authorization of
 	// the client identity).
 	verifyConnection func(tls.ConnectionState) error
@@ -30,38 +26,31 @@ type tlsSource struct {
 
 // newTLSSource loads the files once; an error names the file that is wrong.
 func newTLSSource(files config.TLS) (*tlsSource, error) {
-	s := &tlsSource{files: files}
-	if _, err := s.reload(); err != nil {
+	load := func() (*tlsMaterial, error) {
+		cert, err := tls.LoadX509KeyPair(files.CertFile, files.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("loading TLS certificate %s and key %s: %w", files.CertFile, files.KeyFile, err)
+		}
+		caCerts, err := filereload.ReadCertificates(files.ClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("loading client CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		for _, ca := range caCerts {
+			pool.AddCert(ca)
+		}
+		return &tlsMaterial{cert: cert, clientCAs: pool}, nil
+	}
+	material, err := filereload.New([]string{files.CertFile, files.KeyFile, files.ClientCAFile}, load, filereload.Options{})
+	if err != nil {
 		return nil, err
 	}
-	return s, nil
+	return &tlsSource{material: material}, nil
 }
 
 // reload reads the files again and swaps them in if their contents changed. It reports
 // whether a new generation is in use; on error the previous one stays.
-func (s *tlsSource) reload() (bool, error) {
-	digest, err := digestFiles(s.files.CertFile, s.files.KeyFile, s.files.ClientCAFile)
-	if err != nil {
-		return false, err
-	}
-	if cur := s.cur.Load(); cur != nil && cur.digest == digest {
-		return false, nil
-	}
-	cert, err := tls.LoadX509KeyPair(s.files.CertFile, s.files.KeyFile)
-	if err != nil {
-		return false, fmt.Errorf("loading TLS certificate %s and key %s: %w", s.files.CertFile, s.files.KeyFile, err)
-	}
-	caCerts, err := readCertificates(s.files.ClientCAFile)
-	if err != nil {
-		return false, fmt.Errorf("loading client CA: %w", err)
-	}
-	pool := x509.NewCertPool()
-	for _, ca := range caCerts {
-		pool.AddCert(ca)
-	}
-	s.cur.Store(&tlsMaterial{cert: cert, clientCAs: pool, digest: digest})
-	return true, nil
-}
+func (s *tlsSource) reload() (bool, error) { return s.material.Check() }
 
 // config is the listener's TLS configuration: TLS 1.3, client certificates required and
 // verified, material from the latest generation at each handshake.
@@ -69,7 +58,7 @@ func (s *tlsSource) config() *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS13,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			m := s.cur.Load()
+			m := s.material.Current()
 			return &tls.Config{
 				MinVersion:       tls.VersionTLS13,
 				Certificates:     []tls.Certificate{m.cert},
@@ -79,24 +68,4 @@ func (s *tlsSource) config() *tls.Config {
 			}, nil
 		},
 	}
-}
-
-// digestFiles hashes the contents of the files, in order, with their lengths.
-func digestFiles(paths ...string) ([sha256.Size]byte, error) {
-	h := sha256.New()
-	for _, p := range paths {
-		if p == "" {
-			fmt.Fprint(h, "-|")
-			continue
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return [sha256.Size]byte{}, fmt.Errorf("reading %s: %w", p, err)
-		}
-		fmt.Fprintf(h, "%d|", len(data))
-		h.Write(data)
-	}
-	var out [sha256.Size]byte
-	copy(out[:], h.Sum(nil))
-	return out, nil
 }

@@ -155,7 +155,7 @@ func TestCAReloaderCadence(t *testing.T) {
 	leafB := caB.Leaf(t, "localhost", x509.ExtKeyUsageServerAuth).Leaf
 	check := func(step string, wantA, wantB bool) {
 		t.Helper()
-		roots := r.get()
+		roots := r.Get()
 		for _, c := range []struct {
 			name string
 			leaf *x509.Certificate
@@ -181,7 +181,7 @@ func TestCAReloaderCadence(t *testing.T) {
 	check("bundle without certificates", false, true)
 	tick()
 	check("bundle without certificates, checked again", false, true)
-	if n := errorsLogged(); n != 1 || !strings.Contains(logs(), "no PEM certificates found") {
+	if n := errorsLogged(); n != 1 || !strings.Contains(logs(), "no CERTIFICATE block") {
 		t.Errorf("%d errors logged for one bad rewrite, want 1 saying why:\n%s", n, logs())
 	}
 	if err := os.Remove(caFile); err != nil {

@@ -28,6 +28,7 @@ import (
 	"github.com/signet-pki/signet/internal/certinfo"
 	"github.com/signet-pki/signet/internal/controlplane"
 	"github.com/signet-pki/signet/internal/devpki"
+	"github.com/signet-pki/signet/internal/filereload"
 )
 
 const (
@@ -204,16 +205,9 @@ func waitForCertificate(ctx context.Context, u *controlplane.User, name string, 
 }
 
 func parseChain(data []byte) ([]*x509.Certificate, error) {
-	var certs []*x509.Certificate
-	for block, rest := pem.Decode(data); block != nil; block, rest = pem.Decode(rest) {
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("parsing issued certificate: %w", err)
-		}
-		certs = append(certs, c)
-	}
-	if len(certs) == 0 {
-		return nil, fmt.Errorf("status.certificate holds no certificate")
+	certs, err := filereload.ParseCertificates(data)
+	if err != nil {
+		return nil, fmt.Errorf("status.certificate: %w", err)
 	}
 	return certs, nil
 }
