@@ -123,11 +123,54 @@ type controllerDeps struct {
 	pcrVersion pcrsigner.APIVersion // NotServed: no PodCertificateRequest controller
 }
 
+// controller is one signing controller of a leader term.
+type controller struct {
+	name string
+	run  func(ctx context.Context, workers int) error
+	syncer
+}
+
 // runControllers runs the CSR signing controller and, if d.pcrVersion is set, the
 // PodCertificateRequest signing controller until ctx ends (a leader term, or the whole run
 // without leader election), publishing them to the readiness probe and the queue gauges. If
-// one fails, the other is stopped too and the errors are returned.
+// one fails, the others are stopped too and the errors are returned.
 func (c *Config) runControllers(ctx context.Context, d controllerDeps) error {
+	defer d.metrics.CSRs().SetQueue(nil)
+	defer d.metrics.PodCertificates().SetQueue(nil)
+	controllers, err := c.buildControllers(d)
+	if err != nil {
+		return err
+	}
+	synced := make([]syncer, len(controllers))
+	for i, ctrl := range controllers {
+		synced[i] = ctrl.syncer
+	}
+	d.state.setControllers(synced)
+	defer d.state.setControllers(nil)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(controllers))
+	for _, ctrl := range controllers {
+		go func() {
+			err := ctrl.run(klog.NewContext(ctx, d.logger.WithName(ctrl.name)), c.Workers)
+			if err != nil {
+				cancel() // one controller failed: stop the term
+			}
+			errs <- err
+		}()
+	}
+	var all []error
+	for range controllers {
+		all = append(all, <-errs)
+	}
+	return errors.Join(all...)
+}
+
+// buildControllers builds the controllers of a leader term, in order: the CSR controller
+// always, the PodCertificateRequest controller when the cluster serves the API. Each
+// publishes its queue to the metrics.
+func (c *Config) buildControllers(d controllerDeps) ([]controller, error) {
 	csrController, err := csrsigner.New(d.kube, d.client, csrsigner.Options{
 		SignerNames:       c.SignerNames,
 		BackoffInitial:    c.Backoff.Initial.Duration,
@@ -138,52 +181,29 @@ func (c *Config) runControllers(ctx context.Context, d controllerDeps) error {
 		Metrics:           d.metrics.CSRs(),
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	d.metrics.CSRs().SetQueue(csrController)
-	defer d.metrics.CSRs().SetQueue(nil)
-	runs := map[string]func(context.Context, int) error{"csrsigner": csrController.Run}
-	synced := []syncer{csrController}
-	if d.pcrVersion != pcrsigner.NotServed {
-		pcrController, err := pcrsigner.New(d.kube, d.client, pcrsigner.Options{
-			Version:           d.pcrVersion,
-			SignerNames:       c.SignerNames,
-			BackoffInitial:    c.Backoff.Initial.Duration,
-			BackoffMax:        c.Backoff.Max.Duration,
-			GiveUpAfter:       c.PodCertificateRequests.GiveUpAfter.Duration,
-			Clock:             d.clock,
-			Recorder:          d.recorder,
-			SignedEventAlways: c.SignedEvents == SignedEventsAll,
-			Metrics:           d.metrics.PodCertificates(),
-		})
-		if err != nil {
-			return err
-		}
-		d.metrics.PodCertificates().SetQueue(pcrController)
-		defer d.metrics.PodCertificates().SetQueue(nil)
-		runs["pcrsigner"] = pcrController.Run
-		synced = append(synced, pcrController)
+	controllers := []controller{{name: "csrsigner", run: csrController.Run, syncer: csrController}}
+	if d.pcrVersion == pcrsigner.NotServed {
+		return controllers, nil
 	}
-	d.state.setControllers(synced)
-	defer d.state.setControllers(nil)
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make(chan error, len(runs))
-	for name, run := range runs {
-		go func() {
-			err := run(klog.NewContext(ctx, d.logger.WithName(name)), c.Workers)
-			if err != nil {
-				cancel() // one controller failed: stop the term
-			}
-			errs <- err
-		}()
+	pcrController, err := pcrsigner.New(d.kube, d.client, pcrsigner.Options{
+		Version:           d.pcrVersion,
+		SignerNames:       c.SignerNames,
+		BackoffInitial:    c.Backoff.Initial.Duration,
+		BackoffMax:        c.Backoff.Max.Duration,
+		GiveUpAfter:       c.PodCertificateRequests.GiveUpAfter.Duration,
+		Clock:             d.clock,
+		Recorder:          d.recorder,
+		SignedEventAlways: c.SignedEvents == SignedEventsAll,
+		Metrics:           d.metrics.PodCertificates(),
+	})
+	if err != nil {
+		return nil, err
 	}
-	var all []error
-	for range runs {
-		all = append(all, <-errs)
-	}
-	return errors.Join(all...)
+	d.metrics.PodCertificates().SetQueue(pcrController)
+	return append(controllers, controller{name: "pcrsigner", run: pcrController.Run, syncer: pcrController}), nil
 }
 
 // serveOperational binds the metrics listener, if enabled, and serves /metrics, /livez and
