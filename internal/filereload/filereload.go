@@ -49,11 +49,12 @@ func New[T any](paths []string, load func() (T, error), opts Options) (*Value[T]
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	digest, err := Digest(paths...)
+	// Load first: its error says what the files are for.
+	v, err := load()
 	if err != nil {
 		return nil, err
 	}
-	v, err := load()
+	digest, err := Digest(paths...)
 	if err != nil {
 		return nil, err
 	}
