@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/signet-pki/signet/watcher/kubeclient"
 	"github.com/signet-pki/signet/watcher/pcrsigner"
 )
 
@@ -25,7 +25,7 @@ const (
 // v1beta1; or the watcher may not list, watch or update the status of them (logged as an
 // error naming the missing permissions). A failure to check the permissions is logged and the
 // controller started anyway. It returns an error only if discovery keeps failing.
-func (c *Config) podCertificateVersion(ctx context.Context, kube kubernetes.Interface, logger klog.Logger) (pcrsigner.APIVersion, error) {
+func (c *Config) podCertificateVersion(ctx context.Context, kube kubeclient.Interface, logger klog.Logger) (pcrsigner.APIVersion, error) {
 	if !c.PodCertificateRequests.IsEnabled() {
 		logger.Info("Not signing PodCertificateRequests", "why", "podCertificateRequests.enabled is false")
 		return pcrsigner.NotServed, nil

@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
@@ -21,6 +20,7 @@ import (
 	"github.com/signet-pki/signet/internal/httpserver"
 	"github.com/signet-pki/signet/signerclient"
 	"github.com/signet-pki/signet/watcher/csrsigner"
+	"github.com/signet-pki/signet/watcher/kubeclient"
 	"github.com/signet-pki/signet/watcher/leader"
 	"github.com/signet-pki/signet/watcher/metrics"
 	"github.com/signet-pki/signet/watcher/pcrsigner"
@@ -44,7 +44,7 @@ const Component = "signet-watcher"
 // With leader election enabled only the holder of the Lease runs the controllers; a standby
 // waits, ready. When the leader loses the Lease it stops the controllers and Run returns an
 // error wrapping leader.ErrLeaseLost: the process should exit and start over.
-func Run(ctx context.Context, cfg *Config, kube kubernetes.Interface, logger klog.Logger) error {
+func Run(ctx context.Context, cfg *Config, kube kubeclient.Interface, logger klog.Logger) error {
 	c := *cfg
 	c.Default()
 	if err := c.Validate(); err != nil {
@@ -113,7 +113,7 @@ func Run(ctx context.Context, cfg *Config, kube kubernetes.Interface, logger klo
 
 // controllerDeps is what the controllers of a leader term are built from.
 type controllerDeps struct {
-	kube       kubernetes.Interface
+	kube       kubeclient.Interface
 	client     *signerclient.Client
 	recorder   record.EventRecorder
 	metrics    *metrics.Metrics

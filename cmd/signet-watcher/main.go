@@ -15,12 +15,12 @@ import (
 	"syscall"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/signet-pki/signet/watcher"
+	"github.com/signet-pki/signet/watcher/kubeclient"
 )
 
 // Default client-side rate limits of the clientset (--kube-api-qps, --kube-api-burst). They
@@ -174,7 +174,7 @@ func override(field *string, value string) {
 
 // newClientset builds the clientset from kubeconfig if given, else the in-cluster
 // configuration, else the default loading rules ($KUBECONFIG, ~/.kube/config).
-func newClientset(kubeconfig string, qps float32, burst int, contentType string) (kubernetes.Interface, error) {
+func newClientset(kubeconfig string, qps float32, burst int, contentType string) (kubeclient.Interface, error) {
 	var restConfig *rest.Config
 	var err error
 	switch {
@@ -205,7 +205,7 @@ func newClientset(kubeconfig string, qps float32, burst int, contentType string)
 	restConfig.ContentType = contentType
 	restConfig.AcceptContentTypes = contentType + ",application/json"
 	restConfig = rest.AddUserAgent(restConfig, "signet-watcher")
-	kube, err := kubernetes.NewForConfig(restConfig)
+	kube, err := kubeclient.New(restConfig)
 	if err != nil {
 		return nil, fmt.Errorf("creating clientset: %w", err)
 	}

@@ -35,6 +35,14 @@ var rules = []rule{
 		},
 	},
 	{
+		why:      "the watcher builds only the clients and informers it uses (watcher/kubeclient), not a whole clientset",
+		packages: []string{"watcher/...", "cmd/signet-watcher"},
+		forbidden: func(dep string) bool {
+			return dep == "k8s.io/client-go/kubernetes" || strings.HasPrefix(dep, "k8s.io/client-go/informers")
+		},
+		direct: true,
+	},
+	{
 		why:       "signetctl is a small client: the lint gate (zlint) belongs to the server",
 		packages:  []string{"cmd/signetctl"},
 		forbidden: func(dep string) bool { return strings.HasPrefix(dep, "github.com/zmap/zlint") },

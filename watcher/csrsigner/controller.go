@@ -10,16 +10,17 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/signet-pki/signet/signerclient"
 	"github.com/signet-pki/signet/watcher/internal/workloop"
+	"github.com/signet-pki/signet/watcher/kubeclient"
 )
 
 // Signer signs one CertificateSigningRequest and returns the PEM chain for
@@ -93,7 +94,7 @@ func Outcomes() []string {
 // Controller signs the approved CSRs of its signer names. Create it with New and call Run
 // once; a later run (a new leader term) needs a new Controller.
 type Controller struct {
-	kube        kubernetes.Interface
+	kube        kubeclient.Interface
 	signer      Signer
 	clock       clock.PassiveClock
 	recorder    record.EventRecorder
@@ -117,7 +118,7 @@ type Controller struct {
 // also record when each CSR was seen approved (see wants) and forget deleted ones. It
 // returns an error without signer names, with a back-off that is not positive or whose max
 // is below its initial delay, or whose max is not below the give-up deadline.
-func New(kube kubernetes.Interface, signer Signer, opts Options) (*Controller, error) {
+func New(kube kubeclient.Interface, signer Signer, opts Options) (*Controller, error) {
 	giveUpAfter := opts.GiveUpAfter
 	if giveUpAfter == 0 {
 		giveUpAfter = DefaultGiveUpAfter
@@ -143,12 +144,16 @@ func New(kube kubernetes.Interface, signer Signer, opts Options) (*Controller, e
 		giveUpAfter: giveUpAfter,
 		seen:        make(map[types.UID]time.Time),
 	}
-	loop, err := workloop.New(kube, workloop.Options{
+	csrs := kube.CertificatesV1().CertificateSigningRequests()
+	loop, err := workloop.New(workloop.Options{
 		Kind: "CSR", QueueName: "signet_csr_signer", SignerNames: opts.SignerNames,
 		BackoffInitial: opts.BackoffInitial, BackoffMax: opts.BackoffMax,
-		Informer: func(_ string, factory informers.SharedInformerFactory) cache.SharedIndexInformer {
-			return factory.Certificates().V1().CertificateSigningRequests().Informer()
+		Objects: workloop.ListWatch{
+			List:   func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return csrs.List(ctx, o) },
+			Watch:  func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return csrs.Watch(ctx, o) },
+			Client: kube,
 		},
+		Object:  &certificatesv1.CertificateSigningRequest{},
 		Wants:   c.wants,
 		Deleted: c.deleted,
 	})

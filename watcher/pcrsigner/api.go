@@ -11,13 +11,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/signet-pki/signet/signerclient"
 	"github.com/signet-pki/signet/watcher/internal/workloop"
+	"github.com/signet-pki/signet/watcher/kubeclient"
 )
 
 // APIVersion is a version of certificates.k8s.io in which the cluster serves
@@ -66,7 +65,7 @@ func Discover(ctx context.Context, disc discovery.ServerResourcesInterface) (API
 // and update their status. It returns the missing ones
 // as "verb resource" strings, none when all are allowed. (The `sign` permission on the
 // signer names is shared with the CSR controller and not checked here.)
-func MissingPermissions(ctx context.Context, kube kubernetes.Interface, version APIVersion) ([]string, error) {
+func MissingPermissions(ctx context.Context, kube kubeclient.Interface, version APIVersion) ([]string, error) {
 	var missing []string
 	for _, need := range []struct{ verb, subresource string }{{"get", ""}, {"list", ""}, {"watch", ""}, {"update", "status"}} {
 		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
@@ -121,9 +120,10 @@ func toRequest(obj any) *request {
 
 // versionClient reads and writes the PodCertificateRequests of one API version.
 type versionClient interface {
-	// informer returns factory's PodCertificateRequest informer for this version; its cache
-	// holds objects that toRequest converts.
-	informer(factory informers.SharedInformerFactory) cache.SharedIndexInformer
+	// objects lists and watches this version's PodCertificateRequests in every namespace;
+	// object is an empty one. The cache holds objects that toRequest converts.
+	objects() workloop.ListWatch
+	object() runtime.Object
 	// get reads namespace/name from the API server.
 	get(ctx context.Context, namespace, name string) (*request, error)
 	// updateStatus writes a deep copy of r.object whose status apply has changed, with
@@ -133,7 +133,7 @@ type versionClient interface {
 
 // newVersionClient returns the versionClient of version, or an error for NotServed or an
 // unknown version.
-func newVersionClient(kube kubernetes.Interface, version APIVersion) (versionClient, error) {
+func newVersionClient(kube kubeclient.Interface, version APIVersion) (versionClient, error) {
 	switch version {
 	case V1:
 		return v1Client{kube}, nil
@@ -144,16 +144,23 @@ func newVersionClient(kube kubernetes.Interface, version APIVersion) (versionCli
 }
 
 // v1Client is the versionClient of certificates.k8s.io/v1.
-type v1Client struct{ kube kubernetes.Interface }
+type v1Client struct{ kube kubeclient.Interface }
 
 func fromV1(o *certificatesv1.PodCertificateRequest) *request {
 	return &request{object: o, pcr: signerclient.PCRFromV1(o), status: o.Status,
 		created: o.CreationTimestamp.Time, generation: o.Generation}
 }
 
-func (v1Client) informer(factory informers.SharedInformerFactory) cache.SharedIndexInformer {
-	return factory.Certificates().V1().PodCertificateRequests().Informer()
+func (c v1Client) objects() workloop.ListWatch {
+	pcrs := c.kube.CertificatesV1().PodCertificateRequests(metav1.NamespaceAll)
+	return workloop.ListWatch{
+		List:   func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pcrs.List(ctx, o) },
+		Watch:  func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return pcrs.Watch(ctx, o) },
+		Client: c.kube,
+	}
 }
+
+func (v1Client) object() runtime.Object { return &certificatesv1.PodCertificateRequest{} }
 
 func (c v1Client) get(ctx context.Context, namespace, name string) (*request, error) {
 	o, err := c.kube.CertificatesV1().PodCertificateRequests(namespace).Get(ctx, name, metav1.GetOptions{})
@@ -172,7 +179,7 @@ func (c v1Client) updateStatus(ctx context.Context, r *request, apply func(*cert
 }
 
 // v1beta1Client is the versionClient of certificates.k8s.io/v1beta1.
-type v1beta1Client struct{ kube kubernetes.Interface }
+type v1beta1Client struct{ kube kubeclient.Interface }
 
 func fromV1beta1(o *certificatesv1beta1.PodCertificateRequest) *request {
 	return &request{object: o, pcr: signerclient.PCRFromV1beta1(o),
@@ -180,9 +187,16 @@ func fromV1beta1(o *certificatesv1beta1.PodCertificateRequest) *request {
 		created: o.CreationTimestamp.Time, generation: o.Generation}
 }
 
-func (v1beta1Client) informer(factory informers.SharedInformerFactory) cache.SharedIndexInformer {
-	return factory.Certificates().V1beta1().PodCertificateRequests().Informer()
+func (c v1beta1Client) objects() workloop.ListWatch {
+	pcrs := c.kube.CertificatesV1beta1().PodCertificateRequests(metav1.NamespaceAll)
+	return workloop.ListWatch{
+		List:   func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pcrs.List(ctx, o) },
+		Watch:  func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return pcrs.Watch(ctx, o) },
+		Client: c.kube,
+	}
 }
+
+func (v1beta1Client) object() runtime.Object { return &certificatesv1beta1.PodCertificateRequest{} }
 
 func (c v1beta1Client) get(ctx context.Context, namespace, name string) (*request, error) {
 	o, err := c.kube.CertificatesV1beta1().PodCertificateRequests(namespace).Get(ctx, name, metav1.GetOptions{})

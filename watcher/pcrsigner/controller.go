@@ -16,15 +16,13 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/signet-pki/signet/signerclient"
 	"github.com/signet-pki/signet/watcher/internal/workloop"
+	"github.com/signet-pki/signet/watcher/kubeclient"
 )
 
 // Signer issues the certificate of one PodCertificateRequest. Its errors are classified
@@ -118,7 +116,7 @@ type Controller struct {
 // work queue keyed by namespace/name with exponential per-item back-off (see workloop). It
 // returns an error for an unsupported version, without signer names, or with an invalid
 // back-off.
-func New(kube kubernetes.Interface, signer Signer, opts Options) (*Controller, error) {
+func New(kube kubeclient.Interface, signer Signer, opts Options) (*Controller, error) {
 	api, err := newVersionClient(kube, opts.Version)
 	if err != nil {
 		return nil, fmt.Errorf("creating PodCertificateRequest signing controller: %w", err)
@@ -148,13 +146,12 @@ func New(kube kubernetes.Interface, signer Signer, opts Options) (*Controller, e
 	if c.metrics == nil {
 		c.metrics = workloop.NoMetrics{}
 	}
-	loop, err := workloop.New(kube, workloop.Options{
+	loop, err := workloop.New(workloop.Options{
 		Kind: "PodCertificateRequest", QueueName: "signet_pcr_signer", SignerNames: opts.SignerNames,
 		BackoffInitial: opts.BackoffInitial, BackoffMax: opts.BackoffMax,
-		Informer: func(_ string, factory informers.SharedInformerFactory) cache.SharedIndexInformer {
-			return api.informer(factory)
-		},
-		Wants: c.wants,
+		Objects: api.objects(),
+		Object:  api.object(),
+		Wants:   c.wants,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating PodCertificateRequest signing controller: %w", err)

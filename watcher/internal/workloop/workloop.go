@@ -18,10 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -59,10 +59,12 @@ type Options struct {
 	// BackoffInitial and BackoffMax bound the per-key exponential retry delay; both positive,
 	// BackoffMax not below BackoffInitial.
 	BackoffInitial, BackoffMax time.Duration
-	// Informer returns, from the informer factory of one signer name, the informer of the
-	// controller's objects. It is called once per signer name; the Loop reads its cache
-	// (Cached, OldestPending).
-	Informer func(signerName string, factory informers.SharedInformerFactory) cache.SharedIndexInformer
+	// Objects lists and watches the controller's objects, in every namespace; the Loop sets
+	// the field selector spec.signerName=<name> of each signer name's informer. Object is an
+	// empty object of their type. The Loop reads the informers' caches (Cached,
+	// OldestPending).
+	Objects ListWatch
+	Object  runtime.Object
 	// Wants, if not nil, tells whether an added or updated object may need work; an object it
 	// turns down is not queued (a key already queued stays, and its sync finds nothing to do).
 	// It saves a queue round and a worker wake-up for the events that cannot need work (a CSR
@@ -87,16 +89,26 @@ type Loop struct {
 	wants                      func(obj any) bool
 	deleted                    func(obj any)
 
-	factories []informers.SharedInformerFactory
 	informers []cache.SharedIndexInformer // one per signer name
+	stop      context.CancelFunc          // stops the informers Start started
+	running   sync.WaitGroup              // the informers Start started
 	handles   []cache.ResourceEventHandlerRegistration
 	queue     workqueue.TypedRateLimitingInterface[string]
 }
 
-// New builds the Loop: one informer factory per signer name, whose informer enqueues every
-// added or updated object that Options.Wants accepts and tells Options.Deleted of every
-// deleted one. It returns an error without signer names or with an invalid back-off.
-func New(kube kubernetes.Interface, opts Options) (*Loop, error) {
+// ListWatch lists and watches a controller's objects (a typed client's List and Watch).
+type ListWatch struct {
+	List  func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error)
+	Watch func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+	// Client is the clientset List and Watch use: the informer asks it whether it supports
+	// streaming lists (a fake clientset does not), as generated informers do.
+	Client any
+}
+
+// New builds the Loop: one informer per signer name (no resync, managedFields dropped), which
+// enqueues every added or updated object that Options.Wants accepts and tells Options.Deleted
+// of every deleted one. It returns an error without signer names or with an invalid back-off.
+func New(opts Options) (*Loop, error) {
 	if len(opts.SignerNames) == 0 {
 		return nil, errors.New("no signer names")
 	}
@@ -120,12 +132,10 @@ func New(kube kubernetes.Interface, opts Options) (*Loop, error) {
 			continue
 		}
 		l.served[name] = true
-		selector := fields.OneTermEqualSelector("spec.signerName", name).String()
-		factory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = selector }),
-			informers.WithTransform(dropManagedFields),
-		)
-		informer := opts.Informer(name, factory)
+		informer, err := newInformer(opts, fields.OneTermEqualSelector("spec.signerName", name).String())
+		if err != nil {
+			return nil, fmt.Errorf("informer for %s: %w", name, err)
+		}
 		handle, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    l.enqueue,
 			UpdateFunc: func(_, obj any) { l.enqueue(obj) },
@@ -134,11 +144,37 @@ func New(kube kubernetes.Interface, opts Options) (*Loop, error) {
 		if err != nil {
 			return nil, fmt.Errorf("adding event handler for %s: %w", name, err)
 		}
-		l.factories = append(l.factories, factory)
 		l.informers = append(l.informers, informer)
 		l.handles = append(l.handles, handle)
 	}
 	return l, nil
+}
+
+// newInformer is the informer of the objects whose fields match selector, as a generated
+// informer factory would build it: no resync, the namespace index, managedFields dropped.
+func newInformer(opts Options, selector string) (cache.SharedIndexInformer, error) {
+	list := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		o.FieldSelector = selector
+		return opts.Objects.List(ctx, o)
+	}
+	watchFn := func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		o.FieldSelector = selector
+		return opts.Objects.Watch(ctx, o)
+	}
+	// Both forms, as generated informers set them: the reflector calls the ones without a
+	// context through the watch-list wrapper.
+	lw := &cache.ListWatch{
+		ListFunc:             func(o metav1.ListOptions) (runtime.Object, error) { return list(context.Background(), o) },
+		WatchFunc:            func(o metav1.ListOptions) (watch.Interface, error) { return watchFn(context.Background(), o) },
+		ListWithContextFunc:  list,
+		WatchFuncWithContext: watchFn,
+	}
+	informer := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, opts.Objects.Client), opts.Object, 0,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	if err := informer.SetTransform(dropManagedFields); err != nil {
+		return nil, err
+	}
+	return informer, nil
 }
 
 // dropManagedFields is the informers' transform: managedFields are never read here and are
@@ -242,10 +278,11 @@ func (l *Loop) RetryDelay(attempt int) time.Duration {
 	return time.Duration(d)
 }
 
-// Start starts the informers.
+// Start starts the informers; Shutdown stops them.
 func (l *Loop) Start(ctx context.Context) {
-	for _, f := range l.factories {
-		f.StartWithContext(ctx)
+	ctx, l.stop = context.WithCancel(ctx)
+	for _, inf := range l.informers {
+		l.running.Go(func() { inf.RunWithContext(ctx) })
 	}
 }
 
@@ -262,9 +299,10 @@ func (l *Loop) WaitForCacheSync(ctx context.Context) bool {
 // Shutdown shuts the queue down and stops the informers, waiting for them.
 func (l *Loop) Shutdown() {
 	l.queue.ShutDown()
-	for _, f := range l.factories {
-		f.Shutdown()
+	if l.stop != nil {
+		l.stop()
 	}
+	l.running.Wait()
 }
 
 // Run starts the informers, waits for their caches and runs workers calling sync for each key

@@ -9,7 +9,8 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 )
@@ -27,28 +28,24 @@ func TestRetryDelay(t *testing.T) {
 
 // TestNew: one informer per distinct signer name, sorted names, and the refusals.
 func TestNew(t *testing.T) {
-	calls := 0
-	informer := func(_ string, f informers.SharedInformerFactory) cache.SharedIndexInformer {
-		calls++
-		return f.Certificates().V1().CertificateSigningRequests().Informer()
-	}
-	l, err := New(fake.NewClientset(), Options{Kind: "CSR", SignerNames: []string{"b.example/x", "a.example/y", "b.example/x"},
-		BackoffInitial: time.Millisecond, BackoffMax: time.Second, Informer: informer})
+	objects, object := csrObjects(fake.NewClientset())
+	l, err := New(Options{Kind: "CSR", SignerNames: []string{"b.example/x", "a.example/y", "b.example/x"},
+		BackoffInitial: time.Millisecond, BackoffMax: time.Second, Objects: objects, Object: object})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := l.SignerNames(); len(got) != 2 || got[0] != "a.example/y" || got[1] != "b.example/x" || calls != 2 {
-		t.Errorf("SignerNames() = %v after %d informers, want [a.example/y b.example/x] after 2", got, calls)
+	if got := l.SignerNames(); len(got) != 2 || got[0] != "a.example/y" || got[1] != "b.example/x" || len(l.informers) != 2 {
+		t.Errorf("SignerNames() = %v after %d informers, want [a.example/y b.example/x] after 2", got, len(l.informers))
 	}
 	if !l.Serves("a.example/y") || l.Serves("c.example/z") {
 		t.Error("Serves answers wrongly")
 	}
 	for _, opts := range []Options{
-		{BackoffInitial: time.Millisecond, BackoffMax: time.Second, Informer: informer},
-		{SignerNames: []string{"a.example/y"}, BackoffInitial: 0, BackoffMax: time.Second, Informer: informer},
-		{SignerNames: []string{"a.example/y"}, BackoffInitial: time.Second, BackoffMax: time.Millisecond, Informer: informer},
+		{BackoffInitial: time.Millisecond, BackoffMax: time.Second, Objects: objects, Object: object},
+		{SignerNames: []string{"a.example/y"}, BackoffInitial: 0, BackoffMax: time.Second, Objects: objects, Object: object},
+		{SignerNames: []string{"a.example/y"}, BackoffInitial: time.Second, BackoffMax: time.Millisecond, Objects: objects, Object: object},
 	} {
-		if _, err := New(fake.NewClientset(), opts); err == nil {
+		if _, err := New(opts); err == nil {
 			t.Errorf("New(%+v) succeeded", opts)
 		}
 	}
@@ -64,11 +61,9 @@ func TestWantsFiltersTheQueue(t *testing.T) {
 		}
 	}
 	kube := fake.NewClientset(csr("wanted", true), csr("not-wanted", false))
-	l, err := New(kube, Options{Kind: "CSR", SignerNames: []string{signer},
-		BackoffInitial: time.Millisecond, BackoffMax: time.Second,
-		Informer: func(_ string, f informers.SharedInformerFactory) cache.SharedIndexInformer {
-			return f.Certificates().V1().CertificateSigningRequests().Informer()
-		},
+	objects, object := csrObjects(kube)
+	l, err := New(Options{Kind: "CSR", SignerNames: []string{signer},
+		BackoffInitial: time.Millisecond, BackoffMax: time.Second, Objects: objects, Object: object,
 		Wants: func(obj any) bool {
 			return obj.(*certificatesv1.CertificateSigningRequest).Labels["want"] == "true"
 		},
@@ -103,11 +98,9 @@ func TestDeleted(t *testing.T) {
 	deleted := make(chan string, 3)
 	watching := make(chan struct{})
 	var once sync.Once
-	l, err := New(kube, Options{Kind: "CSR", SignerNames: []string{signer},
-		BackoffInitial: time.Millisecond, BackoffMax: time.Second,
-		Informer: func(_ string, f informers.SharedInformerFactory) cache.SharedIndexInformer {
-			return f.Certificates().V1().CertificateSigningRequests().Informer()
-		},
+	objects, object := csrObjects(kube)
+	l, err := New(Options{Kind: "CSR", SignerNames: []string{signer},
+		BackoffInitial: time.Millisecond, BackoffMax: time.Second, Objects: objects, Object: object,
 		Wants: func(obj any) bool {
 			if obj.(*certificatesv1.CertificateSigningRequest).Labels["touched"] == "yes" {
 				once.Do(func() { close(watching) })
@@ -165,4 +158,14 @@ func TestDeleted(t *testing.T) {
 	}
 
 	(&Loop{}).onDelete(csr) // no Deleted: ignored
+}
+
+// csrObjects lists and watches kube's CSRs, for Options.Objects and Options.Object.
+func csrObjects(kube *fake.Clientset) (ListWatch, runtime.Object) {
+	csrs := kube.CertificatesV1().CertificateSigningRequests()
+	return ListWatch{
+		List:   func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return csrs.List(ctx, o) },
+		Watch:  func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return csrs.Watch(ctx, o) },
+		Client: kube,
+	}, &certificatesv1.CertificateSigningRequest{}
 }
