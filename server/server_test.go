@@ -33,6 +33,7 @@ import (
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server"
 	"github.com/signet-pki/signet/server/config"
+	"github.com/signet-pki/signet/server/servertest"
 )
 
 // logBuffer collects the server's log output; the gRPC handlers write it concurrently.
@@ -94,31 +95,8 @@ func startServer(t *testing.T, modify func(*config.Config)) *testServer {
 func runServer(t *testing.T, cfg *config.Config, dir string) (s *testServer, stop func()) {
 	t.Helper()
 	logs := &logBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, cfg, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	if err != nil {
-		cancel()
-		t.Fatalf("server.New: %v", err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, lis) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-served; err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-			srv.Close()
-		})
-	}
-	t.Cleanup(stop)
-	return &testServer{addr: lis.Addr().String(), dir: dir, logs: logs, srv: srv}, stop
+	r := servertest.Start(t, cfg, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	return &testServer{addr: r.Addr, dir: dir, logs: logs, srv: r.Server}, r.Stop
 }
 
 // clientTLS trusts the dev TLS CA and presents certs (none if empty).

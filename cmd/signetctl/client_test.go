@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"io"
 	"log/slog"
@@ -13,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/signet-pki/signet/internal/devpki"
-	"github.com/signet-pki/signet/server"
 	"github.com/signet-pki/signet/server/config"
+	"github.com/signet-pki/signet/server/servertest"
 )
 
 // devServer runs a real signet-server in-process on 127.0.0.1 with a fresh dev PKI (the dev
@@ -35,27 +34,7 @@ func devServer(t *testing.T, modify ...func(*config.Config)) (addr, dir string) 
 	for _, m := range modify {
 		m(cfg)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		cancel()
-		t.Fatalf("server.New: %v", err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, lis) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		srv.Close()
-	})
-	return lis.Addr().String(), dir
+	return servertest.Start(t, cfg, slog.New(slog.NewTextHandler(io.Discard, nil))).Addr, dir
 }
 
 func TestConnFlagsResolve(t *testing.T) {

@@ -1,17 +1,14 @@
 package adversarial
 
 import (
-	"context"
 	"crypto"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,10 +18,10 @@ import (
 
 	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/internal/testpki"
-	"github.com/signet-pki/signet/server"
 	"github.com/signet-pki/signet/server/access"
 	"github.com/signet-pki/signet/server/config"
 	"github.com/signet-pki/signet/server/profile"
+	"github.com/signet-pki/signet/server/servertest"
 )
 
 // The signers the server serves.
@@ -162,32 +159,10 @@ func customSpec() profile.Spec {
 // serve runs server.New and Serve in-process; stop ends it (also at the end of the test).
 func (e *env) serve(t *testing.T, cfg *config.Config) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, cfg, slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	if err != nil {
-		cancel()
-		t.Fatalf("server.New: %v", err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, lis) }()
-	var once sync.Once
-	e.stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-served; err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-			srv.Close()
-		})
-	}
-	t.Cleanup(e.stop)
-	e.httpAddr = srv.HTTPAddr()
-	e.addr = lis.Addr().String()
+	r := servertest.Start(t, cfg, slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	e.stop = r.Stop
+	e.httpAddr = r.HTTPAddr()
+	e.addr = r.Addr
 }
 
 // dialAll opens one connection per client, each with its own certificate.

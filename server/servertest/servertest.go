@@ -1,0 +1,55 @@
+// Package servertest runs a signing server in-process for tests: server.New and Serve on a
+// loopback listener, stopped when the test ends.
+package servertest
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+
+	"github.com/signet-pki/signet/server"
+	"github.com/signet-pki/signet/server/config"
+)
+
+// Running is a server serving on Addr.
+type Running struct {
+	*server.Server
+	// Addr is the gRPC address, host:port.
+	Addr string
+	// Stop stops the server (as its context ending does) and closes it; it is also called
+	// when the test ends, and a second call does nothing.
+	Stop func()
+}
+
+// Start runs server.New(cfg) with log and serves on 127.0.0.1 until Stop or the end of t.
+// It fails the test if the server cannot start, and reports an error from Serve.
+func Start(t testing.TB, cfg *config.Config, log *slog.Logger) *Running {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := server.New(ctx, cfg, log)
+	if err != nil {
+		cancel()
+		t.Fatalf("server.New: %v", err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, lis) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-served; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+			srv.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return &Running{Server: srv, Addr: lis.Addr().String(), Stop: stop}
+}
