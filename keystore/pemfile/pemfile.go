@@ -27,8 +27,20 @@ func (Key) Close() error { return nil }
 // own ECDSA and RSA implementations, which need no check of their signatures, from others.
 func (k Key) Software() crypto.Signer { return k.Signer }
 
-// Open reads and parses the PEM private key file at path.
+// ErrKeyFileMode is returned by Open for a key file that group or others may access.
+var ErrKeyFileMode = errors.New("key file is accessible by group or others")
+
+// Open reads and parses the PEM private key file at path. A file that group or others may
+// read, write or execute is refused, as ssh refuses such private keys: a CA key readable by
+// other users of the host is a CA key anyone on it can copy.
 func Open(path string) (Key, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return Key{}, fmt.Errorf("reading key file: %w", err)
+	}
+	if mode := info.Mode().Perm(); mode&0o077 != 0 {
+		return Key{}, fmt.Errorf("%w: %s has mode %#o; make it readable by its owner only (chmod 600 %s)", ErrKeyFileMode, path, mode, path)
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return Key{}, fmt.Errorf("reading key file: %w", err)

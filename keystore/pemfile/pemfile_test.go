@@ -2,8 +2,10 @@ package pemfile_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/signet-pki/signet/internal/testpki"
@@ -36,5 +38,34 @@ func TestConformance(t *testing.T) {
 				return key
 			})
 		})
+	}
+}
+
+// TestOpenRefusesKeysOthersCanRead: a key file group or others may access is refused with a
+// reason that says how to fix it; the owner-only modes open.
+func TestOpenRefusesKeysOthersCanRead(t *testing.T) {
+	t.Parallel()
+	data, err := pemfile.MarshalPrivateKeyPEM(testpki.Key(t, testpki.P256))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		mode os.FileMode
+		ok   bool
+	}{{0o600, true}, {0o400, true}, {0o640, false}, {0o644, false}, {0o604, false}, {0o660, false}} {
+		path := filepath.Join(t.TempDir(), "ca.key")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		_, err := pemfile.Open(path)
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("mode %#o: %v", tc.mode, err)
+		case !tc.ok && (!errors.Is(err, pemfile.ErrKeyFileMode) || !strings.Contains(err.Error(), "chmod 600 "+path)):
+			t.Errorf("mode %#o: Open = %v, want ErrKeyFileMode saying how to fix it", tc.mode, err)
+		}
 	}
 }
