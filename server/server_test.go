@@ -66,17 +66,7 @@ type testServer struct {
 // signet-server --dev makes it, and loads its configuration.
 func devConfig(t *testing.T) (*config.Config, string) {
 	t.Helper()
-	dir := t.TempDir()
-	path, err := devpki.Ensure(devpki.Options{Dir: dir, PodIdentitySigner: devpki.DefaultPodIdentitySigner})
-	if err != nil {
-		t.Fatalf("devpki.Ensure: %v", err)
-	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatalf("config.Load: %v", err)
-	}
-	cfg.HTTP.Address = "127.0.0.1:0" // tests run in parallel
-	return cfg, dir
+	return servertest.DevConfig(t, devpki.Options{PodIdentitySigner: devpki.DefaultPodIdentitySigner})
 }
 
 // startServer runs server.New and Serve in-process until the test ends. modify may change

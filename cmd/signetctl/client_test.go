@@ -21,16 +21,7 @@ import (
 // returns the address and the dev state folder.
 func devServer(t *testing.T, modify ...func(*config.Config)) (addr, dir string) {
 	t.Helper()
-	dir = t.TempDir()
-	path, err := devpki.Ensure(devpki.Options{Dir: dir})
-	if err != nil {
-		t.Fatalf("devpki.Ensure: %v", err)
-	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatalf("config.Load: %v", err)
-	}
-	cfg.HTTP.Address = "127.0.0.1:0"
+	cfg, dir := servertest.DevConfig(t, devpki.Options{})
 	for _, m := range modify {
 		m(cfg)
 	}

@@ -1,5 +1,6 @@
-// Package servertest runs a signing server in-process for tests: server.New and Serve on a
-// loopback listener, stopped when the test ends.
+// Package servertest runs a signing server in-process for tests: a dev configuration
+// (DevConfig) and server.New and Serve on a loopback listener, stopped when the test ends
+// (Start).
 package servertest
 
 import (
@@ -9,9 +10,31 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/server"
 	"github.com/signet-pki/signet/server/config"
 )
+
+// DevConfig creates a dev PKI as signet-server --dev does, with opts (opts.Dir defaults to a
+// fresh temporary folder), loads its configuration and moves the HTTP listener to a free
+// loopback port, so that tests can run in parallel. It returns the configuration and the
+// folder.
+func DevConfig(t testing.TB, opts devpki.Options) (*config.Config, string) {
+	t.Helper()
+	if opts.Dir == "" {
+		opts.Dir = t.TempDir()
+	}
+	path, err := devpki.Ensure(opts)
+	if err != nil {
+		t.Fatalf("devpki.Ensure: %v", err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatalf("config.Load: %v", err)
+	}
+	cfg.HTTP.Address = "127.0.0.1:0"
+	return cfg, opts.Dir
+}
 
 // Running is a server serving on Addr.
 type Running struct {

@@ -87,16 +87,7 @@ type env struct {
 // test ends (or stop).
 func startEnv(t *testing.T) *env {
 	t.Helper()
-	dir := t.TempDir()
-	path, err := devpki.Ensure(devpki.Options{Dir: dir, PodIdentitySigner: devpki.DefaultPodIdentitySigner})
-	if err != nil {
-		t.Fatalf("devpki.Ensure: %v", err)
-	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatalf("config.Load: %v", err)
-	}
-	cfg.HTTP.Address = "127.0.0.1:0"
+	cfg, dir := servertest.DevConfig(t, devpki.Options{PodIdentitySigner: devpki.DefaultPodIdentitySigner})
 	e := &env{dir: dir, ledgerDir: cfg.Ledger.Dir, conns: map[string]*grpc.ClientConn{},
 		cas: map[string]*x509.Certificate{}, profiles: map[string]string{}}
 	e.configure(t, cfg)
