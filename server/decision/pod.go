@@ -38,33 +38,22 @@ const (
 // The answer's beginRefreshAt is issuance.BeginRefreshAt(NotBefore, NotAfter), the same on a
 // replay.
 func (c *Core) SignPod(ctx context.Context, identity string, req Pod) (Issued, error) {
-	start := c.opts.Clock.Now()
-	pod := req.Request.Pod
-	d := c.newDecision(identity, issuance.KindPodCertificateRequest, req.Request.SignerName, req.Object, "",
-		logKeyNamespace, pod.Namespace,
-		logKeyPod, pod.PodName,
-		logKeyServiceAccount, pod.ServiceAccountName,
-		logKeyNode, pod.NodeName,
+	r := req.Request
+	d := c.newDecision(identity, issuance.KindPodCertificateRequest, r.SignerName, req.Object, "",
+		logKeyNamespace, r.Pod.Namespace,
+		logKeyPod, r.Pod.PodName,
+		logKeyServiceAccount, r.Pod.ServiceAccountName,
+		logKeyNode, r.Pod.NodeName,
 	)
-	sg, err := c.admit(ctx, d, func() error { return checkPod(req) })
-	if err != nil {
-		return Issued{}, err
-	}
-	podReq := req.Request
-	d.hash = idempotency.PodRequestHash(podReq)
-	entry, res, err := c.opts.Store.Do(ctx, idempotency.Scope(d.identity, d.objectUID), d.hash, func() (idempotency.Entry, error) {
-		t := c.opts.Clock.Now()
-		cert, err := sg.Issuer.IssuePod(podReq)
-		if err != nil {
-			return idempotency.Entry{}, err
-		}
-		c.opts.Metrics.ObserveIssuance(d.signer, c.since(t))
-		return c.recordIssued(ctx, d, &cert.Certificate, describePod(podReq.Pod))
-	})
-	if err := c.settle(ctx, d, start, entry, res, err); err != nil {
-		return Issued{}, err
-	}
-	return issuedFrom(entry), nil
+	return c.decide(ctx, d, func() error { return checkPod(req) },
+		func() []byte { return idempotency.PodRequestHash(r) },
+		func(sg *Signer) (*issuance.Certificate, string, error) {
+			cert, err := sg.Issuer.IssuePod(r)
+			if err != nil {
+				return nil, "", err
+			}
+			return &cert.Certificate, describePod(r.Pod), nil
+		})
 }
 
 // Pod is one PodCertificateRequest to decide on: its object and the request as the apiserver

@@ -54,34 +54,44 @@ type Issued struct {
 // clipped so that a record stays bounded. Request contents and key material are never logged.
 // Errors are classified with Classify.
 func (c *Core) SignCSR(ctx context.Context, identity string, req CSR) (Issued, error) {
+	r := req.Request
+	d := c.newDecision(identity, issuance.KindCertificateSigningRequest, r.SignerName, req.Object, r.Requester.Username)
+	return c.decide(ctx, d, func() error { return checkCSR(req) },
+		func() []byte {
+			return idempotency.RequestHash(r.SignerName, r.PEM, r.Usages, r.ExpirationSeconds,
+				r.Requester.Username, r.Requester.UID, r.Requester.Groups, r.Requester.Extra)
+		},
+		func(sg *Signer) (*issuance.Certificate, string, error) {
+			cert, err := sg.Issuer.Issue(r)
+			return cert, "", err
+		})
+}
+
+// decide is a signing call once its context is known: admission (admit, with checkLimits),
+// the request's hash, then, unless the store answers for the client and UID, issue (the
+// certificate and the message of its record), timed and recorded; the outcome is reported by
+// settle.
+func (c *Core) decide(ctx context.Context, d decisionContext, checkLimits func() error, hash func() []byte,
+	issue func(*Signer) (*issuance.Certificate, string, error)) (Issued, error) {
 	start := c.opts.Clock.Now()
-	d := c.newDecision(identity, issuance.KindCertificateSigningRequest, req.Request.SignerName, req.Object,
-		req.Request.Requester.Username)
-	sg, err := c.admit(ctx, d, func() error { return checkCSR(req) })
+	sg, err := c.admit(ctx, d, checkLimits)
 	if err != nil {
 		return Issued{}, err
 	}
-	issReq := req.Request
-	d.hash = idempotency.RequestHash(issReq.SignerName, issReq.PEM, issReq.Usages, issReq.ExpirationSeconds,
-		issReq.Requester.Username, issReq.Requester.UID, issReq.Requester.Groups, issReq.Requester.Extra)
+	d.hash = hash()
 	entry, res, err := c.opts.Store.Do(ctx, idempotency.Scope(d.identity, d.objectUID), d.hash, func() (idempotency.Entry, error) {
 		t := c.opts.Clock.Now()
-		cert, err := sg.Issuer.Issue(issReq)
+		cert, message, err := issue(sg)
 		if err != nil {
 			return idempotency.Entry{}, err
 		}
 		c.opts.Metrics.ObserveIssuance(d.signer, c.since(t))
-		return c.recordIssued(ctx, d, cert, "")
+		return c.recordIssued(ctx, d, cert, message)
 	})
 	if err := c.settle(ctx, d, start, entry, res, err); err != nil {
 		return Issued{}, err
 	}
-	return issuedFrom(entry), nil
-}
-
-// issuedFrom is the answer of an idempotent entry.
-func issuedFrom(e idempotency.Entry) Issued {
-	return Issued{Serial: e.Serial, Chain: e.Chain, NotBefore: e.NotBefore, NotAfter: e.NotAfter}
+	return Issued{Serial: entry.Serial, Chain: entry.Chain, NotBefore: entry.NotBefore, NotAfter: entry.NotAfter}, nil
 }
 
 // admit applies the steps before a request is decided, in this order: the client's own rate
@@ -162,27 +172,40 @@ type decisionContext struct {
 	identity, signer string
 	kind             issuance.Kind
 	objectUID        string
-	requester        string // the object's creator; a PodCertificateRequest records none
 	hash             []byte
 	log              *slog.Logger
+	// recorded is what records and log lines show of the caller's strings: clipped once.
+	recorded recordedStrings
+}
+
+// recordedStrings are the caller's strings as records and log lines show them (clip).
+type recordedStrings struct {
+	signer, client, objectUID string
+	requester                 string // the object's creator; a PodCertificateRequest records none
 }
 
 // newDecision is the context of one call: the client's identity, the signer, the object and
 // its requester (none for a PodCertificateRequest), and a logger carrying them (the requester
 // only if there is one) with the kind's own attributes (logAttrs, key-value pairs).
 func (c *Core) newDecision(identity string, kind issuance.Kind, signer string, object Object, requester string, logAttrs ...any) decisionContext {
-	d := decisionContext{identity: identity, signer: signer, kind: kind, objectUID: object.UID, requester: requester}
 	// The caller's strings are clipped in logs as in the ledger: a log line stays bounded
 	// whatever the caller sends (the limits refuse the request itself).
+	rs := recordedStrings{
+		signer:    clip(signer, recordSignerBytes),
+		client:    clip(identity, recordClientBytes),
+		objectUID: clip(object.UID, recordObjectUIDBytes),
+		requester: clip(requester, recordRequesterBytes),
+	}
+	d := decisionContext{identity: identity, signer: signer, kind: kind, objectUID: object.UID, recorded: rs}
 	attrs := []any{
-		logKeySigner, clip(d.signer, recordSignerBytes),
-		logKeyClient, clip(d.identity, recordClientBytes),
+		logKeySigner, rs.signer,
+		logKeyClient, rs.client,
 		logKeyKind, d.kind,
-		logKeyObjectUID, clip(d.objectUID, recordObjectUIDBytes),
+		logKeyObjectUID, rs.objectUID,
 		logKeyObject, clip(object.Name, recordSignerBytes),
 	}
 	if requester != "" {
-		attrs = append(attrs, logKeyRequester, clip(requester, recordRequesterBytes))
+		attrs = append(attrs, logKeyRequester, rs.requester)
 	}
 	for i, a := range logAttrs {
 		if v, ok := a.(string); ok && i%2 == 1 {
@@ -197,10 +220,10 @@ func (c *Core) newDecision(identity string, kind issuance.Kind, signer string, o
 func (d decisionContext) record(decision ledger.Decision) ledger.Record {
 	r := ledger.Record{
 		Decision:   decision,
-		Signer:     clip(d.signer, recordSignerBytes),
-		Client:     clip(d.identity, recordClientBytes),
-		Requester:  clip(d.requester, recordRequesterBytes),
-		ObjectUID:  clip(d.objectUID, recordObjectUIDBytes),
+		Signer:     d.recorded.signer,
+		Client:     d.recorded.client,
+		Requester:  d.recorded.requester,
+		ObjectUID:  d.recorded.objectUID,
 		ObjectKind: string(d.kind),
 	}
 	if d.hash != nil {
