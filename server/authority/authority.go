@@ -78,40 +78,44 @@ type Authority struct {
 // the keys opened so far are closed.
 func Open(ctx context.Context, specs []CASpec) (*Authority, error) {
 	a := &Authority{}
+	if err := a.open(ctx, specs); err != nil {
+		_ = a.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// open adds the CAs of specs to a, opening and checking their keys; on error the caller
+// closes what was opened.
+func (a *Authority) open(ctx context.Context, specs []CASpec) error {
 	for i, spec := range specs {
 		ca := &CA{CASpec: spec}
-		if spec.KeyURI == "" && spec.State != Retired {
-			_ = a.Close()
-			return nil, fmt.Errorf("%s: a key is required", spec.name(i))
-		}
-		if spec.KeyURI != "" {
-			key, err := keystore.Open(ctx, spec.KeyURI)
-			if err != nil {
-				_ = a.Close()
-				return nil, fmt.Errorf("%s: %w", spec.name(i), err)
-			}
-			ca.Key = key
-			a.cas = append(a.cas, ca) // closed by a.Close from here on
-			if err := ca.Issuing().Validate(); err != nil {
-				_ = a.Close()
-				return nil, fmt.Errorf("%s: %w", spec.name(i), err)
-			}
-		} else {
-			a.cas = append(a.cas, ca)
-		}
+		a.cas = append(a.cas, ca)
 		if spec.State == Active {
 			if a.active != nil {
-				_ = a.Close()
-				return nil, errors.New("more than one active CA")
+				return errors.New("more than one active CA")
 			}
 			a.active = ca
 		}
+		if spec.KeyURI == "" {
+			if spec.State == Retired {
+				continue
+			}
+			return fmt.Errorf("%s: a key is required", spec.name(i))
+		}
+		key, err := keystore.Open(ctx, spec.KeyURI)
+		if err != nil {
+			return fmt.Errorf("%s: %w", spec.name(i), err)
+		}
+		ca.Key = key
+		if err := ca.Issuing().Validate(); err != nil {
+			return fmt.Errorf("%s: %w", spec.name(i), err)
+		}
 	}
 	if a.active == nil {
-		_ = a.Close()
-		return nil, errors.New("no active CA")
+		return errors.New("no active CA")
 	}
-	return a, nil
+	return nil
 }
 
 // Issuing is the CA as the issuance pipeline uses it.

@@ -8,7 +8,6 @@ import (
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/decision"
 	"github.com/signet-pki/signet/server/lint"
-	"github.com/signet-pki/signet/server/wire"
 )
 
 // GetTrustAnchors returns the CA certificate of the named signer to a client allowed to use it.
@@ -72,7 +71,7 @@ func (s *Service) ExplainCertificateSigningRequest(ctx context.Context, req *sig
 	}
 	if e.Err != nil {
 		reason, _ := decision.Classify(e.Err)
-		resp.Reason, resp.Message = signetv1.ReasonName(wire.For(reason).Reason), decision.PublicMessage(e.Err)
+		resp.Reason, resp.Message = string(reason), decision.PublicMessage(e.Err)
 	} else {
 		resp.Lifetime = durationpb.New(e.Lifetime)
 	}
