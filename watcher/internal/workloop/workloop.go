@@ -153,21 +153,15 @@ func New(opts Options) (*Loop, error) {
 // newInformer is the informer of the objects whose fields match selector, as a generated
 // informer factory would build it: no resync, the namespace index, managedFields dropped.
 func newInformer(opts Options, selector string) (cache.SharedIndexInformer, error) {
-	list := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		o.FieldSelector = selector
-		return opts.Objects.List(ctx, o)
-	}
-	watchFn := func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-		o.FieldSelector = selector
-		return opts.Objects.Watch(ctx, o)
-	}
-	// Both forms, as generated informers set them: the reflector calls the ones without a
-	// context through the watch-list wrapper.
 	lw := &cache.ListWatch{
-		ListFunc:             func(o metav1.ListOptions) (runtime.Object, error) { return list(context.Background(), o) },
-		WatchFunc:            func(o metav1.ListOptions) (watch.Interface, error) { return watchFn(context.Background(), o) },
-		ListWithContextFunc:  list,
-		WatchFuncWithContext: watchFn,
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			return opts.Objects.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			return opts.Objects.Watch(ctx, o)
+		},
 	}
 	informer := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, opts.Objects.Client), opts.Object, 0,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
