@@ -6,6 +6,7 @@
 package kubeclient
 
 import (
+	"errors"
 	"fmt"
 
 	"k8s.io/client-go/discovery"
@@ -57,32 +58,15 @@ func New(cfg *rest.Config) (Interface, error) {
 		return nil, fmt.Errorf("building the Kubernetes HTTP client: %w", err)
 	}
 	var c clients
-	for _, build := range []func() error{
-		func() (err error) {
-			c.certificates, err = certificatesv1.NewForConfigAndClient(cfg, httpClient)
-			return
-		},
-		func() (err error) {
-			c.certificatesV1beta1, err = certificatesv1beta1.NewForConfigAndClient(cfg, httpClient)
-			return
-		},
-		func() (err error) {
-			c.coordination, err = coordinationv1.NewForConfigAndClient(cfg, httpClient)
-			return
-		},
-		func() (err error) { c.core, err = corev1.NewForConfigAndClient(cfg, httpClient); return },
-		func() (err error) {
-			c.authorization, err = authorizationv1.NewForConfigAndClient(cfg, httpClient)
-			return
-		},
-		func() (err error) {
-			c.discovery, err = discovery.NewDiscoveryClientForConfigAndClient(cfg, httpClient)
-			return
-		},
-	} {
-		if err := build(); err != nil {
-			return nil, fmt.Errorf("building the Kubernetes clients: %w", err)
-		}
+	errs := make([]error, 6)
+	c.certificates, errs[0] = certificatesv1.NewForConfigAndClient(cfg, httpClient)
+	c.certificatesV1beta1, errs[1] = certificatesv1beta1.NewForConfigAndClient(cfg, httpClient)
+	c.coordination, errs[2] = coordinationv1.NewForConfigAndClient(cfg, httpClient)
+	c.core, errs[3] = corev1.NewForConfigAndClient(cfg, httpClient)
+	c.authorization, errs[4] = authorizationv1.NewForConfigAndClient(cfg, httpClient)
+	c.discovery, errs[5] = discovery.NewDiscoveryClientForConfigAndClient(cfg, httpClient)
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("building the Kubernetes clients: %w", err)
 	}
 	return c, nil
 }
