@@ -13,6 +13,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
@@ -233,4 +234,28 @@ func create(t testing.TB, tmpl, parent *x509.Certificate, pub crypto.PublicKey, 
 		t.Fatalf("testpki: parsing certificate %q: %v", tmpl.Subject.CommonName, err)
 	}
 	return cert
+}
+
+// ProofOfPossession signs uid with key as a v1beta1 kubelet proves possession of a
+// PodCertificateRequest's key: Ed25519 over the bytes, ECDSA (ASN.1) and RSA-PSS over their
+// SHA-256.
+func ProofOfPossession(t testing.TB, key crypto.Signer, uid string) []byte {
+	t.Helper()
+	digest := sha256.Sum256([]byte(uid))
+	var sig []byte
+	var err error
+	switch k := key.(type) {
+	case ed25519.PrivateKey:
+		sig = ed25519.Sign(k, []byte(uid))
+	case *ecdsa.PrivateKey:
+		sig, err = ecdsa.SignASN1(rand.Reader, k, digest[:])
+	case *rsa.PrivateKey:
+		sig, err = rsa.SignPSS(rand.Reader, k, crypto.SHA256, digest[:], nil)
+	default:
+		t.Fatalf("testpki: proof of possession with key type %T", key)
+	}
+	if err != nil {
+		t.Fatalf("testpki: proof of possession: %v", err)
+	}
+	return sig
 }

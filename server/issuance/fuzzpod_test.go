@@ -17,12 +17,12 @@ func seedPodKeys(f *testing.F, add func(stub, spkiDER, pop []byte, podUID string
 	for _, kt := range []testpki.KeyType{testpki.P256, testpki.P384, testpki.P521, testpki.Ed25519, testpki.RSA3072, testpki.RSA2048, testpki.P224} {
 		key := testpki.Key(f, kt)
 		add(stub(f, key, nil), nil, nil, testPod.PodUID)
-		add(nil, spki(f, key), proof(f, key, testPod.PodUID), testPod.PodUID)
+		add(nil, spki(f, key), testpki.ProofOfPossession(f, key, testPod.PodUID), testPod.PodUID)
 	}
 	key := testpki.Key(f, testpki.P256)
 	add(stub(f, key, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "x"}, DNSNames: []string{"a.example"}}), nil, nil, testPod.PodUID)
 	add(pemToDER(f, testpki.BreakSignature(f, testpki.CSR(f, key, &x509.CertificateRequest{}))), nil, nil, testPod.PodUID)
-	add(nil, spki(f, key), proof(f, key, "other"), testPod.PodUID)
+	add(nil, spki(f, key), testpki.ProofOfPossession(f, key, "other"), testPod.PodUID)
 	add(stub(f, key, nil), spki(f, key), nil, "")
 	add(nil, nil, nil, "")
 }

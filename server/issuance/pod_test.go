@@ -30,7 +30,7 @@ func TestParsePodKeyForms(t *testing.T) {
 			key := podKey(t, kt)
 			for form, req := range map[string]issuance.PodRequest{
 				"stub":       {Pod: testPod, StubPKCS10Request: stub(t, key, nil)},
-				"pkix+proof": {Pod: testPod, PKIXPublicKey: spki(t, key), ProofOfPossession: proof(t, key, testPod.PodUID)},
+				"pkix+proof": {Pod: testPod, PKIXPublicKey: spki(t, key), ProofOfPossession: testpki.ProofOfPossession(t, key, testPod.PodUID)},
 			} {
 				got, err := issuance.ParsePodKey(req)
 				if err != nil {
@@ -55,7 +55,7 @@ func TestParsePodKeyRefusals(t *testing.T) {
 	p384 := testpki.Key(t, testpki.P384)
 	rsa3072 := testpki.Key(t, testpki.RSA3072)
 	uid := testPod.PodUID
-	tampered := proof(t, p256, uid)
+	tampered := testpki.ProofOfPossession(t, p256, uid)
 	tampered[len(tampered)-1] ^= 0x01
 	// ECDSA over SHA-384 for a P-384 key: the kube-apiserver always hashes with SHA-256.
 	d384 := sha512.Sum384([]byte(uid))
@@ -87,10 +87,10 @@ func TestParsePodKeyRefusals(t *testing.T) {
 		msg  string
 	}{
 		{"neither form", issuance.PodRequest{Pod: testPod}, issuance.ErrMalformedRequest, "no key"},
-		{"both forms", issuance.PodRequest{Pod: testPod, StubPKCS10Request: good, PKIXPublicKey: spki(t, p256), ProofOfPossession: proof(t, p256, uid)}, issuance.ErrMalformedRequest, "both"},
-		{"stub and a stray proof", issuance.PodRequest{Pod: testPod, StubPKCS10Request: good, ProofOfPossession: proof(t, p256, uid)}, issuance.ErrMalformedRequest, "both"},
+		{"both forms", issuance.PodRequest{Pod: testPod, StubPKCS10Request: good, PKIXPublicKey: spki(t, p256), ProofOfPossession: testpki.ProofOfPossession(t, p256, uid)}, issuance.ErrMalformedRequest, "both"},
+		{"stub and a stray proof", issuance.PodRequest{Pod: testPod, StubPKCS10Request: good, ProofOfPossession: testpki.ProofOfPossession(t, p256, uid)}, issuance.ErrMalformedRequest, "both"},
 		{"key without proof", issuance.PodRequest{Pod: testPod, PKIXPublicKey: spki(t, p256)}, issuance.ErrMalformedRequest, "without proof_of_possession"},
-		{"proof without key", issuance.PodRequest{Pod: testPod, ProofOfPossession: proof(t, p256, uid)}, issuance.ErrMalformedRequest, "without pkix_public_key"},
+		{"proof without key", issuance.PodRequest{Pod: testPod, ProofOfPossession: testpki.ProofOfPossession(t, p256, uid)}, issuance.ErrMalformedRequest, "without pkix_public_key"},
 		{"stub is not DER", issuance.PodRequest{StubPKCS10Request: []byte("-----BEGIN CERTIFICATE REQUEST-----")}, issuance.ErrMalformedRequest, "parsing stub_pkcs10_request"},
 		{"stub with trailing data", issuance.PodRequest{StubPKCS10Request: append(stub(t, p256, nil), 0)}, issuance.ErrMalformedRequest, "parsing stub_pkcs10_request"},
 		{"stub over 10 KiB", issuance.PodRequest{StubPKCS10Request: make([]byte, 10<<10+1)}, issuance.ErrMalformedRequest, "more than the 10240"},
@@ -100,10 +100,10 @@ func TestParsePodKeyRefusals(t *testing.T) {
 		{"key is not DER", issuance.PodRequest{Pod: testPod, PKIXPublicKey: []byte{1, 2, 3}, ProofOfPossession: []byte{1}}, issuance.ErrMalformedRequest, "not a DER SubjectPublicKeyInfo"},
 		{"X25519 key", issuance.PodRequest{Pod: testPod, PKIXPublicKey: x25519SPKI, ProofOfPossession: []byte{1}}, issuance.ErrUnsupportedKey, "ecdh"},
 		{"unknown curve", issuance.PodRequest{Pod: testPod, PKIXPublicKey: secp256k1SPKI, ProofOfPossession: []byte{1}}, issuance.ErrUnsupportedKey, "1.2.840.10045.2.1"},
-		{"proof without pod UID", issuance.PodRequest{PKIXPublicKey: spki(t, p256), ProofOfPossession: proof(t, p256, "")}, issuance.ErrMalformedRequest, "pod_uid is required"},
-		{"proof over another UID", issuance.PodRequest{Pod: testPod, PKIXPublicKey: spki(t, p256), ProofOfPossession: proof(t, p256, "other-uid")}, issuance.ErrInvalidSignature, "pod UID"},
+		{"proof without pod UID", issuance.PodRequest{PKIXPublicKey: spki(t, p256), ProofOfPossession: testpki.ProofOfPossession(t, p256, "")}, issuance.ErrMalformedRequest, "pod_uid is required"},
+		{"proof over another UID", issuance.PodRequest{Pod: testPod, PKIXPublicKey: spki(t, p256), ProofOfPossession: testpki.ProofOfPossession(t, p256, "other-uid")}, issuance.ErrInvalidSignature, "pod UID"},
 		{"tampered proof", issuance.PodRequest{Pod: testPod, PKIXPublicKey: spki(t, p256), ProofOfPossession: tampered}, issuance.ErrInvalidSignature, "pod UID"},
-		{"proof by another key", issuance.PodRequest{Pod: testPod, PKIXPublicKey: spki(t, p256), ProofOfPossession: proof(t, testpki.Key(t, testpki.P256), uid)}, issuance.ErrInvalidSignature, "pod UID"},
+		{"proof by another key", issuance.PodRequest{Pod: testPod, PKIXPublicKey: spki(t, p256), ProofOfPossession: testpki.ProofOfPossession(t, testpki.Key(t, testpki.P256), uid)}, issuance.ErrInvalidSignature, "pod UID"},
 		{"P-384 proof over SHA-384", issuance.PodRequest{Pod: testPod, PKIXPublicKey: spki(t, p384), ProofOfPossession: sha384Proof}, issuance.ErrInvalidSignature, "pod UID"},
 		{"RSA proof with PKCS #1 v1.5", issuance.PodRequest{Pod: testPod, PKIXPublicKey: spki(t, rsa3072), ProofOfPossession: pkcs1Proof}, issuance.ErrInvalidSignature, "pod UID"},
 		{"Ed25519 proof over the UID's SHA-256", issuance.PodRequest{Pod: testPod, PKIXPublicKey: spki(t, ed), ProofOfPossession: ed25519.Sign(ed, d256[:])}, issuance.ErrInvalidSignature, "pod UID"},

@@ -2,11 +2,8 @@ package issuance_test
 
 import (
 	"crypto"
-	"crypto/ecdsa"
-	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
 	"crypto/x509"
 	"encoding/pem"
 	"sync"
@@ -66,29 +63,6 @@ func spki(t testing.TB, key crypto.Signer) []byte {
 		t.Fatal(err)
 	}
 	return der
-}
-
-// proof signs uid with key as a v1beta1 kubelet would: Ed25519 over the bytes, ECDSA (ASN.1)
-// and RSA-PSS over their SHA-256.
-func proof(t testing.TB, key crypto.Signer, uid string) []byte {
-	t.Helper()
-	digest := sha256.Sum256([]byte(uid))
-	var sig []byte
-	var err error
-	switch k := key.(type) {
-	case ed25519.PrivateKey:
-		sig = ed25519.Sign(k, []byte(uid))
-	case *ecdsa.PrivateKey:
-		sig, err = ecdsa.SignASN1(rand.Reader, k, digest[:])
-	case *rsa.PrivateKey:
-		sig, err = rsa.SignPSS(rand.Reader, k, crypto.SHA256, digest[:], nil)
-	default:
-		t.Fatalf("proof: key type %T", key)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sig
 }
 
 // testPod is the pod identity of the tests.

@@ -3,8 +3,6 @@ package adversarial
 import (
 	"bytes"
 	"crypto"
-	"crypto/ecdsa"
-	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
@@ -51,32 +49,12 @@ func stub(t *testing.T, key crypto.Signer, tmpl *x509.CertificateRequest) []byte
 	return der
 }
 
-// proofOver is key's proof of possession over uid, as the kubelet makes it.
-func proofOver(t *testing.T, key crypto.Signer, uid string) []byte {
-	t.Helper()
-	digest := sha256.Sum256([]byte(uid))
-	var sig []byte
-	var err error
-	switch k := key.(type) {
-	case ed25519.PrivateKey:
-		sig = ed25519.Sign(k, []byte(uid))
-	case *ecdsa.PrivateKey:
-		sig, err = ecdsa.SignASN1(rand.Reader, k, digest[:])
-	case *rsa.PrivateKey:
-		sig, err = rsa.SignPSS(rand.Reader, k, crypto.SHA256, digest[:], nil)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sig
-}
-
 // pkixForm replaces the stub with key's public key and its proof over the pod UID.
 func pkixForm(t *testing.T, key crypto.Signer) func(*signetv1.SignPodCertificateRequestRequest) {
 	return func(r *signetv1.SignPodCertificateRequestRequest) {
 		r.StubPkcs10Request = nil
 		r.PkixPublicKey = spkiOf(t, key.Public())
-		r.ProofOfPossession = proofOver(t, key, r.GetPod().GetPodUid())
+		r.ProofOfPossession = testpki.ProofOfPossession(t, key, r.GetPod().GetPodUid())
 	}
 }
 
@@ -133,7 +111,7 @@ func podKeys(c *corpus) {
 	pod("proof over another pod UID", badSignature(), pkixForm(t, newP256(t)),
 		func(r *signetv1.SignPodCertificateRequestRequest) { r.Pod.PodUid += "-other" })
 	pod("proof by another key", badSignature(), pkixForm(t, newP256(t)), func(r *signetv1.SignPodCertificateRequestRequest) {
-		r.ProofOfPossession = proofOver(t, newP256(t), r.Pod.PodUid)
+		r.ProofOfPossession = testpki.ProofOfPossession(t, newP256(t), r.Pod.PodUid)
 	})
 	rsaKey := testpki.Key(t, testpki.RSA3072).(*rsa.PrivateKey)
 	pod("proof PKCS#1 v1.5 instead of PSS", badSignature(), pkixForm(t, rsaKey), func(r *signetv1.SignPodCertificateRequestRequest) {
