@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -37,7 +38,7 @@ func TestClipMeasuresWhatJSONWrites(t *testing.T) {
 			if len(enc)-2 > limit {
 				t.Fatalf("clip(%q, %d) = %q: %d bytes encoded", s, limit, c, len(enc)-2)
 			}
-			if strings.ContainsFunc(c, isControl) {
+			if strings.ContainsFunc(c, unicode.IsControl) {
 				t.Fatalf("clip(%q, %d) = %q keeps a control character", s, limit, c)
 			}
 			if jsonLen(visible(s)) <= limit && c != visible(s) {

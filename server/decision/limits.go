@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/signet-pki/signet/server/issuance"
@@ -231,7 +232,7 @@ func clip(s string, limit int) string {
 // visible returns s with every control character written as an escape: \xNN below U+0080,
 // \uNNNN for C1. Other characters, backslashes included, are kept as they are.
 func visible(s string) string {
-	if !strings.ContainsFunc(s, isControl) {
+	if !strings.ContainsFunc(s, unicode.IsControl) { // C0, DEL and C1
 		return s
 	}
 	var b strings.Builder
@@ -247,9 +248,6 @@ func visible(s string) string {
 	}
 	return b.String()
 }
-
-// isControl reports whether r is a C0 or C1 control character or DEL.
-func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f) }
 
 // jsonLen is the length of s as encoding/json writes it, without the quotes.
 func jsonLen(s string) int {
