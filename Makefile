@@ -34,7 +34,7 @@ kube-bins: ## Build kube-apiserver and etcd (KUBE_VERSION, default v1.37.1) from
 	./hack/kube-bins.sh $(KUBE_VERSION)
 
 .PHONY: test-deps
-test-deps: ## Build every Kubernetes binary the tests run (kube-bins plus kube-controller-manager and kubelet); install containerd and runc if missing.
+test-deps: ## Build every Kubernetes binary the tests run (kube-bins plus kube-controller-manager and kubelet); install containerd, runc, softhsm2, swtpm and libssl-dev if missing.
 	./hack/kube-bins.sh $(KUBE_VERSION) etcd kube-apiserver kube-controller-manager kubelet
 	./hack/node-deps.sh
 
@@ -43,7 +43,8 @@ test: test-deps ## Run unit tests and the integration tests on a real control pl
 	$(GO) test $(GOTEST_FLAGS) ./...
 
 .PHONY: test-unit
-test-unit: ## Run the package tests, without the end-to-end suite in test/integration.
+test-unit: ## Run the package tests, without the end-to-end suite in test/integration (installs softhsm2 and swtpm if missing).
+	./hack/node-deps.sh
 	$(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v -e /test/integration)
 
 .PHONY: demo
