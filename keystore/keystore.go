@@ -14,6 +14,9 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
+
+	"github.com/google/go-tpm/tpm2/transport"
 
 	"github.com/signet-pki/signet/keystore/pemfile"
 )
@@ -37,26 +40,63 @@ type SoftwareKey interface {
 	Software() crypto.Signer
 }
 
-// Open opens the key named by uri. See the package doc for the accepted forms.
-func Open(ctx context.Context, uri string) (Key, error) {
+// Options are how Open opens a key.
+type Options struct {
+	// AllowPINValue accepts a PKCS#11 URI's pin-value= attribute. Off by default: a PIN written
+	// into a configuration file is a PIN anyone who reads the file has; tests and the demo
+	// set it (the server config's keys.allowPINValue).
+	AllowPINValue bool
+	// Timeout bounds each signature of an HSM or TPM key (DefaultTimeout when zero). A call
+	// that takes longer fails as unavailable and the key is re-opened.
+	Timeout time.Duration
+	// Observe, when set, is told of every signature: the backend, the outcome and how long it
+	// took (server metrics).
+	Observe func(Operation)
+	// TPM, when set, is the TPM every tpm: URI is opened on instead of the device or socket it
+	// names: tests run the in-process simulator through it.
+	TPM func() (transport.TPMCloser, error)
+}
+
+// DefaultTimeout bounds a hardware signature when Options.Timeout is zero: far above what an
+// HSM or TPM needs (milliseconds), short enough that a hung device is noticed.
+const DefaultTimeout = 10 * time.Second
+
+// Backend names, as Backend and the metrics report them.
+const (
+	BackendFile   = "file"
+	BackendPKCS11 = "pkcs11"
+	BackendTPM    = "tpm"
+)
+
+// Open opens the key named by uri. See the package doc for the accepted forms. An HSM or TPM
+// key comes back as a *Device, which bounds every call by a timeout, verifies nothing itself
+// (certsign verifies every signature of a key that is not a SoftwareKey) and re-opens the key
+// in the background when the device fails.
+func Open(ctx context.Context, uri string, opts Options) (Key, error) {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
 	path, isFile, err := filePath(uri)
 	if err != nil {
 		return nil, err
 	}
 	if isFile {
-		key, err := pemfile.Open(path)
+		pass, err := passphraseFile(uri)
 		if err != nil {
 			return nil, err
 		}
-		return key, nil
+		key, err := pemfile.Open(path, pemfile.Options{PassphraseFile: pass})
+		if err != nil {
+			return nil, err
+		}
+		return observed(key, opts.Observe), nil
 	}
 	scheme, _, _ := strings.Cut(uri, ":")
-	switch scheme {
-	case "pkcs11", "tpm":
-		return nil, fmt.Errorf("opening key %q: %w: the %s backend is not in this build yet", uri, ErrUnsupportedURI, scheme)
-	default:
-		return nil, fmt.Errorf("opening key %q: %w: scheme %q (want file, pkcs11 or tpm)", uri, ErrUnsupportedURI, scheme)
+	open, ok := backends[scheme]
+	if !ok {
+		return nil, fmt.Errorf("opening key %q: %w: scheme %q (want file, pkcs11 or tpm)", redact(uri), ErrUnsupportedURI, scheme)
 	}
+	return openDevice(ctx, scheme, uri, opts, func(ctx context.Context) (Key, error) { return open(ctx, uri, opts) })
 }
 
 // FilePath returns the file a key URI names, and false when the URI names no file (an HSM or
@@ -82,8 +122,30 @@ func filePath(uri string) (string, bool, error) {
 	if u.Host != "" && u.Host != "localhost" {
 		return "", false, fmt.Errorf("opening key %q: file URI must not name a remote host", uri)
 	}
+	for name := range u.Query() {
+		if name != "passphrase-file" {
+			return "", false, fmt.Errorf("opening key file %s: unknown attribute %q (a file URI takes only passphrase-file)", u.Path, name)
+		}
+	}
 	if u.Path != "" {
 		return u.Path, true, nil
 	}
 	return u.Opaque, true, nil
+}
+
+// passphraseFile is a file URI's passphrase-file attribute: the file holding the passphrase
+// of an encrypted PKCS#8 key. A plain path has none.
+func passphraseFile(uri string) (string, error) {
+	if !strings.HasPrefix(uri, "file:") {
+		return "", nil
+	}
+	u, err := url.Parse(uri)
+	if err != nil {
+		return "", fmt.Errorf("parsing key URI %q: %w", uri, err)
+	}
+	q := u.Query()
+	if len(q["passphrase-file"]) > 1 {
+		return "", fmt.Errorf("opening key %q: passphrase-file is given twice", uri)
+	}
+	return q.Get("passphrase-file"), nil
 }

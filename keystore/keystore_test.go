@@ -125,7 +125,7 @@ func TestOpenFileKeys(t *testing.T) {
 		} {
 			t.Run(tt.name+"/"+form.name, func(t *testing.T) {
 				t.Parallel()
-				key, err := keystore.Open(context.Background(), form.uri)
+				key, err := keystore.Open(context.Background(), form.uri, keystore.Options{})
 				if err != nil {
 					t.Fatalf("Open(%q): %v", form.uri, err)
 				}
@@ -152,7 +152,7 @@ func TestOpenRelativePath(t *testing.T) {
 	path := writeKey(t, pkcs8(t, key))
 	t.Chdir(filepath.Dir(path))
 	for _, uri := range []string{"key.pem", "./key.pem"} {
-		k, err := keystore.Open(context.Background(), uri)
+		k, err := keystore.Open(context.Background(), uri, keystore.Options{})
 		if err != nil {
 			t.Fatalf("Open(%q): %v", uri, err)
 		}
@@ -170,7 +170,7 @@ func TestOpenUnsupportedURIs(t *testing.T) {
 	} {
 		t.Run(uri, func(t *testing.T) {
 			t.Parallel()
-			key, err := keystore.Open(context.Background(), uri)
+			key, err := keystore.Open(context.Background(), uri, keystore.Options{})
 			if key != nil || !errors.Is(err, keystore.ErrUnsupportedURI) {
 				t.Fatalf("Open(%q) = %v, %v; want ErrUnsupportedURI", uri, key, err)
 			}
@@ -206,7 +206,7 @@ func TestOpenErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			key, err := keystore.Open(context.Background(), tt.uri)
+			key, err := keystore.Open(context.Background(), tt.uri, keystore.Options{})
 			if key != nil || err == nil {
 				t.Fatalf("Open(%q) = %v, %v; want an error", tt.uri, key, err)
 			}

@@ -127,7 +127,7 @@ func TestEnsureConfigLoadsAndWorks(t *testing.T) {
 		}
 	}
 	// The signer CA must pass the same load-time checks as signet-server's.
-	key, err := keystore.Open(context.Background(), cfg.Signers[0].Key)
+	key, err := keystore.Open(context.Background(), cfg.Signers[0].Key, keystore.Options{})
 	if err != nil {
 		t.Fatalf("opening signer key: %v", err)
 	}
@@ -274,7 +274,7 @@ func TestEnsurePodIdentitySigner(t *testing.T) {
 	if pod.Key != filepath.Join(dir, devpki.PodIdentityCAKey) || pod.Certificate != filepath.Join(dir, devpki.PodIdentityCACert) {
 		t.Errorf("pod-identity CA files %s, %s; want its own files in %s", pod.Key, pod.Certificate, dir)
 	}
-	key, err := keystore.Open(context.Background(), pod.Key)
+	key, err := keystore.Open(context.Background(), pod.Key, keystore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@
 package pemfile
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -12,6 +13,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
+
+	"github.com/youmark/pkcs8"
 )
 
 // Key is a private key loaded from a PEM file. Go's software keys are safe for concurrent use,
@@ -27,29 +31,87 @@ func (Key) Close() error { return nil }
 // own ECDSA and RSA implementations, which need no check of their signatures, from others.
 func (k Key) Software() crypto.Signer { return k.Signer }
 
-// ErrKeyFileMode is returned by Open for a key file that group or others may access.
+// ErrKeyFileMode is returned by Open for a key or passphrase file that group or others may
+// access.
 var ErrKeyFileMode = errors.New("key file is accessible by group or others")
 
-// Open reads and parses the PEM private key file at path. A file that group or others may
-// read, write or execute is refused, as ssh refuses such private keys: a CA key readable by
-// other users of the host is a CA key anyone on it can copy.
-func Open(path string) (Key, error) {
-	info, err := os.Stat(path)
+// Options are how a file key is opened.
+type Options struct {
+	// PassphraseFile is the file holding the passphrase of an encrypted PKCS#8 key ("ENCRYPTED
+	// PRIVATE KEY"), its trailing newline ignored. The passphrase is never taken from the
+	// command line or the configuration itself, and never appears in an error.
+	PassphraseFile string
+}
+
+// Open reads and parses the PEM private key file at path, decrypting it with the passphrase
+// in opts.PassphraseFile when it is an encrypted PKCS#8 key. A key or passphrase file that
+// group or others may read, write or execute is refused, as ssh refuses such private keys: a
+// CA key readable by other users of the host is a CA key anyone on it can copy.
+func Open(path string, opts Options) (Key, error) {
+	data, err := readPrivate(path)
 	if err != nil {
-		return Key{}, fmt.Errorf("reading key file: %w", err)
+		return Key{}, err
 	}
-	if mode := info.Mode().Perm(); mode&0o077 != 0 {
-		return Key{}, fmt.Errorf("%w: %s has mode %#o; make it readable by its owner only (chmod 600 %s)", ErrKeyFileMode, path, mode, path)
+	block, _ := pem.Decode(data)
+	if block != nil && block.Type == encryptedType {
+		if opts.PassphraseFile == "" {
+			return Key{}, fmt.Errorf("key file %s is an encrypted PKCS#8 key: name the file holding its passphrase with passphrase-file= (file:///path/to/key?passphrase-file=/path/to/passphrase)", path)
+		}
+		signer, err := decrypt(block.Bytes, opts.PassphraseFile)
+		if err != nil {
+			return Key{}, fmt.Errorf("opening key file %s: %w", path, err)
+		}
+		return Key{signer}, nil
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return Key{}, fmt.Errorf("reading key file: %w", err)
+	if opts.PassphraseFile != "" {
+		return Key{}, fmt.Errorf("passphrase-file: key file %s is not encrypted (want an %q PEM block); drop passphrase-file or encrypt the key", path, encryptedType)
 	}
 	signer, err := ParsePrivateKeyPEM(data)
 	if err != nil {
 		return Key{}, fmt.Errorf("parsing key file %s: %w", path, err)
 	}
 	return Key{signer}, nil
+}
+
+// encryptedType is the PEM type of an encrypted PKCS#8 key (RFC 5958, RFC 7468).
+const encryptedType = "ENCRYPTED PRIVATE KEY"
+
+// readPrivate reads a file only its owner may access.
+func readPrivate(path string) ([]byte, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading key file: %w", err)
+	}
+	if mode := info.Mode().Perm(); mode&0o077 != 0 {
+		return nil, fmt.Errorf("%w: %s has mode %#o; make it readable by its owner only (chmod 600 %s)", ErrKeyFileMode, path, mode, path)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading key file: %w", err)
+	}
+	return data, nil
+}
+
+// decrypt decrypts an encrypted PKCS#8 key (PBES2 with PBKDF2 or scrypt, AES or 3DES) with
+// the passphrase in passFile. youmark/pkcs8 does the decryption; a wrong passphrase is told
+// apart from a damaged key where the library allows.
+func decrypt(der []byte, passFile string) (crypto.Signer, error) {
+	pass, err := readPrivate(passFile)
+	if err != nil {
+		return nil, fmt.Errorf("passphrase-file: %w", err)
+	}
+	pass = bytes.TrimRight(pass, "\r\n")
+	if len(pass) == 0 {
+		return nil, fmt.Errorf("passphrase-file: %s is empty", passFile)
+	}
+	key, _, err := pkcs8.ParsePrivateKey(der, pass)
+	if err != nil {
+		if strings.Contains(err.Error(), "incorrect password") {
+			return nil, fmt.Errorf("passphrase-file: the passphrase in %s does not decrypt the key", passFile)
+		}
+		return nil, fmt.Errorf("decrypting PKCS#8 key: %w", err)
+	}
+	return supported(key)
 }
 
 // ParsePrivateKeyPEM parses the first PEM block of data as an unencrypted private key in
@@ -82,6 +144,11 @@ func ParsePrivateKeyPEM(data []byte) (crypto.Signer, error) {
 	if err != nil {
 		return nil, err
 	}
+	return supported(key)
+}
+
+// supported returns key as a crypto.Signer if it is of a type a CA key may have.
+func supported(key any) (crypto.Signer, error) {
 	switch k := key.(type) {
 	case *ecdsa.PrivateKey:
 		return k, nil

@@ -28,7 +28,7 @@ func TestConformance(t *testing.T) {
 				if err := os.WriteFile(path, data, 0o600); err != nil {
 					t.Fatal(err)
 				}
-				key, err := keystore.Open(context.Background(), "file://"+path)
+				key, err := keystore.Open(context.Background(), "file://"+path, keystore.Options{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -60,7 +60,7 @@ func TestOpenRefusesKeysOthersCanRead(t *testing.T) {
 		if err := os.Chmod(path, tc.mode); err != nil {
 			t.Fatal(err)
 		}
-		_, err := pemfile.Open(path)
+		_, err := pemfile.Open(path, pemfile.Options{})
 		switch {
 		case tc.ok && err != nil:
 			t.Errorf("mode %#o: %v", tc.mode, err)

@@ -103,7 +103,7 @@ func (a *Authority) open(ctx context.Context, specs []CASpec) error {
 			}
 			return fmt.Errorf("%s: a key is required", spec.name(i))
 		}
-		key, err := keystore.Open(ctx, spec.KeyURI)
+		key, err := keystore.Open(ctx, spec.KeyURI, keystore.Options{})
 		if err != nil {
 			return fmt.Errorf("%s: %w", spec.name(i), err)
 		}
