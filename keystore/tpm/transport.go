@@ -1,0 +1,145 @@
+package tpm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"time"
+
+	"github.com/google/go-tpm/tpm2"
+	"github.com/google/go-tpm/tpm2/transport"
+	"github.com/google/go-tpm/tpm2/transport/linuxtpm"
+
+	"github.com/signet-pki/signet/keystore/keyerr"
+)
+
+// socketIOTimeout bounds one command's exchange with a TPM socket, so that a hung swtpm
+// cannot hold a key's lock forever. It is long enough for RSA key generation.
+const socketIOTimeout = 2 * time.Minute
+
+// maxResponseSize bounds a TPM response read from a socket; TPM responses are a few KiB.
+const maxResponseSize = 1 << 16
+
+// openTransport opens the TPM loc names: opts.Transport when set, else the socket or device.
+// Failing to reach the TPM wraps keyerr.ErrUnavailable (swtpm may be restarting, the device
+// busy); a path that is not a socket or device, or cannot be accessed, does not.
+func openTransport(loc location, opts Options) (transport.TPMCloser, error) {
+	if opts.Transport != nil {
+		t, err := opts.Transport()
+		if err != nil {
+			return nil, fmt.Errorf("opening the TPM: %w: %w", keyerr.ErrUnavailable, err)
+		}
+		return t, nil
+	}
+	if loc.socket != "" {
+		return openSocket(loc.socket)
+	}
+	t, err := linuxtpm.Open(loc.device)
+	switch {
+	case err == nil:
+		return t, nil
+	case errors.Is(err, linuxtpm.ErrFileIsNotDevice), errors.Is(err, fs.ErrPermission):
+		return nil, fmt.Errorf("opening the TPM at %s: %w", loc.tpmName(), err)
+	default: // missing (no TPM driver yet) or busy (/dev/tpm0 open elsewhere)
+		return nil, fmt.Errorf("opening the TPM at %s: %w: %w", loc.tpmName(), keyerr.ErrUnavailable, err)
+	}
+}
+
+// openSocket checks that path is a unix socket and returns a transport that connects to it
+// for each command. swtpm serves one connection at a time, so a connection held open would
+// lock other keys out; connecting per command lets several keys share one swtpm and rides
+// over its restarts.
+func openSocket(path string) (transport.TPMCloser, error) {
+	info, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("opening the TPM at socket=%s: %w: no such socket (is swtpm running?)", path, keyerr.ErrUnavailable)
+	case err != nil:
+		return nil, fmt.Errorf("opening the TPM at socket=%s: %w", path, err)
+	case info.Mode()&fs.ModeSocket == 0:
+		return nil, fmt.Errorf("opening the TPM at socket=%s: not a socket (%s)", path, info.Mode())
+	}
+	return &socketTPM{path: path}, nil
+}
+
+// socketTPM sends raw TPM 2.0 commands on a unix socket (swtpm socket --server type=unixio),
+// one connection per command.
+type socketTPM struct {
+	path string
+}
+
+// Send implements transport.TPM: it writes the command and reads one response, whose size
+// the response header gives.
+func (s *socketTPM) Send(cmd []byte) ([]byte, error) {
+	conn, err := net.DialTimeout("unix", s.path, socketIOTimeout)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(socketIOTimeout)); err != nil {
+		return nil, err
+	}
+	if _, err := conn.Write(cmd); err != nil {
+		return nil, err
+	}
+	header := make([]byte, 10) // tag, size, response code
+	if _, err := io.ReadFull(conn, header); err != nil {
+		return nil, err
+	}
+	size := binary.BigEndian.Uint32(header[2:6])
+	if size < 10 || size > maxResponseSize {
+		return nil, fmt.Errorf("TPM response size %d is out of range", size)
+	}
+	rsp := make([]byte, size)
+	copy(rsp, header)
+	if _, err := io.ReadFull(conn, rsp[10:]); err != nil {
+		return nil, err
+	}
+	return rsp, nil
+}
+
+// Close implements transport.TPMCloser; there is no connection between commands.
+func (s *socketTPM) Close() error { return nil }
+
+// unavailableRCs are the TPM response codes that say the TPM, not the request, is at fault
+// for now: busy, self-testing, not started after a reset, or in failure mode.
+var unavailableRCs = []tpm2.TPMRC{
+	tpm2.TPMRCRetry, tpm2.TPMRCYielded, tpm2.TPMRCTesting, tpm2.TPMRCCanceled,
+	tpm2.TPMRCNVRate, tpm2.TPMRCNVUnavailable, tpm2.TPMRCInitialize, tpm2.TPMRCFailure,
+	tpm2.TPMRCMemory, tpm2.TPMRCSessionMemory,
+}
+
+// isUnavailable reports whether err, returned by a TPM command, is a failure of the device
+// rather than of the command: any transport error (connection refused, EOF, broken pipe, a
+// closed transport, EBUSY) or one of unavailableRCs.
+func isUnavailable(err error) bool {
+	var rc tpm2.TPMRC
+	if errors.As(err, &rc) {
+		for _, u := range unavailableRCs {
+			if errors.Is(rc, u) {
+				return true
+			}
+		}
+		return false
+	}
+	return err != nil
+}
+
+// isHandleGone reports whether err says the object at a command's first handle is not there:
+// a transient object flushed by a TPM restart, or a persistent key evicted.
+func isHandleGone(err error) bool {
+	return errors.Is(err, tpm2.TPMRCHandle) || errors.Is(err, tpm2.TPMRCReferenceH0)
+}
+
+// tpmError wraps err from a TPM command (op names it) for the caller, wrapping
+// keyerr.ErrUnavailable when the device is at fault.
+func tpmError(op string, err error) error {
+	if isUnavailable(err) {
+		return fmt.Errorf("%s: %w: %w", op, keyerr.ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
