@@ -36,6 +36,13 @@ func sessionGone(err error) bool {
 	return is(err, cryptoki.CKR_SESSION_HANDLE_INVALID, cryptoki.CKR_SESSION_CLOSED)
 }
 
+// stateLost reports whether err says the session lost its login or the key's handle (SoftHSM
+// drops private objects' handles when the user is logged out, as happens when the last session
+// closes): the operation may succeed on a session that logs in and finds the key again.
+func stateLost(err error) bool {
+	return is(err, cryptoki.CKR_USER_NOT_LOGGED_IN, cryptoki.CKR_KEY_HANDLE_INVALID, cryptoki.CKR_OBJECT_HANDLE_INVALID)
+}
+
 // notInitialized reports whether err says the module was finalized underneath us: every
 // session and object handle of that initialization is meaningless now.
 func notInitialized(err error) bool {
@@ -45,14 +52,13 @@ func notInitialized(err error) bool {
 // deviceFailure reports whether err is a failure of the device, module or its state rather than
 // of the request: retrying later (after keystore re-opens the key) may succeed.
 func deviceFailure(err error) bool {
-	return sessionGone(err) || is(err,
+	return sessionGone(err) || stateLost(err) || is(err,
 		cryptoki.CKR_CRYPTOKI_NOT_INITIALIZED,
 		cryptoki.CKR_DEVICE_REMOVED,
 		cryptoki.CKR_DEVICE_ERROR,
 		cryptoki.CKR_DEVICE_MEMORY,
 		cryptoki.CKR_HOST_MEMORY,
 		cryptoki.CKR_TOKEN_NOT_PRESENT,
-		cryptoki.CKR_USER_NOT_LOGGED_IN,
 		cryptoki.CKR_SESSION_COUNT,
 		cryptoki.CKR_GENERAL_ERROR,
 	)

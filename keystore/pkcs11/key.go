@@ -30,15 +30,16 @@ type Options struct {
 // safe for concurrent use: Sign calls run in parallel on up to 8 sessions (fewer when the
 // token allows fewer). It has no Software method: its signatures come from the device.
 type Key struct {
-	mod    *module
-	epoch  uint64 // mod.epoch when the key was opened
-	tok    token
-	handle cryptoki.ObjectHandle
-	pub    crypto.PublicKey
-	pin    string // kept to log in again when every session went away (which logs the user out)
-	pinRef string
-	ref    string // the key's object=/id= and token, for errors
-	pool   *pool
+	mod   *module
+	epoch uint64 // mod.epoch when the key was opened
+	tok   token
+	obj   *keyObject // the private key as found at Open; obj.handle is not used after
+	pub   crypto.PublicKey
+	pin   string // kept to log in again when every session went away (which logs the user out)
+	// pinRef names where the PIN came from, ref the key (its object=/id= and token), for
+	// errors.
+	pinRef, ref string
+	pool        *pool
 	// dead is set when the module answered CKR_CRYPTOKI_NOT_INITIALIZED: it was finalized
 	// underneath the key, and the key's handles are meaningless from then on.
 	dead atomic.Bool
@@ -135,7 +136,7 @@ func start(u *keyURI, pin string, rw bool) (*module, token, cryptoki.SessionHand
 func readPIN(u *keyURI, opts Options) (string, error) {
 	if u.hasPINValue {
 		if !opts.AllowPINValue {
-			return "", errors.New("pin-value: a PIN in the URI is refused (it would show wherever the URI does); put it in a file readable only by the server and use pin-source=file:/path/to/pin")
+			return "", errors.New("pin-value: a PIN in the URI is refused unless explicitly allowed (pkcs11.Options.AllowPINValue): it would show wherever the URI does; put the PIN in a file only the server can read and use pin-source=file:/path/to/pin")
 		}
 		return u.pinValue, nil
 	}
@@ -173,15 +174,15 @@ func newKey(mod *module, tok token, u *keyURI, pin string, sh cryptoki.SessionHa
 		mod:    mod,
 		epoch:  mod.epoch.Load(),
 		tok:    tok,
-		handle: h,
+		obj:    obj,
 		pub:    obj.public,
 		pin:    pin,
 		pinRef: u.pinRef(),
 		ref:    ref,
 	}
-	k.pool = newPool(sessionLimit(tok), sh)
-	k.pool.open = func() (cryptoki.SessionHandle, error) { return openSession(mod, tok, false, k.pin, k.pinRef) }
-	k.pool.alive = k.alive
+	k.pool = newPool(sessionLimit(tok), &session{h: sh, key: h})
+	k.pool.open = k.openSession
+	k.pool.refresh = k.refresh
 	k.pool.discard = k.discard
 	k.pool.done = mod.release
 	return k, nil
@@ -231,7 +232,7 @@ func (k *Key) sign(digest []byte, opts crypto.SignerOpts) ([]byte, error) {
 		return nil, err
 	}
 	sig, err := k.signOnce(mech, data, false)
-	if sessionGone(err) {
+	if sessionGone(err) || stateLost(err) {
 		sig, err = k.signOnce(mech, data, true)
 	}
 	if err != nil {
@@ -253,35 +254,33 @@ func (k *Key) stale() bool {
 	return k.dead.Load() || k.mod.epoch.Load() != k.epoch
 }
 
-// signOnce signs data with mech on one pooled session (fresh: checking idle sessions first).
+// signOnce signs data with mech on one pooled session (fresh: refreshing idle sessions
+// first).
 func (k *Key) signOnce(mech *cryptoki.Mechanism, data []byte, fresh bool) ([]byte, error) {
 	if k.stale() {
 		return nil, errStale
 	}
-	sh, err := k.pool.get(fresh)
+	s, err := k.pool.get(fresh)
 	if err != nil {
 		return nil, err
 	}
-	mechs := []*cryptoki.Mechanism{mech}
-	err = k.mod.ctx.SignInit(sh, mechs, k.handle)
+	err = k.mod.ctx.SignInit(s.h, []*cryptoki.Mechanism{mech}, s.key)
 	var sig []byte
 	if err == nil {
-		sig, err = k.mod.ctx.Sign(sh, data)
+		sig, err = k.mod.ctx.Sign(s.h, data)
 	}
 	switch {
 	case err == nil:
-		k.pool.put(sh, keep)
+		k.pool.put(s, keep)
 	case notInitialized(err):
 		k.dead.Store(true)
-		k.pool.put(sh, forget)
+		k.pool.put(s, forget)
 	case sessionGone(err):
-		k.pool.put(sh, forget)
-	case deviceFailure(err):
-		k.pool.put(sh, drop)
+		k.pool.put(s, forget)
 	default:
-		// A failed C_SignInit starts no operation and a failed C_Sign ends it: the session
-		// is fine.
-		k.pool.put(sh, keep)
+		// A failed C_Sign should end the operation, but not every module does on every
+		// error (SoftHSM leaves some active): a new session is cheaper than finding out.
+		k.pool.put(s, drop)
 	}
 	if err != nil {
 		return nil, classify("signing on the token", err)
@@ -294,27 +293,73 @@ func (k *Key) signOnce(mech *cryptoki.Mechanism, data []byte, fresh bool) ([]byt
 	return sig, nil
 }
 
-// alive reports whether the idle session sh still works, logging in again when the user was
-// logged out (every session of the application closed, from outside).
-func (k *Key) alive(sh cryptoki.SessionHandle) bool {
-	if k.stale() {
-		return false
-	}
-	info, err := k.mod.ctx.GetSessionInfo(sh)
+// openSession opens a pooled session: logged in, with the key found in it.
+func (k *Key) openSession() (*session, error) {
+	sh, err := openSession(k.mod, k.tok, false, k.pin, k.pinRef)
 	if err != nil {
-		return false
+		return nil, err
+	}
+	h, err := k.find(sh)
+	if err != nil {
+		_ = k.mod.ctx.CloseSession(sh)
+		return nil, err
+	}
+	return &session{h: sh, key: h}, nil
+}
+
+// find finds the key in session sh again, by its class, label and id, and checks that it is
+// still the key Open found (same type, and same modulus or curve).
+func (k *Key) find(sh cryptoki.SessionHandle) (cryptoki.ObjectHandle, error) {
+	template := []*cryptoki.Attribute{
+		cryptoki.NewAttribute(cryptoki.CKA_CLASS, cryptoki.CKO_PRIVATE_KEY),
+		cryptoki.NewAttribute(cryptoki.CKA_LABEL, k.obj.label),
+		cryptoki.NewAttribute(cryptoki.CKA_ID, k.obj.id),
+		cryptoki.NewAttribute(cryptoki.CKA_KEY_TYPE, k.obj.keyType),
+	}
+	if k.obj.identity != nil {
+		template = append(template, cryptoki.NewAttribute(k.obj.identityAttr, k.obj.identity))
+	}
+	found, err := findObjects(k.mod, sh, template, 2)
+	switch {
+	case err != nil:
+		return 0, err
+	case len(found) == 0:
+		return 0, errors.New("the key is no longer on the token")
+	case len(found) > 1:
+		return 0, errors.New("another key with the same label and id appeared on the token")
+	}
+	return found[0], nil
+}
+
+// refresh checks an idle session before a retry: it must still exist (else forget it), be
+// logged in (else log in again, as the login goes with the last session) and find the key
+// (the handle may not have outlived the login); a session that cannot is dropped.
+func (k *Key) refresh(s *session) disposition {
+	if k.stale() {
+		return forget
+	}
+	info, err := k.mod.ctx.GetSessionInfo(s.h)
+	if err != nil {
+		return forget
 	}
 	if info.State == cryptoki.CKS_RO_PUBLIC_SESSION || info.State == cryptoki.CKS_RW_PUBLIC_SESSION {
-		return login(k.mod, sh, k.tok, k.pin, k.pinRef) == nil
+		if login(k.mod, s.h, k.tok, k.pin, k.pinRef) != nil {
+			return drop
+		}
 	}
-	return true
+	h, err := k.find(s.h)
+	if err != nil {
+		return drop
+	}
+	s.key = h
+	return keep
 }
 
 // discard closes a session the pool drops, unless the key is stale: its handle may belong to
 // another key's session of the module's new initialization.
-func (k *Key) discard(sh cryptoki.SessionHandle) {
+func (k *Key) discard(s *session) {
 	if !k.stale() {
-		_ = k.mod.ctx.CloseSession(sh)
+		_ = k.mod.ctx.CloseSession(s.h)
 	}
 }
 

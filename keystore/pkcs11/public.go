@@ -43,13 +43,17 @@ func mustMarshal(v any) []byte {
 
 // keyObject is what a private key object tells about itself.
 type keyObject struct {
-	handle    cryptoki.ObjectHandle
-	label     string
-	id        []byte
-	keyType   uint
-	canSign   bool
-	public    crypto.PublicKey
-	algorithm string
+	handle  cryptoki.ObjectHandle
+	label   string
+	id      []byte
+	keyType uint
+	canSign bool
+	// identity is an attribute of the private key object that tells it from other keys of its
+	// type (an RSA key's CKA_MODULUS, an EC key's CKA_EC_PARAMS), when the object shows it.
+	identity     []byte
+	identityAttr uint
+	public       crypto.PublicKey
+	algorithm    string
 }
 
 // readKey reads the private key object h: its label, id, type, and its public key (from its
@@ -94,7 +98,9 @@ func rsaPublic(m *module, sh cryptoki.SessionHandle, h cryptoki.ObjectHandle, k 
 		cryptoki.NewAttribute(cryptoki.CKA_PUBLIC_EXPONENT, nil),
 	}
 	attrs, err := m.ctx.GetAttributeValue(sh, h, template)
-	if err != nil || len(attrs[0].Value) == 0 {
+	if err == nil && len(attrs[0].Value) > 0 {
+		k.identity, k.identityAttr = attrs[0].Value, cryptoki.CKA_MODULUS
+	} else {
 		pub, perr := publicObject(m, sh, k)
 		if perr != nil {
 			return nil, "", perr
@@ -123,6 +129,7 @@ func ecPublic(m *module, sh cryptoki.SessionHandle, h cryptoki.ObjectHandle, k *
 		return nil, "", classify("reading the EC key's curve", err)
 	}
 	params := attrs[0].Value
+	k.identity, k.identityAttr = params, cryptoki.CKA_EC_PARAMS
 	i := -1
 	for j, c := range curves {
 		if bytes.Equal(c.params, params) {

@@ -10,21 +10,30 @@ import (
 // errClosed is returned by Sign after Close.
 var errClosed = errors.New("key is closed")
 
+// session is a pooled session and the handle of the key in it. The key is looked up in each
+// session: handles of private objects do not outlive the login (SoftHSM drops them when the
+// last session closes), so a handle found earlier may be invalid in a session opened later.
+type session struct {
+	h   cryptoki.SessionHandle
+	key cryptoki.ObjectHandle
+}
+
 // pool lends a key's sessions to concurrent Sign calls: an idle one when there is one, else a
 // new one while fewer than limit are open, else it waits for one to come back. A session runs
 // one operation at a time, so a pool of n sessions signs n digests in parallel.
 type pool struct {
-	// open opens and logs in a new session; alive reports whether an idle session still works
-	// (logging it in again when the login went away); discard closes a session the pool drops;
-	// done runs once, when the pool is closed and every session has come back.
-	open    func() (cryptoki.SessionHandle, error)
-	alive   func(cryptoki.SessionHandle) bool
-	discard func(cryptoki.SessionHandle)
+	// open opens a new session, logged in, with the key found; refresh checks that an idle
+	// session still works, logging in and finding the key again, and tells what to do with it
+	// when it does not (drop or forget); discard closes a session the pool drops; done runs
+	// once, when the pool is closed and every session has come back.
+	open    func() (*session, error)
+	refresh func(*session) disposition
+	discard func(*session)
 	done    func() error
 
 	mu       sync.Mutex
 	cond     sync.Cond
-	idle     []cryptoki.SessionHandle
+	idle     []*session
 	busy     int // sessions lent out or being opened
 	limit    int
 	closed   bool
@@ -35,49 +44,49 @@ type pool struct {
 type disposition int
 
 const (
-	keep    disposition = iota // it works: lend it again
-	drop                       // it failed: close it
-	forget                     // it is gone already (or its handle belongs to another initialization): do not touch it
+	keep   disposition = iota // it works: lend it again
+	drop                      // it failed: close it
+	forget                    // it is gone already (or its handle belongs to another initialization): do not touch it
 )
 
-func newPool(limit int, first cryptoki.SessionHandle) *pool {
-	p := &pool{limit: max(limit, 1), idle: []cryptoki.SessionHandle{first}}
+func newPool(limit int, first *session) *pool {
+	p := &pool{limit: max(limit, 1), idle: []*session{first}}
 	p.cond.L = &p.mu
 	return p
 }
 
-// get returns a session. When fresh, it checks idle sessions with alive and forgets the dead
-// ones, so that a retry after a vanished session does not take another vanished one.
-func (p *pool) get(fresh bool) (cryptoki.SessionHandle, error) {
+// get returns a session. When fresh, it refreshes idle sessions first and drops or forgets
+// those that fail, so that a retry after a vanished session does not take another vanished one.
+func (p *pool) get(fresh bool) (*session, error) {
 	p.mu.Lock()
 	for {
 		switch {
 		case p.closed:
 			p.mu.Unlock()
-			return 0, errClosed
+			return nil, errClosed
 		case len(p.idle) > 0:
-			sh := p.idle[len(p.idle)-1]
+			s := p.idle[len(p.idle)-1]
 			p.idle = p.idle[:len(p.idle)-1]
 			p.busy++
-			if !fresh {
-				p.mu.Unlock()
-				return sh, nil
-			}
 			p.mu.Unlock()
-			if p.alive(sh) {
-				return sh, nil
+			if !fresh {
+				return s, nil
 			}
-			p.put(sh, forget)
+			d := p.refresh(s)
+			if d == keep {
+				return s, nil
+			}
+			p.put(s, d)
 			p.mu.Lock()
 		case p.busy < p.limit:
 			p.busy++
 			p.mu.Unlock()
-			sh, err := p.open()
+			s, err := p.open()
 			if err != nil {
-				p.put(0, forget)
-				return 0, err
+				p.put(nil, forget)
+				return nil, err
 			}
-			return sh, nil
+			return s, nil
 		default:
 			p.cond.Wait()
 		}
@@ -85,11 +94,11 @@ func (p *pool) get(fresh bool) (cryptoki.SessionHandle, error) {
 }
 
 // put takes a session back from get.
-func (p *pool) put(sh cryptoki.SessionHandle, d disposition) {
+func (p *pool) put(s *session, d disposition) {
 	p.mu.Lock()
 	p.busy--
 	if d == keep && !p.closed {
-		p.idle = append(p.idle, sh)
+		p.idle = append(p.idle, s)
 	} else if d == keep {
 		d = drop
 	}
@@ -98,7 +107,7 @@ func (p *pool) put(sh cryptoki.SessionHandle, d disposition) {
 	p.cond.Signal()
 	p.mu.Unlock()
 	if d == drop {
-		p.discard(sh)
+		p.discard(s)
 	}
 	if finish {
 		_ = p.done() // Close returned already; there is no one to tell.
@@ -121,8 +130,8 @@ func (p *pool) close() error {
 	p.finished = finish
 	p.cond.Broadcast()
 	p.mu.Unlock()
-	for _, sh := range idle {
-		p.discard(sh)
+	for _, s := range idle {
+		p.discard(s)
 	}
 	if finish {
 		return p.done()
