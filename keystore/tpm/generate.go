@@ -103,10 +103,12 @@ func (k *Key) generate(template tpm2.TPMTPublic, algorithm string) error {
 	}
 	defer flush()
 	created, err := tpm2.Create{ParentHandle: srk, InPublic: tpm2.New2B(template)}.Execute(k.tpm)
-	if err != nil {
-		if isUnavailable(err) {
-			return tpmError(fmt.Sprintf("creating the %s key", algorithmName(algorithm)), err)
-		}
+	switch {
+	case isUnavailable(err):
+		return tpmError(fmt.Sprintf("creating the %s key", algorithmName(algorithm)), err)
+	case errors.Is(err, tpm2.TPMRCObjectMemory):
+		return fmt.Errorf("creating the %s key: %w", algorithmName(algorithm), errNoRoom(err))
+	case err != nil:
 		return fmt.Errorf("creating the %s key: the TPM cannot make one: %w", algorithmName(algorithm), err)
 	}
 	pub, err := created.OutPublic.Contents()

@@ -168,3 +168,23 @@ func evict(t *testing.T, tr transport.TPM, h uint32) {
 
 // swTPMAlgorithms are the algorithms swtpm generates.
 var swTPMAlgorithms = []string{keyerr.P256, keyerr.P384, keyerr.RSA2048, keyerr.RSA3072}
+
+// transientCount returns the number of transient objects the TPM holds.
+func transientCount(t *testing.T, tr transport.TPM) int {
+	t.Helper()
+	rsp, err := tpm2.GetCapability{Capability: tpm2.TPMCapHandles, Property: 0x80000000, PropertyCount: 16}.Execute(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handles, err := rsp.CapabilityData.Data.Handles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, h := range handles.Handle {
+		if h < 0x81000000 {
+			n++
+		}
+	}
+	return n
+}

@@ -137,10 +137,16 @@ func loadError(loc location, err error) error {
 	case isUnavailable(err):
 		return tpmError("loading the key of "+loc.keyName(), err)
 	case errors.Is(err, tpm2.TPMRCObjectMemory):
-		return fmt.Errorf("loading the key of %s: the TPM has no room for another loaded object; close other keys, or use the kernel's resource manager (device=/dev/tpmrm0), which swaps them: %w", loc.keyName(), err)
+		return fmt.Errorf("loading the key of %s: %w", loc.keyName(), errNoRoom(err))
 	default:
 		return fmt.Errorf("%s: the TPM refuses the blob (made on another TPM, or before the TPM was cleared?): %w", loc.keyName(), err)
 	}
+}
+
+// errNoRoom explains TPM_RC_OBJECT_MEMORY: without a resource manager (a swtpm socket, or
+// /dev/tpm0) a TPM holds only a few loaded objects, and each open blob key keeps one.
+func errNoRoom(err error) error {
+	return fmt.Errorf("the TPM has no room for another loaded object; close other blob keys, or use the kernel's resource manager (device=/dev/tpmrm0), which swaps them: %w", err)
 }
 
 // blobParent returns the handle to load a blob under: a new storage root key for the owner
@@ -165,7 +171,7 @@ func createSRK(t transport.TPM) (tpm2.NamedHandle, func(), error) {
 	}.Execute(t)
 	switch {
 	case errors.Is(err, tpm2.TPMRCObjectMemory):
-		return tpm2.NamedHandle{}, nil, fmt.Errorf("creating the storage root key: the TPM has no room for another loaded object; close other keys, or use the kernel's resource manager (device=/dev/tpmrm0): %w", err)
+		return tpm2.NamedHandle{}, nil, fmt.Errorf("creating the storage root key: %w", errNoRoom(err))
 	case errors.Is(err, tpm2.TPMRCBadAuth) || errors.Is(err, tpm2.TPMRCAuthFail):
 		return tpm2.NamedHandle{}, nil, fmt.Errorf("creating the storage root key: the owner hierarchy has a password, and this backend uses the empty one: %w", err)
 	case err != nil:

@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/rsa"
 	"encoding/asn1"
+	"errors"
 	"fmt"
 	"math/big"
 
@@ -31,6 +32,8 @@ func (k *Key) request(digest []byte, opts crypto.SignerOpts) (signRequest, error
 		hashAlg = tpm2.TPMAlgSHA384
 	case crypto.SHA512:
 		hashAlg = tpm2.TPMAlgSHA512
+	case 0:
+		return req, errors.New("no hash: TPM2_Sign signs a digest of SHA-256, SHA-384 or SHA-512, which opts.HashFunc() must name")
 	default:
 		return req, fmt.Errorf("hash %v: want SHA-256, SHA-384 or SHA-512", req.hash)
 	}

@@ -76,9 +76,9 @@ func keyTemplate(algorithm string) (tpm2.TPMTPublic, error) {
 // keyInfo is what Open and List learn from a key's public area.
 type keyInfo struct {
 	public    crypto.PublicKey
-	algorithm string         // keyerr.P256 …
-	scheme    tpm2.TPMAlgID  // the key's own scheme: TPMAlgNull, or the one scheme it allows
-	hash      tpm2.TPMAlgID  // the hash of that scheme, when it is not TPMAlgNull
+	algorithm string        // keyerr.P256 …
+	scheme    tpm2.TPMAlgID // the key's own scheme: TPMAlgNull, or the one scheme it allows
+	hash      tpm2.TPMAlgID // the hash of that scheme, when it is not TPMAlgNull
 	attrs     tpm2.TPMAObject
 }
 
