@@ -5,17 +5,22 @@
 // with t.Setenv, so a test that uses it cannot be parallel (t.Setenv panics in a parallel test),
 // and SoftHSM reads that variable when the module is initialized: every key opened on a token
 // must be closed before the test ends, or the next test's module keeps the old token directory.
-// A missing SoftHSM2 fails the test with the command that installs it; it never skips.
+// New checks at the end of the test that no key is left open on the module, and fails the
+// test if one is. A missing SoftHSM2 fails the test with the command that installs it; it
+// never skips.
 package softhsmtest
 
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/miekg/pkcs11"
 )
 
 // ModulePaths are the places the SoftHSM2 PKCS#11 module is looked for, in order: Debian and
@@ -93,6 +98,7 @@ func New(t testing.TB) *Token {
 		t.Fatal(err)
 	}
 	t.Setenv("SOFTHSM2_CONF", tok.ConfPath)
+	t.Cleanup(func() { checkFinalized(t, module, tok.Label) }) // runs after the cleanups the test adds later
 	cmd := exec.Command(util, "--init-token", "--free", "--label", tok.Label, "--pin", tok.PIN, "--so-pin", tok.SOPIN)
 	cmd.Env = tok.Env()
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -119,6 +125,25 @@ func (tok *Token) Env() []string {
 		}
 	}
 	return env
+}
+
+// checkFinalized fails the test when the module is still initialized in this process: a key
+// on the token was not closed, and the module would go on reading this test's (deleted) token
+// directory in the next test. It finalizes the module, so that the next tests work.
+func checkFinalized(t testing.TB, module, label string) {
+	ctx := pkcs11.New(module)
+	if ctx == nil {
+		return
+	}
+	defer ctx.Destroy()
+	err := ctx.Initialize()
+	if err != nil && !errors.Is(err, pkcs11.Error(pkcs11.CKR_CRYPTOKI_ALREADY_INITIALIZED)) {
+		return
+	}
+	_ = ctx.Finalize()
+	if err != nil {
+		t.Errorf("softhsmtest: the SoftHSM2 module is still initialized at the end of the test: close every PKCS#11 key the test opened on token %q", label)
+	}
 }
 
 func randomPIN(t testing.TB) string {

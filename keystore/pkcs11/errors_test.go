@@ -191,19 +191,17 @@ func TestWrongPINInFreshProcess(t *testing.T) {
 func TestPINValue(t *testing.T) {
 	tok := softhsmtest.New(t)
 	uri := strings.Replace(tok.URI("ca"), "pin-source="+tok.PINFile, "pin-value="+tok.PIN, 1)
-	if _, _, err := pkcs11.Generate(context.Background(), uri, keyerr.P256, pkcs11.Options{}); err == nil {
+	if err := generateErr(t, uri, keyerr.P256, pkcs11.Options{}); err == nil {
 		t.Fatal("Generate accepted pin-value without AllowPINValue")
 	} else {
 		checkError(t, err, tok.PIN, "pin-value", "AllowPINValue")
 	}
-	_, canonical, err := pkcs11.Generate(context.Background(), uri, keyerr.P256, pkcs11.Options{AllowPINValue: true})
-	if err != nil {
-		t.Fatalf("Generate with AllowPINValue: %v", err)
-	}
+	_, canonical := generateURI(t, uri, keyerr.P256, pkcs11.Options{AllowPINValue: true})
 	if !strings.Contains(canonical, "pin-value="+tok.PIN) || strings.Contains(canonical, "pin-source") {
 		t.Errorf("canonical URI %q does not keep the pin-value it was given", canonical)
 	}
-	if _, err := pkcs11.Open(context.Background(), canonical, pkcs11.Options{}); err == nil {
+	if key, err := pkcs11.Open(context.Background(), canonical, pkcs11.Options{}); err == nil {
+		_ = key.Close()
 		t.Error("Open accepted pin-value without AllowPINValue")
 	} else {
 		checkError(t, err, tok.PIN, "pin-value")

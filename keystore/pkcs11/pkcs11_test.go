@@ -23,15 +23,33 @@ import (
 // reads it when it is initialized (once per process while any key is open).
 
 // generate creates a key labelled object on tok and returns it with its canonical URI; the key
-// is closed at the end of the test.
+// is closed at the end of the test. Every key a test opens must be closed by its end: the
+// module stays initialized, on the test's token directory, while one is open.
 func generate(t *testing.T, tok *softhsmtest.Token, object, algorithm string) (*pkcs11.Key, string) {
 	t.Helper()
-	key, uri, err := pkcs11.Generate(context.Background(), tok.URI(object), algorithm, pkcs11.Options{})
+	return generateURI(t, tok.URI(object), algorithm, pkcs11.Options{})
+}
+
+// generateURI creates the key uri names; the key is closed at the end of the test.
+func generateURI(t *testing.T, uri, algorithm string, opts pkcs11.Options) (*pkcs11.Key, string) {
+	t.Helper()
+	key, uri, err := pkcs11.Generate(context.Background(), uri, algorithm, opts)
 	if err != nil {
 		t.Fatalf("Generate %s: %v", algorithm, err)
 	}
 	t.Cleanup(func() { _ = key.Close() })
 	return key, uri
+}
+
+// generateErr runs Generate where it must fail and returns its error (closing the key should
+// it succeed, so that the module is not left initialized for the next test).
+func generateErr(t *testing.T, uri, algorithm string, opts pkcs11.Options) error {
+	t.Helper()
+	key, _, err := pkcs11.Generate(context.Background(), uri, algorithm, opts)
+	if err == nil {
+		_ = key.Close()
+	}
+	return err
 }
 
 // open opens uri; the key is closed at the end of the test.
@@ -115,18 +133,15 @@ func TestGenerateAndList(t *testing.T) {
 		t.Errorf("List with object=rsa = %+v, %v; want the rsa key alone", narrowed, err)
 	}
 
-	if _, _, err := pkcs11.Generate(ctx, tok.URI("rsa"), keyerr.P256, pkcs11.Options{}); err == nil || !strings.Contains(err.Error(), `object="rsa"`) {
+	if err := generateErr(t, tok.URI("rsa"), keyerr.P256, pkcs11.Options{}); err == nil || !strings.Contains(err.Error(), `object="rsa"`) {
 		t.Errorf("Generate on an existing label: %v, want an error naming object=", err)
 	}
 	idURI := strings.Replace(tok.URI("fresh"), ";type=", ";id="+idOf(t, rsaURI)+";type=", 1)
-	if _, _, err := pkcs11.Generate(ctx, idURI, keyerr.P256, pkcs11.Options{}); err == nil || !strings.Contains(err.Error(), "id=") {
+	if err := generateErr(t, idURI, keyerr.P256, pkcs11.Options{}); err == nil || !strings.Contains(err.Error(), "id=") {
 		t.Errorf("Generate on an existing id: %v, want an error naming id=", err)
 	}
 	withID := strings.Replace(tok.URI("given-id"), ";type=", ";id=%01%ff;type=", 1)
-	_, uri, err := pkcs11.Generate(ctx, withID, "", pkcs11.Options{})
-	if err != nil {
-		t.Fatalf("Generate with id=: %v", err)
-	}
+	_, uri := generateURI(t, withID, "", pkcs11.Options{})
 	if !strings.Contains(uri, ";id=%01%FF;") {
 		t.Errorf("Generate with id=%%01%%ff returned %q", uri)
 	}
