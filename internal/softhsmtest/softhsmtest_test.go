@@ -45,7 +45,9 @@ type recorder struct {
 	errors []string
 }
 
-func (r *recorder) Errorf(format string, args ...any) { r.errors = append(r.errors, fmt.Sprintf(format, args...)) }
+func (r *recorder) Errorf(format string, args ...any) {
+	r.errors = append(r.errors, fmt.Sprintf(format, args...))
+}
 
 // TestCheckFinalized: a module left initialized is reported and finalized; a finalized one is
 // not reported.
