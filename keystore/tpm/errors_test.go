@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-tpm/tpm2"
 	"github.com/google/go-tpm/tpm2/transport"
 
 	"github.com/signet-pki/signet/keystore/keyerr"
@@ -30,7 +31,7 @@ func TestOpenErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	persistStorageKey(t, env.raw, 0x81000301)
+	persistKey(t, env.raw, 0x81000301, tpm2.ECCSRKTemplate)
 
 	write := func(name string, data []byte, mode os.FileMode) string {
 		path := filepath.Join(dir, name)

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/google/go-tpm/tpm2"
-	"github.com/google/go-tpm/tpm2/transport"
 
 	"github.com/signet-pki/signet/keystore/keyerr"
 	"github.com/signet-pki/signet/keystore/tpm"
@@ -77,7 +76,7 @@ func testGenerateList(t *testing.T, env testTPM) {
 	if data, _ := os.ReadFile(blob); !bytes.HasPrefix(data, []byte("-----BEGIN TSS2 PRIVATE KEY-----")) {
 		t.Errorf("the blob file is not a TSS2 PRIVATE KEY PEM file:\n%s", data)
 	}
-	persistStorageKey(t, env.raw, storageHandle) // not a signing key: List leaves it out
+	persistKey(t, env.raw, storageHandle, tpm2.ECCSRKTemplate) // not a signing key: List leaves it out
 
 	// List of the TPM shows the persistent signing key, not the storage key.
 	entries, err := tpm.List(ctx, env.uri(""), env.opts)
@@ -151,26 +150,6 @@ func checkEntry(t *testing.T, e tpm.Entry, uri string, handle uint32, algorithm 
 	if !pub.(interface{ Equal(crypto.PublicKey) bool }).Equal(e.Public) {
 		t.Errorf("entry %s: the public key is not the key's", e.URI)
 	}
-}
-
-// persistStorageKey makes a storage key (the standard SRK) persistent at h, evicting it when
-// the test ends.
-func persistStorageKey(t *testing.T, tr transport.TPM, h uint32) {
-	t.Helper()
-	rsp, err := tpm2.CreatePrimary{PrimaryHandle: tpm2.TPMRHOwner, InPublic: tpm2.New2B(tpm2.ECCSRKTemplate)}.Execute(tr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tpm2.FlushContext{FlushHandle: rsp.ObjectHandle}.Execute(tr)
-	_, err = tpm2.EvictControl{
-		Auth:             tpm2.TPMRHOwner,
-		ObjectHandle:     tpm2.NamedHandle{Handle: rsp.ObjectHandle, Name: rsp.Name},
-		PersistentHandle: tpm2.TPMHandle(h),
-	}.Execute(tr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { evict(t, tr, h) })
 }
 
 // digest is a SHA-256 digest to sign.

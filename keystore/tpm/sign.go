@@ -48,7 +48,7 @@ func (k *Key) request(digest []byte, opts crypto.SignerOpts) (signRequest, error
 		}
 	}
 	if k.info.scheme != tpm2.TPMAlgNull && (k.info.scheme != alg || k.info.hash != hashAlg) {
-		return req, fmt.Errorf("the key allows only %v with %v, not %v with %v", k.info.scheme, k.info.hash, alg, hashAlg)
+		return req, fmt.Errorf("the key allows only %s with %s, not %s with %s", algName(k.info.scheme), algName(k.info.hash), algName(alg), algName(hashAlg))
 	}
 	req.scheme = tpm2.TPMTSigScheme{
 		Scheme:  alg,

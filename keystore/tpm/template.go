@@ -101,7 +101,7 @@ func inspect(pub *tpm2.TPMTPublic) (keyInfo, error) {
 	case tpm2.TPMAlgRSA:
 		return inspectRSA(pub, info)
 	default:
-		return info, fmt.Errorf("key type %v: want ECC or RSA", pub.Type)
+		return info, fmt.Errorf("key type %s: want ECC or RSA", algName(pub.Type))
 	}
 }
 
@@ -117,7 +117,7 @@ func inspectECC(pub *tpm2.TPMTPublic, info keyInfo) (keyInfo, error) {
 	case tpm2.TPMECCNistP384:
 		curve, info.algorithm = elliptic.P384(), keyerr.P384
 	default:
-		return info, fmt.Errorf("ECC curve %v: want %s or %s", parms.CurveID, keyerr.P256, keyerr.P384)
+		return info, fmt.Errorf("ECC curve %s: want %s or %s", curveName(parms.CurveID), keyerr.P256, keyerr.P384)
 	}
 	if info.scheme, info.hash, err = eccScheme(parms.Scheme); err != nil {
 		return info, err
@@ -153,7 +153,7 @@ func eccScheme(s tpm2.TPMTECCScheme) (tpm2.TPMAlgID, tpm2.TPMAlgID, error) {
 		}
 		return s.Scheme, d.HashAlg, nil
 	default:
-		return 0, 0, fmt.Errorf("the key's scheme %v is not ECDSA", s.Scheme)
+		return 0, 0, fmt.Errorf("the key's scheme %s is not ECDSA", algName(s.Scheme))
 	}
 }
 
@@ -189,7 +189,7 @@ func inspectRSA(pub *tpm2.TPMTPublic, info keyInfo) (keyInfo, error) {
 			info.hash = d.HashAlg
 		}
 	default:
-		return info, fmt.Errorf("the key's scheme %v is not RSASSA or RSAPSS", parms.Scheme.Scheme)
+		return info, fmt.Errorf("the key's scheme %s is not RSASSA or RSAPSS", algName(parms.Scheme.Scheme))
 	}
 	n, err := pub.Unique.RSA()
 	if err != nil {
@@ -207,4 +207,60 @@ func inspectRSA(pub *tpm2.TPMTPublic, info keyInfo) (keyInfo, error) {
 	}
 	info.public = &rsa.PublicKey{N: new(big.Int).SetBytes(n.Buffer), E: e}
 	return info, nil
+}
+
+// algName names the TPM algorithms errors mention.
+func algName(alg tpm2.TPMAlgID) string {
+	switch alg {
+	case tpm2.TPMAlgRSA:
+		return "RSA"
+	case tpm2.TPMAlgECC:
+		return "ECC"
+	case tpm2.TPMAlgKeyedHash:
+		return "keyed hash"
+	case tpm2.TPMAlgSymCipher:
+		return "symmetric cipher"
+	case tpm2.TPMAlgRSASSA:
+		return "RSASSA"
+	case tpm2.TPMAlgRSAPSS:
+		return "RSAPSS"
+	case tpm2.TPMAlgECDSA:
+		return "ECDSA"
+	case tpm2.TPMAlgECDAA:
+		return "ECDAA"
+	case tpm2.TPMAlgECSchnorr:
+		return "EC-Schnorr"
+	case tpm2.TPMAlgSM2:
+		return "SM2"
+	case tpm2.TPMAlgSHA1:
+		return "SHA-1"
+	case tpm2.TPMAlgSHA256:
+		return "SHA-256"
+	case tpm2.TPMAlgSHA384:
+		return "SHA-384"
+	case tpm2.TPMAlgSHA512:
+		return "SHA-512"
+	default:
+		return fmt.Sprintf("algorithm 0x%04x", uint16(alg))
+	}
+}
+
+// curveName names the TPM's ECC curves.
+func curveName(c tpm2.TPMECCCurve) string {
+	switch c {
+	case tpm2.TPMECCNistP192:
+		return "P-192"
+	case tpm2.TPMECCNistP224:
+		return "P-224"
+	case tpm2.TPMECCNistP521:
+		return "P-521"
+	case tpm2.TPMECCBNP256:
+		return "BN P-256"
+	case tpm2.TPMECCBNP638:
+		return "BN P-638"
+	case tpm2.TPMECCSM2P256:
+		return "SM2 P-256"
+	default:
+		return fmt.Sprintf("0x%04x", uint16(c))
+	}
 }
