@@ -46,7 +46,9 @@
 // to 4096 bits (PKCS #1 v1.5 as CKM_RSA_PKCS over the DigestInfo, PSS as CKM_RSA_PKCS_PSS with
 // MGF1 over the same hash), over SHA-256, SHA-384 or SHA-512 digests. Open checks with one
 // signature that the public key it found (the private key's attributes for RSA, the public key
-// object with the same id, or label, for ECDSA) belongs to the private key.
+// object with the same id, or label, for ECDSA) belongs to the private key. A key marked
+// CKA_ALWAYS_AUTHENTICATE (a PIV signature key, say) gets the context-specific login it needs
+// before each signature.
 //
 // Each module is loaded and initialized once per process and shared, with a reference count,
 // by every Key on it (several keys on one token work); the last Close finalizes and unloads it.

@@ -265,6 +265,11 @@ func (k *Key) signOnce(mech *cryptoki.Mechanism, data []byte, fresh bool) ([]byt
 		return nil, err
 	}
 	err = k.mod.ctx.SignInit(s.h, []*cryptoki.Mechanism{mech}, s.key)
+	if err == nil && k.obj.alwaysAuth {
+		if err = k.mod.ctx.Login(s.h, cryptoki.CKU_CONTEXT_SPECIFIC, k.pin); err != nil && !deviceFailure(err) {
+			err = loginError(err, k.pinRef, k.tok.info.Label)
+		}
+	}
 	var sig []byte
 	if err == nil {
 		sig, err = k.mod.ctx.Sign(s.h, data)

@@ -48,6 +48,8 @@ type keyObject struct {
 	id      []byte
 	keyType uint
 	canSign bool
+	// alwaysAuth is CKA_ALWAYS_AUTHENTICATE: each signature needs a context-specific login.
+	alwaysAuth bool
 	// identity is an attribute of the private key object that tells it from other keys of its
 	// type (an RSA key's CKA_MODULUS, an EC key's CKA_EC_PARAMS), when the object shows it.
 	identity     []byte
@@ -75,6 +77,12 @@ func readKey(m *module, sh cryptoki.SessionHandle, h cryptoki.ObjectHandle) (*ke
 		label:   string(attrs[1].Value),
 		id:      attrs[2].Value,
 		canSign: len(attrs[3].Value) == 1 && attrs[3].Value[0] != 0,
+	}
+	// A module that does not know the attribute fails the whole call: read it alone.
+	if attrs, err := m.ctx.GetAttributeValue(sh, h, []*cryptoki.Attribute{
+		cryptoki.NewAttribute(cryptoki.CKA_ALWAYS_AUTHENTICATE, nil),
+	}); err == nil {
+		k.alwaysAuth = len(attrs[0].Value) == 1 && attrs[0].Value[0] != 0
 	}
 	switch k.keyType {
 	case cryptoki.CKK_RSA:

@@ -1,0 +1,122 @@
+package pkcs11_test
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/asn1"
+	"fmt"
+	"strings"
+	"testing"
+
+	cryptoki "github.com/miekg/pkcs11"
+
+	"github.com/signet-pki/signet/internal/softhsmtest"
+	"github.com/signet-pki/signet/keystore/keyerr"
+	"github.com/signet-pki/signet/keystore/pkcs11"
+)
+
+// TestSignatureSchemes: every hash and RSA padding a CA may ask for, signed on the token and
+// verified by Go: ECDSA over SHA-256/384/512 digests, RSA PKCS #1 v1.5 and PSS with each hash
+// and each salt option.
+func TestSignatureSchemes(t *testing.T) {
+	tok := softhsmtest.New(t)
+	ec, _ := generate(t, tok, "ec", keyerr.P256)
+	rsaKey, _ := generate(t, tok, "rsa", keyerr.RSA2048)
+	ecPub, rsaPub := ec.Public().(*ecdsa.PublicKey), rsaKey.Public().(*rsa.PublicKey)
+	msg := []byte("signet")
+	d256, d384, d512 := sha256.Sum256(msg), sha512.Sum384(msg), sha512.Sum512(msg)
+	for _, d := range []struct {
+		h      crypto.Hash
+		digest []byte
+	}{{crypto.SHA256, d256[:]}, {crypto.SHA384, d384[:]}, {crypto.SHA512, d512[:]}} {
+		sig, err := ec.Sign(rand.Reader, d.digest, d.h)
+		if err != nil || !ecdsa.VerifyASN1(ecPub, d.digest, sig) {
+			t.Errorf("ECDSA %v: %v, or the signature does not verify", d.h, err)
+		}
+		sig, err = rsaKey.Sign(rand.Reader, d.digest, d.h)
+		if err != nil || rsa.VerifyPKCS1v15(rsaPub, d.h, d.digest, sig) != nil {
+			t.Errorf("RSA PKCS #1 v1.5 %v: %v, or the signature does not verify", d.h, err)
+		}
+		for _, salt := range []int{rsa.PSSSaltLengthEqualsHash, rsa.PSSSaltLengthAuto, 20} {
+			opts := &rsa.PSSOptions{Hash: d.h, SaltLength: salt}
+			sig, err := rsaKey.Sign(rand.Reader, d.digest, opts)
+			if err != nil {
+				t.Errorf("RSA PSS %v salt %d: %v", d.h, salt, err)
+				continue
+			}
+			want := salt
+			if salt <= 0 {
+				want = d.h.Size()
+			}
+			if err := rsa.VerifyPSS(rsaPub, d.h, d.digest, sig, &rsa.PSSOptions{Hash: d.h, SaltLength: want}); err != nil {
+				t.Errorf("RSA PSS %v salt %d: the signature does not verify with salt length %d: %v", d.h, salt, want, err)
+			}
+		}
+	}
+	if _, err := ec.Sign(rand.Reader, d256[:20], crypto.SHA256); err == nil || !strings.Contains(err.Error(), "digest is 20 bytes") {
+		t.Errorf("a short digest: %v, want it refused", err)
+	}
+}
+
+// TestAlwaysAuthenticate: a key that needs a login for each signature (CKA_ALWAYS_AUTHENTICATE,
+// as a PIV signature key does) signs, concurrently too.
+func TestAlwaysAuthenticate(t *testing.T) {
+	tok := softhsmtest.New(t)
+	createAlwaysAuthKey(t, tok, "piv")
+	key := open(t, tok.URI("piv"), pkcs11.Options{})
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() { errs <- signs(key) }()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// createAlwaysAuthKey makes a P-256 key pair labelled label with CKA_ALWAYS_AUTHENTICATE set,
+// through a PKCS#11 context of its own, finalized before it returns.
+func createAlwaysAuthKey(t *testing.T, tok *softhsmtest.Token, label string) {
+	t.Helper()
+	ctx, slot := outside(t, tok)
+	defer func() { _ = ctx.Finalize() }()
+	sh, err := ctx.OpenSession(slot, cryptoki.CKF_SERIAL_SESSION|cryptoki.CKF_RW_SESSION)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ctx.Login(sh, cryptoki.CKU_USER, tok.PIN); err != nil {
+		t.Fatal(err)
+	}
+	params, err := asn1.Marshal(asn1.ObjectIdentifier{1, 2, 840, 10045, 3, 1, 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := []byte(fmt.Sprintf("id-%s", label))
+	_, _, err = ctx.GenerateKeyPair(sh, []*cryptoki.Mechanism{cryptoki.NewMechanism(cryptoki.CKM_EC_KEY_PAIR_GEN, nil)},
+		[]*cryptoki.Attribute{
+			cryptoki.NewAttribute(cryptoki.CKA_TOKEN, true),
+			cryptoki.NewAttribute(cryptoki.CKA_EC_PARAMS, params),
+			cryptoki.NewAttribute(cryptoki.CKA_LABEL, label),
+			cryptoki.NewAttribute(cryptoki.CKA_ID, id),
+		},
+		[]*cryptoki.Attribute{
+			cryptoki.NewAttribute(cryptoki.CKA_TOKEN, true),
+			cryptoki.NewAttribute(cryptoki.CKA_PRIVATE, true),
+			cryptoki.NewAttribute(cryptoki.CKA_SENSITIVE, true),
+			cryptoki.NewAttribute(cryptoki.CKA_SIGN, true),
+			cryptoki.NewAttribute(cryptoki.CKA_ALWAYS_AUTHENTICATE, true),
+			cryptoki.NewAttribute(cryptoki.CKA_LABEL, label),
+			cryptoki.NewAttribute(cryptoki.CKA_ID, id),
+		})
+	if err != nil {
+		t.Fatalf("C_GenerateKeyPair: %v", err)
+	}
+	if err := ctx.CloseSession(sh); err != nil {
+		t.Fatal(err)
+	}
+}
