@@ -3,6 +3,7 @@ package decision
 import (
 	"errors"
 
+	"github.com/signet-pki/signet/keystore/keyerr"
 	"github.com/signet-pki/signet/server/idempotency"
 	"github.com/signet-pki/signet/server/issuance"
 	"github.com/signet-pki/signet/server/lint"
@@ -27,6 +28,7 @@ const (
 	ReasonUnknownSigner       Reason = "UNKNOWN_SIGNER"
 	ReasonSignerNotAllowed    Reason = "SIGNER_NOT_ALLOWED"
 	ReasonInternal            Reason = "INTERNAL"
+	ReasonKeyUnavailable      Reason = "KEY_UNAVAILABLE"
 )
 
 // Reasons lists every Reason, for the front doors' tables and their tests.
@@ -34,6 +36,7 @@ var Reasons = []Reason{
 	ReasonMalformedRequest, ReasonInvalidSignature, ReasonUnsupportedKey, ReasonUnknownAnnotation,
 	ReasonPolicyViolation, ReasonLintFailed, ReasonIdempotencyConflict, ReasonRateLimited,
 	ReasonLedgerUnavailable, ReasonUnknownSigner, ReasonSignerNotAllowed, ReasonInternal,
+	ReasonKeyUnavailable,
 }
 
 // Errors of the core itself; the pipeline's are issuance's, lint's and idempotency's.
@@ -67,6 +70,8 @@ func Classify(err error) (Reason, bool) {
 		return ReasonRateLimited, true
 	case errors.Is(err, errLedgerUnavailable):
 		return ReasonLedgerUnavailable, false
+	case errors.Is(err, keyerr.ErrUnavailable):
+		return ReasonKeyUnavailable, false
 	case errors.Is(err, errUnknownSigner):
 		return ReasonUnknownSigner, true
 	case errors.Is(err, errSignerNotAllowed):
@@ -85,6 +90,8 @@ func PublicMessage(err error) string {
 		return err.Error()
 	case errors.Is(err, errLedgerUnavailable):
 		return "the decision could not be recorded durably, so nothing was issued; retry later"
+	case errors.Is(err, keyerr.ErrUnavailable):
+		return "the signer's CA key cannot be used now (its HSM or TPM cannot be reached); nothing was issued; the server is re-opening the key, retry later"
 	default:
 		return "internal error; the server log has the details"
 	}

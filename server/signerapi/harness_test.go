@@ -81,6 +81,8 @@ type harnessOptions struct {
 	logs io.Writer
 	// intermediates, if set, are returned with every leaf.
 	intermediates []*x509.Certificate
+	// wrapKey, if set, wraps the CA key (fault injection).
+	wrapKey func(crypto.Signer) crypto.Signer
 }
 
 func newHarness(t *testing.T, o harnessOptions) *harness {
@@ -89,6 +91,10 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		o.signers = []signerSpec{legacy(signerA)}
 	}
 	ca := testpki.CA(t)
+	caKey := crypto.Signer(ca.Key)
+	if o.wrapKey != nil {
+		caKey = o.wrapKey(caKey)
+	}
 	var gate *lint.Gate
 	var signers []*decision.Signer
 	for _, s := range o.signers {
@@ -98,7 +104,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		}
 		opts := issuance.IssuerOptions{
 			SignerName: s.name,
-			CA:         &issuance.CA{Certificate: ca.Cert, Key: ca.Key, Intermediates: o.intermediates},
+			CA:         &issuance.CA{Certificate: ca.Cert, Key: caKey, Intermediates: o.intermediates},
 			Policy:     prof,
 			Clock:      o.clock,
 		}

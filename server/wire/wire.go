@@ -35,6 +35,7 @@ var table = map[decision.Reason]Answer{
 	decision.ReasonIdempotencyConflict: {codes.FailedPrecondition, signetv1.ErrorReason_ERROR_REASON_IDEMPOTENCY_CONFLICT, http.StatusConflict},
 	decision.ReasonRateLimited:         {codes.ResourceExhausted, signetv1.ErrorReason_ERROR_REASON_RATE_LIMITED, http.StatusTooManyRequests},
 	decision.ReasonLedgerUnavailable:   {codes.Unavailable, signetv1.ErrorReason_ERROR_REASON_LEDGER_UNAVAILABLE, http.StatusServiceUnavailable},
+	decision.ReasonKeyUnavailable:      {codes.Unavailable, signetv1.ErrorReason_ERROR_REASON_KEY_UNAVAILABLE, http.StatusServiceUnavailable},
 	decision.ReasonUnknownSigner:       {codes.NotFound, signetv1.ErrorReason_ERROR_REASON_UNKNOWN_SIGNER, http.StatusNotFound},
 	decision.ReasonSignerNotAllowed:    {codes.PermissionDenied, signetv1.ErrorReason_ERROR_REASON_SIGNER_NOT_ALLOWED, http.StatusForbidden},
 	decision.ReasonInternal:            {codes.Internal, signetv1.ErrorReason_ERROR_REASON_INTERNAL, http.StatusInternalServerError},

@@ -68,6 +68,10 @@ const (
 	// ERROR_REASON_UNKNOWN_ANNOTATION: the request carries unverified user annotations the signer
 	// does not recognise (a PodCertificateRequest's spec.unverifiedUserAnnotations).
 	ErrorReason_ERROR_REASON_UNKNOWN_ANNOTATION ErrorReason = 12
+	// ERROR_REASON_KEY_UNAVAILABLE: the signer's CA key cannot be used now (its HSM or TPM cannot
+	// be reached, or did not answer in time), so nothing was issued; the server re-opens the key by
+	// itself and the request may succeed on retry.
+	ErrorReason_ERROR_REASON_KEY_UNAVAILABLE ErrorReason = 13
 )
 
 // Enum value maps for ErrorReason.
@@ -86,6 +90,7 @@ var (
 		10: "ERROR_REASON_LINT_FAILED",
 		11: "ERROR_REASON_LEDGER_UNAVAILABLE",
 		12: "ERROR_REASON_UNKNOWN_ANNOTATION",
+		13: "ERROR_REASON_KEY_UNAVAILABLE",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":          0,
@@ -101,6 +106,7 @@ var (
 		"ERROR_REASON_LINT_FAILED":          10,
 		"ERROR_REASON_LEDGER_UNAVAILABLE":   11,
 		"ERROR_REASON_UNKNOWN_ANNOTATION":   12,
+		"ERROR_REASON_KEY_UNAVAILABLE":      13,
 	}
 )
 
@@ -1529,7 +1535,7 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12+\n" +
 	"\x05rules\x18\x04 \x03(\v2\x15.signet.v1.RuleResultR\x05rules\x125\n" +
-	"\blifetime\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\blifetime*\xc7\x03\n" +
+	"\blifetime\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\blifetime*\xe9\x03\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x01\x12\"\n" +
@@ -1544,7 +1550,8 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\x18ERROR_REASON_LINT_FAILED\x10\n" +
 	"\x12#\n" +
 	"\x1fERROR_REASON_LEDGER_UNAVAILABLE\x10\v\x12#\n" +
-	"\x1fERROR_REASON_UNKNOWN_ANNOTATION\x10\f2\xc2\x04\n" +
+	"\x1fERROR_REASON_UNKNOWN_ANNOTATION\x10\f\x12 \n" +
+	"\x1cERROR_REASON_KEY_UNAVAILABLE\x10\r2\xc2\x04\n" +
 	"\rSignerService\x12\x82\x01\n" +
 	"\x1dSignCertificateSigningRequest\x12/.signet.v1.SignCertificateSigningRequestRequest\x1a0.signet.v1.SignCertificateSigningRequestResponse\x12v\n" +
 	"\x19SignPodCertificateRequest\x12+.signet.v1.SignPodCertificateRequestRequest\x1a,.signet.v1.SignPodCertificateRequestResponse\x12X\n" +
