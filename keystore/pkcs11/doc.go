@@ -65,6 +65,9 @@
 // and gives a working key. Re-opening and timeouts are keystore's, not this package's, and it
 // logs nothing.
 //
+// The backend needs cgo (a module is a C shared library); in a binary built with
+// CGO_ENABLED=0 every function fails with ErrNoCgo, which says so.
+//
 // Limitations: a PIN is checked only by the login that logs the process in to the token;
 // while another key (or another PKCS#11 user) of the process is logged in to the same token,
 // C_Login answers CKR_USER_ALREADY_LOGGED_IN whatever the PIN, so a wrong PIN is noticed only

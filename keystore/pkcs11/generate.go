@@ -1,10 +1,11 @@
+//go:build cgo
+
 package pkcs11
 
 import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -15,19 +16,6 @@ import (
 
 	"github.com/signet-pki/signet/keystore/keyerr"
 )
-
-// Entry is a private key on a token, as List reports it.
-type Entry struct {
-	// URI is the key's canonical URI: token, object, id and type=private, with the query of
-	// the URI given to List.
-	URI   string
-	Label string // CKA_LABEL
-	ID    []byte // CKA_ID
-	// Algorithm is one of keyerr's names (P-256, RSA-2048, ...), "RSA-<bits>" for another
-	// size, or "unsupported: <why>" for a key this backend cannot sign with (Public is nil).
-	Algorithm string
-	Public    crypto.PublicKey
-}
 
 // Generate creates a key pair of algorithm (keyerr.P256 when "", P384, RSA2048, RSA3072 or
 // RSA4096) in the token uri names, and returns it opened, with its canonical URI. The label is
@@ -49,6 +37,9 @@ func generate(ctx context.Context, uri string, algorithm string, opts Options) (
 	}
 	if !u.hasObject || u.object == "" {
 		return nil, "", errors.New("the URI names no label for the new key: add object=<label>")
+	}
+	if algorithm == "" {
+		algorithm = keyerr.P256
 	}
 	mech, pubAttrs, err := keyGenTemplate(algorithm)
 	if err != nil {
@@ -128,7 +119,7 @@ func keyGenTemplate(algorithm string) (*cryptoki.Mechanism, []*cryptoki.Attribut
 		}, nil
 	}
 	switch algorithm {
-	case keyerr.P256, "":
+	case keyerr.P256:
 		return ec(curves[0].params)
 	case keyerr.P384:
 		return ec(curves[1].params)

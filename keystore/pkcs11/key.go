@@ -1,3 +1,5 @@
+//go:build cgo
+
 package pkcs11
 
 import (
@@ -17,14 +19,6 @@ import (
 
 	"github.com/signet-pki/signet/keystore/keyerr"
 )
-
-// Options are the caller's choices that a URI cannot make for itself.
-type Options struct {
-	// AllowPINValue accepts pin-value= in a URI. Off by default; only tests and the demo set it
-	// (the server config has an explicit flag). Without it a pin-value URI is refused with an
-	// error saying so.
-	AllowPINValue bool
-}
 
 // Key is a private key on a PKCS#11 token. It implements crypto.Signer and keystore.Key, and is
 // safe for concurrent use: Sign calls run in parallel on up to 8 sessions (fewer when the

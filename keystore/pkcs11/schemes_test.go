@@ -1,3 +1,5 @@
+//go:build cgo
+
 package pkcs11_test
 
 import (
@@ -118,5 +120,59 @@ func createAlwaysAuthKey(t *testing.T, tok *softhsmtest.Token, label string) {
 	}
 	if err := ctx.CloseSession(sh); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestGeneratedKeyAttributes: Generate makes a token private key that may sign and never
+// leaves the token; it refuses an unknown algorithm and a URI without a label.
+func TestGeneratedKeyAttributes(t *testing.T) {
+	tok := softhsmtest.New(t)
+	generate(t, tok, "ca", keyerr.P384)
+	ctx, slot := outside(t, tok) // shares the login of the open key: same process
+	sh, err := ctx.OpenSession(slot, cryptoki.CKF_SERIAL_SESSION)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ctx.CloseSession(sh) }()
+	if err := ctx.FindObjectsInit(sh, []*cryptoki.Attribute{
+		cryptoki.NewAttribute(cryptoki.CKA_CLASS, cryptoki.CKO_PRIVATE_KEY),
+		cryptoki.NewAttribute(cryptoki.CKA_LABEL, "ca"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	found, _, err := ctx.FindObjects(sh, 2)
+	_ = ctx.FindObjectsFinal(sh)
+	if err != nil || len(found) != 1 {
+		t.Fatalf("finding the private key: %v, %d found", err, len(found))
+	}
+	for _, want := range []struct {
+		attr  uint
+		name  string
+		value bool
+	}{
+		{cryptoki.CKA_TOKEN, "CKA_TOKEN", true}, {cryptoki.CKA_PRIVATE, "CKA_PRIVATE", true},
+		{cryptoki.CKA_SENSITIVE, "CKA_SENSITIVE", true}, {cryptoki.CKA_EXTRACTABLE, "CKA_EXTRACTABLE", false},
+		{cryptoki.CKA_SIGN, "CKA_SIGN", true}, {cryptoki.CKA_DECRYPT, "CKA_DECRYPT", false},
+		{cryptoki.CKA_ALWAYS_SENSITIVE, "CKA_ALWAYS_SENSITIVE", true}, {cryptoki.CKA_NEVER_EXTRACTABLE, "CKA_NEVER_EXTRACTABLE", true},
+	} {
+		attrs, err := ctx.GetAttributeValue(sh, found[0], []*cryptoki.Attribute{cryptoki.NewAttribute(want.attr, nil)})
+		if err != nil {
+			t.Errorf("%s: %v", want.name, err)
+			continue
+		}
+		if got := len(attrs[0].Value) == 1 && attrs[0].Value[0] != 0; got != want.value {
+			t.Errorf("%s = %t, want %t", want.name, got, want.value)
+		}
+	}
+	if _, err := ctx.GetAttributeValue(sh, found[0], []*cryptoki.Attribute{cryptoki.NewAttribute(cryptoki.CKA_VALUE, nil)}); err == nil {
+		t.Error("the private key's CKA_VALUE can be read")
+	}
+
+	if err := generateErr(t, tok.URI("other"), "Ed25519", pkcs11.Options{}); err == nil || !strings.Contains(err.Error(), `algorithm "Ed25519" is not supported`) {
+		t.Errorf("Generate Ed25519: %v, want it refused", err)
+	}
+	noLabel := strings.Replace(tok.URI("x"), "object=x;", "", 1)
+	if err := generateErr(t, noLabel, keyerr.P256, pkcs11.Options{}); err == nil || !strings.Contains(err.Error(), "object=") {
+		t.Errorf("Generate without object=: %v, want an error naming object=", err)
 	}
 }
