@@ -3,6 +3,7 @@
 package pkcs11_test
 
 import (
+	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/rand"
@@ -81,9 +82,28 @@ func TestAlwaysAuthenticate(t *testing.T) {
 	}
 }
 
-// createAlwaysAuthKey makes a P-256 key pair labelled label with CKA_ALWAYS_AUTHENTICATE set,
-// through a PKCS#11 context of its own, finalized before it returns.
+// ecParams is the CKA_EC_PARAMS of the named curve oid.
+func ecParams(t *testing.T, oid asn1.ObjectIdentifier) *cryptoki.Attribute {
+	t.Helper()
+	der, err := asn1.Marshal(oid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cryptoki.NewAttribute(cryptoki.CKA_EC_PARAMS, der)
+}
+
+// createAlwaysAuthKey makes a P-256 key pair labelled label with CKA_ALWAYS_AUTHENTICATE set.
 func createAlwaysAuthKey(t *testing.T, tok *softhsmtest.Token, label string) {
+	t.Helper()
+	createKey(t, tok, label, cryptoki.CKM_EC_KEY_PAIR_GEN,
+		[]*cryptoki.Attribute{ecParams(t, asn1.ObjectIdentifier{1, 2, 840, 10045, 3, 1, 7})},
+		[]*cryptoki.Attribute{cryptoki.NewAttribute(cryptoki.CKA_ALWAYS_AUTHENTICATE, true)})
+}
+
+// createKey makes a key pair labelled label with mechanism mech and the extra public and
+// private attributes given, through a PKCS#11 context of its own, finalized before it returns
+// (so no key of the backend may be open).
+func createKey(t *testing.T, tok *softhsmtest.Token, label string, mech uint, public, private []*cryptoki.Attribute) {
 	t.Helper()
 	ctx, slot := outside(t, tok)
 	defer func() { _ = ctx.Finalize() }()
@@ -94,32 +114,59 @@ func createAlwaysAuthKey(t *testing.T, tok *softhsmtest.Token, label string) {
 	if err := ctx.Login(sh, cryptoki.CKU_USER, tok.PIN); err != nil {
 		t.Fatal(err)
 	}
-	params, err := asn1.Marshal(asn1.ObjectIdentifier{1, 2, 840, 10045, 3, 1, 7})
-	if err != nil {
-		t.Fatal(err)
-	}
 	id := []byte(fmt.Sprintf("id-%s", label))
-	_, _, err = ctx.GenerateKeyPair(sh, []*cryptoki.Mechanism{cryptoki.NewMechanism(cryptoki.CKM_EC_KEY_PAIR_GEN, nil)},
-		[]*cryptoki.Attribute{
+	_, _, err = ctx.GenerateKeyPair(sh, []*cryptoki.Mechanism{cryptoki.NewMechanism(mech, nil)},
+		append([]*cryptoki.Attribute{
 			cryptoki.NewAttribute(cryptoki.CKA_TOKEN, true),
-			cryptoki.NewAttribute(cryptoki.CKA_EC_PARAMS, params),
 			cryptoki.NewAttribute(cryptoki.CKA_LABEL, label),
 			cryptoki.NewAttribute(cryptoki.CKA_ID, id),
-		},
-		[]*cryptoki.Attribute{
+		}, public...),
+		append([]*cryptoki.Attribute{
 			cryptoki.NewAttribute(cryptoki.CKA_TOKEN, true),
 			cryptoki.NewAttribute(cryptoki.CKA_PRIVATE, true),
 			cryptoki.NewAttribute(cryptoki.CKA_SENSITIVE, true),
 			cryptoki.NewAttribute(cryptoki.CKA_SIGN, true),
-			cryptoki.NewAttribute(cryptoki.CKA_ALWAYS_AUTHENTICATE, true),
 			cryptoki.NewAttribute(cryptoki.CKA_LABEL, label),
 			cryptoki.NewAttribute(cryptoki.CKA_ID, id),
-		})
+		}, private...))
 	if err != nil {
 		t.Fatalf("C_GenerateKeyPair: %v", err)
 	}
 	if err := ctx.CloseSession(sh); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestUnsupportedKeys: a key of a curve or size the backend does not sign with is refused by
+// Open with an error naming object=, and listed as unsupported.
+func TestUnsupportedKeys(t *testing.T) {
+	tok := softhsmtest.New(t)
+	createKey(t, tok, "p521", cryptoki.CKM_EC_KEY_PAIR_GEN,
+		[]*cryptoki.Attribute{ecParams(t, asn1.ObjectIdentifier{1, 3, 132, 0, 35})}, nil)
+	createKey(t, tok, "rsa1024", cryptoki.CKM_RSA_PKCS_KEY_PAIR_GEN, []*cryptoki.Attribute{
+		cryptoki.NewAttribute(cryptoki.CKA_MODULUS_BITS, 1024),
+		cryptoki.NewAttribute(cryptoki.CKA_PUBLIC_EXPONENT, []byte{1, 0, 1}),
+	}, nil)
+	for _, tc := range []struct{ label, want string }{
+		{"p521", "EC curve 1.3.132.0.35 is not supported"},
+		{"rsa1024", "RSA keys of 1024 bits are not supported"},
+	} {
+		key, err := pkcs11.Open(context.Background(), tok.URI(tc.label), pkcs11.Options{})
+		if err == nil {
+			_ = key.Close()
+			t.Errorf("Open %s succeeded", tc.label)
+			continue
+		}
+		checkError(t, err, tok.PIN, fmt.Sprintf("object=%q", tc.label), tc.want)
+	}
+	entries, err := pkcs11.List(context.Background(), "pkcs11:token=signet-test?module-path="+tok.Module+"&pin-source="+tok.PINFile, pkcs11.Options{})
+	if err != nil || len(entries) != 2 {
+		t.Fatalf("List = %+v, %v; want 2 entries", entries, err)
+	}
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Algorithm, "unsupported: ") || e.Public != nil || e.Label == "" || len(e.ID) == 0 {
+			t.Errorf("entry %+v: want an unsupported key with its label and id and no public key", e)
+		}
 	}
 }
 
