@@ -9,10 +9,6 @@ import (
 	"io"
 )
 
-// ErrNoCgo is returned by every function of a binary built without cgo: PKCS#11 modules are
-// C shared libraries, loaded through cgo.
-var ErrNoCgo = errors.New("the PKCS#11 keystore backend needs cgo: this binary was built with CGO_ENABLED=0; rebuild it with CGO_ENABLED=1 and a C compiler")
-
 // Key is a private key on a PKCS#11 token; without cgo there is none.
 type Key struct{}
 
