@@ -5,8 +5,8 @@ import (
 	"errors"
 )
 
-// ErrNoCgo is returned by every function of a binary built without cgo (CGO_ENABLED=0): PKCS#11 modules are
-// C shared libraries, loaded through cgo.
+// ErrNoCgo is returned by every function of a binary built without cgo (CGO_ENABLED=0):
+// PKCS#11 modules are C shared libraries, loaded through cgo.
 var ErrNoCgo = errors.New("the PKCS#11 keystore backend needs cgo: this binary was built with CGO_ENABLED=0; rebuild it with CGO_ENABLED=1 and a C compiler")
 
 // Options are the caller's choices that a URI cannot make for itself.
