@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/go-tpm/tpm2"
 	"github.com/google/go-tpm/tpm2/transport"
-	"github.com/google/go-tpm/tpm2/transport/linuxudstpm"
 	"github.com/google/go-tpm/tpm2/transport/simulator"
 
 	"github.com/signet-pki/signet/internal/swtpmtest"
@@ -80,7 +79,7 @@ func simTPM(t *testing.T) testTPM {
 func swTPM(t *testing.T) testTPM {
 	t.Helper()
 	sw := swtpmtest.Start(t)
-	raw, err := linuxudstpm.Open(sw.Socket)
+	raw, err := tpm.OpenSocket(sw.Socket)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/google/go-tpm/tpm2"
@@ -75,12 +76,13 @@ type socketTPM struct {
 // Send implements transport.TPM: it writes the command and reads one response, whose size
 // the response header gives.
 func (s *socketTPM) Send(cmd []byte) ([]byte, error) {
-	conn, err := net.DialTimeout("unix", s.path, socketIOTimeout)
+	deadline := time.Now().Add(socketIOTimeout)
+	conn, err := s.dial(deadline)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	if err := conn.SetDeadline(time.Now().Add(socketIOTimeout)); err != nil {
+	if err := conn.SetDeadline(deadline); err != nil {
 		return nil, err
 	}
 	if _, err := conn.Write(cmd); err != nil {
@@ -100,6 +102,21 @@ func (s *socketTPM) Send(cmd []byte) ([]byte, error) {
 		return nil, err
 	}
 	return rsp, nil
+}
+
+// dial connects to the socket. swtpm serves one connection at a time from a short listen
+// queue, and a unix socket whose queue is full refuses a connection with EAGAIN at once
+// instead of waiting: dial waits for its turn, as a connection to a busy TCP server would.
+func (s *socketTPM) dial(deadline time.Time) (net.Conn, error) {
+	pause := time.Millisecond
+	for {
+		conn, err := net.DialTimeout("unix", s.path, time.Until(deadline))
+		if err == nil || !errors.Is(err, syscall.EAGAIN) || time.Now().After(deadline) {
+			return conn, err
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 20*time.Millisecond)
+	}
 }
 
 // Close implements transport.TPMCloser; there is no connection between commands.
