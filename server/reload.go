@@ -47,7 +47,7 @@ func (s *Server) Reload(ctx context.Context) {
 		if digest == s.signers[i].digest {
 			continue
 		}
-		ls, err := loadSigner(ctx, sc, s.signers[i].policy)
+		ls, err := loadSigner(ctx, sc, s.signers[i].policy, s.keyOptions(sc.Name))
 		if err != nil {
 			s.log.Error("reloading signer; keeping the previous CA", "signer", sc.Name, "error", err.Error())
 			continue

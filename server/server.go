@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -115,7 +116,7 @@ func (s *Server) build(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		ls, err := loadSigner(ctx, sc, pol)
+		ls, err := loadSigner(ctx, sc, pol, s.keyOptions(sc.Name))
 		if err != nil {
 			return err
 		}
@@ -178,7 +179,8 @@ func (s *Server) build(ctx context.Context) error {
 	signetv1.RegisterSignerServiceServer(s.grpc, signerapi.New(s.core))
 	s.health = health.NewServer()
 	s.health.SetServingStatus(signetv1.HealthService, healthpb.HealthCheckResponse_SERVING)
-	healthpb.RegisterHealthServer(s.grpc, s.health)
+	s.updateSignerHealth(nil, map[string]bool{})
+	healthpb.RegisterHealthServer(s.grpc, signerHealth{Server: s.health, served: func(name string) bool { return slices.Contains(names, name) }})
 	if cfg.GRPC.Reflection {
 		reflection.Register(s.grpc)
 		log.Warn("gRPC reflection is on")
@@ -195,10 +197,13 @@ func (s *Server) HTTPAddr() string { return s.httpLis.Addr().String() }
 
 // healthLoop keeps the gRPC health status in step with readiness, every second: a server whose
 // ledger refuses records reports NOT_SERVING, so clients fail over to another signing host.
+// Each signer is also reported under its own service name (SignerHealthService), NOT_SERVING
+// while its active CA key's HSM or TPM cannot be reached.
 func (s *Server) healthLoop(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	serving := true
+	keys := map[string]bool{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -206,6 +211,7 @@ func (s *Server) healthLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		err := s.ready()
+		s.updateSignerHealth(err, keys)
 		if now := err == nil; now != serving {
 			serving = now
 			st := healthpb.HealthCheckResponse_SERVING

@@ -68,7 +68,7 @@ func signerFiles(sc config.Signer) []string {
 
 // loadSigner opens the signer's CAs (keys and certificate files) and builds its issuer, with
 // the active CA, under pol. Errors name the signer and the file that is wrong.
-func loadSigner(ctx context.Context, sc config.Signer, pol policy) (*loadedSigner, error) {
+func loadSigner(ctx context.Context, sc config.Signer, pol policy, keys keystore.Options) (*loadedSigner, error) {
 	digest, err := filereload.Digest(signerFiles(sc)...)
 	if err != nil {
 		return nil, fmt.Errorf("signer %s: %w", sc.Name, err)
@@ -77,7 +77,7 @@ func loadSigner(ctx context.Context, sc config.Signer, pol policy) (*loadedSigne
 	if err != nil {
 		return nil, fmt.Errorf("signer %s: %w", sc.Name, err)
 	}
-	auth, err := authority.Open(ctx, specs)
+	auth, err := authority.Open(ctx, specs, keys)
 	if err != nil {
 		return nil, fmt.Errorf("signer %s: %w", sc.Name, err)
 	}
@@ -89,7 +89,7 @@ func loadSigner(ctx context.Context, sc config.Signer, pol policy) (*loadedSigne
 	})
 	if err != nil {
 		_ = auth.Close()
-		return nil, fmt.Errorf("signer %s (active CA key %s): %w", sc.Name, auth.Active().KeyURI, err)
+		return nil, fmt.Errorf("signer %s (active CA key %s): %w", sc.Name, keystore.Redact(auth.Active().KeyURI), err)
 	}
 	ls := &loadedSigner{
 		signer:    &decision.Signer{Issuer: issuer, Profile: pol.profile, Lint: pol.gate, TrustBundle: auth.Bundle()},

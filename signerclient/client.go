@@ -7,6 +7,7 @@
 package signerclient
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -39,12 +40,15 @@ const (
 	keepaliveTimeout = 10 * time.Second
 )
 
-// serviceConfig spreads calls over every endpoint that is connected and reports
-// signetv1.HealthService SERVING (grpc.health.v1.Health/Watch; the server reports it
-// NOT_SERVING when it stops gracefully); a stopped, unhealthy or unreachable endpoint is skipped until it
-// recovers. A server without the health service counts as healthy.
-const serviceConfig = `{"loadBalancingConfig":[{"round_robin":{}}],` +
-	`"healthCheckConfig":{"serviceName":"` + signetv1.HealthService + `"}}`
+// serviceConfig spreads calls over every endpoint that is connected and reports service
+// SERVING (grpc.health.v1.Health/Watch; the server reports signetv1.HealthService NOT_SERVING
+// when it stops gracefully or its ledger fails, and a signer's SignerHealthService also while
+// the signer's CA key cannot be reached); a stopped, unhealthy or unreachable endpoint is
+// skipped until it recovers. A server without the health service counts as healthy.
+func serviceConfig(service string) string {
+	return `{"loadBalancingConfig":[{"round_robin":{}}],` +
+		`"healthCheckConfig":{"serviceName":"` + service + `"}}`
+}
 
 // Flow-control windows of the connection to the server, fixed.
 const (
@@ -74,6 +78,11 @@ type Config struct {
 	// ServerName is the name verified in every server's certificate; empty means the host
 	// part of each endpoint's address.
 	ServerName string
+	// HealthService is the grpc.health.v1 service whose status decides which endpoints take
+	// calls: signetv1.HealthService when empty. A client of a single signer sets
+	// signetv1.SignerHealthService(name), so that it also fails over when that signer's CA
+	// key (an HSM or TPM) is unreachable on one endpoint.
+	HealthService string
 	// RPCTimeout bounds every call; it must be positive.
 	RPCTimeout time.Duration
 	// Clock paces the TLS file reload checks and times the calls for ObserveRPC; nil means
@@ -128,7 +137,7 @@ func New(cfg Config) (*Client, error) {
 			Timeout:             keepaliveTimeout,
 			PermitWithoutStream: false,
 		}),
-		grpc.WithDefaultServiceConfig(serviceConfig),
+		grpc.WithDefaultServiceConfig(serviceConfig(cmp.Or(cfg.HealthService, signetv1.HealthService))),
 		grpc.WithUserAgent("signet-watcher"),
 		// Fixed flow-control windows: the dynamic default pings the server on almost every
 		// answer to measure bandwidth (see signet-server's streamWindow); the messages are small.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"log/slog"
 	"net"
 	"sync"
@@ -250,19 +251,27 @@ func (c *Config) leaderConfig(env leader.Env) (leader.Config, error) {
 	}, nil
 }
 
-// signerClientConfig is the signer client's part of the configuration.
+// signerClientConfig is the signer client's part of the configuration. A watcher of a single
+// signer follows that signer's health on each endpoint, so it fails over when the signer's CA
+// key is unreachable there; a watcher of several follows the server's overall health (one
+// connection cannot skip an endpoint for one signer only).
 func (c *Config) signerClientConfig(clk clock.PassiveClock, logger klog.Logger, m *metrics.Metrics) signerclient.Config {
+	health := signetv1.HealthService
+	if len(c.SignerNames) == 1 {
+		health = signetv1.SignerHealthService(c.SignerNames[0])
+	}
 	return signerclient.Config{
-		Address:    c.Server.Address,
-		Addresses:  c.Server.Addresses,
-		CAFile:     c.Server.CAFile,
-		CertFile:   c.Server.CertFile,
-		KeyFile:    c.Server.KeyFile,
-		ServerName: c.Server.ServerName,
-		RPCTimeout: c.RPCTimeout.Duration,
-		Clock:      clk,
-		Logger:     logger.WithName("signerclient"),
-		ObserveRPC: m.ObserveRPC,
+		HealthService: health,
+		Address:       c.Server.Address,
+		Addresses:     c.Server.Addresses,
+		CAFile:        c.Server.CAFile,
+		CertFile:      c.Server.CertFile,
+		KeyFile:       c.Server.KeyFile,
+		ServerName:    c.Server.ServerName,
+		RPCTimeout:    c.RPCTimeout.Duration,
+		Clock:         clk,
+		Logger:        logger.WithName("signerclient"),
+		ObserveRPC:    m.ObserveRPC,
 	}
 }
 

@@ -57,7 +57,7 @@ type CASpec struct {
 
 // name describes the CA in errors.
 func (s CASpec) name(i int) string {
-	return fmt.Sprintf("CA %d (%s, key %s, certificate %s)", i, s.State, s.KeyURI, s.Source)
+	return fmt.Sprintf("CA %d (%s, key %s, certificate %s)", i, s.State, keystore.Redact(s.KeyURI), s.Source)
 }
 
 // CA is an opened CA.
@@ -75,10 +75,10 @@ type Authority struct {
 
 // Open opens the keys of specs and checks the set: exactly one active CA; every CA with a key
 // can sign certificates with it (its key matches its certificate, which is a CA). On error
-// the keys opened so far are closed.
-func Open(ctx context.Context, specs []CASpec) (*Authority, error) {
+// the keys opened so far are closed. keys is how every key is opened.
+func Open(ctx context.Context, specs []CASpec, keys keystore.Options) (*Authority, error) {
 	a := &Authority{}
-	if err := a.open(ctx, specs); err != nil {
+	if err := a.open(ctx, specs, keys); err != nil {
 		_ = a.Close()
 		return nil, err
 	}
@@ -87,7 +87,7 @@ func Open(ctx context.Context, specs []CASpec) (*Authority, error) {
 
 // open adds the CAs of specs to a, opening and checking their keys; on error the caller
 // closes what was opened.
-func (a *Authority) open(ctx context.Context, specs []CASpec) error {
+func (a *Authority) open(ctx context.Context, specs []CASpec, keys keystore.Options) error {
 	for i, spec := range specs {
 		ca := &CA{CASpec: spec}
 		a.cas = append(a.cas, ca)
@@ -103,7 +103,7 @@ func (a *Authority) open(ctx context.Context, specs []CASpec) error {
 			}
 			return fmt.Errorf("%s: a key is required", spec.name(i))
 		}
-		key, err := keystore.Open(ctx, spec.KeyURI, keystore.Options{})
+		key, err := keystore.Open(ctx, spec.KeyURI, keys)
 		if err != nil {
 			return fmt.Errorf("%s: %w", spec.name(i), err)
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/signet-pki/signet/internal/testpki"
+	"github.com/signet-pki/signet/keystore"
 	"github.com/signet-pki/signet/server/authority"
 )
 
@@ -40,7 +41,7 @@ func TestOpen(t *testing.T) {
 		spec(t, authority.Retired, retired, false),
 		spec(t, authority.Staged, staged, true),
 		spec(t, authority.Active, active, true),
-	})
+	}, keystore.Options{})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -78,7 +79,7 @@ func TestOpen(t *testing.T) {
 		{"active CA without a key", []authority.CASpec{spec(t, authority.Active, active, false)}, "a key is required"},
 		{"key of another CA", []authority.CASpec{mismatched}, "does not match"},
 	} {
-		if _, err := authority.Open(context.Background(), tc.specs); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := authority.Open(context.Background(), tc.specs, keystore.Options{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: Open = %v, want an error containing %q", tc.name, err, tc.want)
 		}
 	}

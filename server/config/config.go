@@ -58,6 +58,18 @@ type Config struct {
 	Lint Lint `json:"lint"`
 	// ReloadInterval is how often the TLS and CA files are checked for changes. Default 10s.
 	ReloadInterval metav1.Duration `json:"reloadInterval,omitempty"`
+	// Keys configures how CA keys in HSMs and TPMs are used.
+	Keys Keys `json:"keys,omitempty"`
+}
+
+// Keys configures the CA keys of every signer.
+type Keys struct {
+	// AllowPINValue accepts a PKCS#11 URI's pin-value= attribute (a PIN written into this
+	// file). Off by default: use pin-source=file:... Only for tests and demos.
+	AllowPINValue bool `json:"allowPINValue,omitempty"`
+	// Timeout bounds each signature of an HSM or TPM key; a device that does not answer in
+	// time is treated as lost and re-opened. Default 10s.
+	Timeout metav1.Duration `json:"timeout,omitempty"`
 }
 
 // GRPC configures the gRPC listener.
@@ -211,6 +223,9 @@ func (c *Config) Validate() error {
 		if f.value == "" {
 			errs = append(errs, fmt.Errorf("%s is required (mTLS is always on)", f.name))
 		}
+	}
+	if c.Keys.Timeout.Duration < 0 {
+		errs = append(errs, fmt.Errorf("keys.timeout %s is negative", c.Keys.Timeout.Duration))
 	}
 	if c.ReloadInterval.Duration != 0 && c.ReloadInterval.Duration < time.Second {
 		errs = append(errs, fmt.Errorf("reloadInterval %s is below 1s", c.ReloadInterval.Duration))

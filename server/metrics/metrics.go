@@ -59,6 +59,7 @@ type Metrics struct {
 	caExpiry      *prometheus.GaugeVec
 	ledgerAppend  prometheus.Histogram
 	ledgerRecords prometheus.Counter
+	keyMetrics
 }
 
 // New creates the metrics on a new registry holding them, the Go runtime and process
@@ -112,6 +113,7 @@ func New(version string, signers []string) *Metrics {
 			Namespace: namespace, Subsystem: subsystem, Name: "ledger_records_total",
 			Help: "Ledger records appended since the server started.",
 		}),
+		keyMetrics: newKeyMetrics(),
 	}
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Subsystem: subsystem, Name: "build_info",
@@ -124,6 +126,7 @@ func New(version string, signers []string) *Metrics {
 		buildInfo, m.requests, m.refusals, m.signDuration, m.issuance, m.lintFailures, m.lintAccepted, m.rateLimited,
 		m.caExpiry, m.ledgerAppend, m.ledgerRecords,
 	)
+	m.registry.MustRegister(m.keyMetrics.collectors()...)
 	// The served signers are fixed for the server's life: their requests_total series (every
 	// outcome), sign_duration_seconds and issuance_duration_seconds series exist from the
 	// start, at zero; other names are recorded as signer="unknown".
