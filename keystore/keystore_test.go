@@ -163,8 +163,6 @@ func TestOpenRelativePath(t *testing.T) {
 func TestOpenUnsupportedURIs(t *testing.T) {
 	t.Parallel()
 	for _, uri := range []string{
-		"pkcs11:token=signet;object=ca?pin-source=file:/etc/signet/pin",
-		"tpm:handle=0x81000001",
 		"https://keys.example.com/ca",
 		"awskms:key-id=1234",
 	} {
