@@ -2,6 +2,8 @@
 // keeps on its host.
 //
 //	signetctl ledger verify --dir /var/lib/signet/ledger
+//	signetctl keys create --uri 'tpm:blob=/var/lib/signet/ca.tpmkey'
+//	signetctl ca init --key 'tpm:blob=/var/lib/signet/ca.tpmkey' --subject 'CN=Kubernetes CA'
 //	signetctl help
 //
 // Exit codes: 0 success, 1 the check failed (or could not run), 2 usage error.
@@ -37,6 +39,8 @@ func commands() []command {
 		ledgerCommand(),
 		signersCommand(),
 		explainCommand(),
+		keysCommand(),
+		caCommand(),
 	}
 }
 
