@@ -40,28 +40,52 @@ type keyFile struct {
 //	    parent      INTEGER,
 //	    pubkey      OCTET STRING,   -- a marshalled TPM2B_PUBLIC
 //	    privkey     OCTET STRING }  -- a marshalled TPM2B_PRIVATE
+//
+// The optional fields are raw values: Go's encoding/asn1 keeps the explicit [n] wrapper of a
+// RawValue, and the booleans need BER's leniency, as the openssl tpm2 provider writes TRUE as
+// 0x01 where DER (and Go's parser) want 0xFF.
 type tssPrivateKey struct {
 	Type        asn1.ObjectIdentifier
-	EmptyAuth   bool          `asn1:"optional,explicit,tag:0"`
+	EmptyAuth   asn1.RawValue `asn1:"optional,explicit,tag:0"`
 	Policy      asn1.RawValue `asn1:"optional,explicit,tag:1"`
 	Secret      asn1.RawValue `asn1:"optional,explicit,tag:2"`
 	AuthPolicy  asn1.RawValue `asn1:"optional,explicit,tag:3"`
-	Description string        `asn1:"optional,explicit,tag:4,utf8"`
-	RSAParent   bool          `asn1:"optional,explicit,tag:5"`
+	Description asn1.RawValue `asn1:"optional,explicit,tag:4"`
+	RSAParent   asn1.RawValue `asn1:"optional,explicit,tag:5"`
 	Parent      int64
 	PubKey      []byte
 	PrivKey     []byte
 }
 
+// emptyAuthTrue is the emptyAuth field set: [0] EXPLICIT BOOLEAN TRUE.
+var emptyAuthTrue = asn1.RawValue{Class: asn1.ClassContextSpecific, Tag: 0, IsCompound: true, Bytes: []byte{asn1.TagBoolean, 1, 0xFF}}
+
+// parseBool reads an optional [n] EXPLICIT BOOLEAN: absent is false, and as in BER any
+// non-zero octet is true.
+func parseBool(v asn1.RawValue, name string) (bool, error) {
+	if len(v.FullBytes) == 0 {
+		return false, nil
+	}
+	var inner asn1.RawValue
+	rest, err := asn1.Unmarshal(v.Bytes, &inner)
+	if err != nil || len(rest) != 0 || inner.Class != asn1.ClassUniversal || inner.Tag != asn1.TagBoolean || len(inner.Bytes) != 1 {
+		return false, fmt.Errorf("%s is not a BOOLEAN", name)
+	}
+	return inner.Bytes[0] != 0, nil
+}
+
 // marshalKeyFile encodes kf as a "TSS2 PRIVATE KEY" PEM block.
 func marshalKeyFile(kf keyFile) ([]byte, error) {
-	der, err := asn1.Marshal(tssPrivateKey{
-		Type:      oidLoadableKey,
-		EmptyAuth: kf.emptyAuth,
-		Parent:    int64(kf.parent),
-		PubKey:    tpm2.Marshal(kf.public),
-		PrivKey:   tpm2.Marshal(kf.private),
-	})
+	k := tssPrivateKey{
+		Type:    oidLoadableKey,
+		Parent:  int64(kf.parent),
+		PubKey:  tpm2.Marshal(kf.public),
+		PrivKey: tpm2.Marshal(kf.private),
+	}
+	if kf.emptyAuth {
+		k.EmptyAuth = emptyAuthTrue
+	}
+	der, err := asn1.Marshal(k)
 	if err != nil {
 		return nil, fmt.Errorf("encoding key blob: %w", err)
 	}
@@ -85,6 +109,13 @@ func parseKeyFile(data []byte) (keyFile, error) {
 	if err != nil {
 		return kf, fmt.Errorf("parsing %s: %w", keyFilePEMType, err)
 	}
+	rsaParent, err := parseBool(k.RSAParent, "rsaParent")
+	if err != nil {
+		return kf, err
+	}
+	if kf.emptyAuth, err = parseBool(k.EmptyAuth, "emptyAuth"); err != nil {
+		return kf, err
+	}
 	switch {
 	case len(rest) != 0:
 		return kf, fmt.Errorf("parsing %s: trailing data", keyFilePEMType)
@@ -94,7 +125,7 @@ func parseKeyFile(data []byte) (keyFile, error) {
 		return kf, errors.New("the key has an authorization policy, which this backend cannot satisfy")
 	case len(k.Secret.FullBytes) != 0:
 		return kf, errors.New("the key has an imported secret, which this backend does not support")
-	case k.RSAParent:
+	case rsaParent:
 		return kf, errors.New("the key's parent is the RSA storage root key; this backend uses the ECC P-256 one")
 	}
 	kf.parent = tpm2.TPMHandle(k.Parent)
@@ -104,7 +135,6 @@ func parseKeyFile(data []byte) (keyFile, error) {
 	if kf.parent != tpm2.TPMRHOwner && (k.Parent < firstPersistent || k.Parent > lastPersistentHandle) {
 		return kf, fmt.Errorf("parent 0x%x is neither the owner hierarchy nor a persistent key", k.Parent)
 	}
-	kf.emptyAuth = k.EmptyAuth
 	if kf.public, err = unmarshal2B[tpm2.TPM2BPublic](k.PubKey); err != nil {
 		return kf, fmt.Errorf("parsing the public part: %w", err)
 	}

@@ -2,8 +2,12 @@ package tpm
 
 import (
 	"bytes"
+	"crypto"
+	"crypto/x509"
 	"encoding/asn1"
 	"encoding/pem"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -73,6 +77,52 @@ func TestKeyFileRoundTrip(t *testing.T) {
 	}
 }
 
+// TestParseOpenSSLKeyFiles: key files the openssl tpm2 provider made (openssl genpkey
+// -provider tpm2, on swtpm) parse, with the public key openssl exports for them. (Signet's
+// files load in openssl too; that direction needs the provider and a TPM, and was checked by
+// hand: openssl pkey -pubout and pkeyutl -sign with a Signet blob on swtpm.)
+func TestParseOpenSSLKeyFiles(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, algorithm string }{
+		{"openssl-p256", keyerr.P256},
+		{"openssl-rsa2048", keyerr.RSA2048},
+	} {
+		data, err := os.ReadFile(filepath.Join("testdata", tc.name+".tss2.pem"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kf, err := parseKeyFile(data)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if !kf.emptyAuth || kf.parent != tpm2.TPMRHOwner {
+			t.Errorf("%s: emptyAuth %v, parent %#x; want true, the owner hierarchy", tc.name, kf.emptyAuth, uint32(kf.parent))
+		}
+		pub, err := kf.public.Contents()
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := inspect(pub)
+		if err != nil || info.algorithm != tc.algorithm {
+			t.Errorf("%s: inspect = %s, %v; want %s", tc.name, info.algorithm, err, tc.algorithm)
+			continue
+		}
+		pemPub, err := os.ReadFile(filepath.Join("testdata", tc.name+".pub.pem"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		block, _ := pem.Decode(pemPub)
+		want, err := x509.ParsePKIXPublicKey(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !want.(interface{ Equal(crypto.PublicKey) bool }).Equal(info.public) {
+			t.Errorf("%s: the public key is not the one openssl exports", tc.name)
+		}
+	}
+}
+
 // TestParseKeyFileRefuses: what cannot be a loadable key of this backend is refused with the
 // reason.
 func TestParseKeyFileRefuses(t *testing.T) {
@@ -81,6 +131,7 @@ func TestParseKeyFileRefuses(t *testing.T) {
 	// rawKey is tssPrivateKey with the optional fields written as they come, tag and all.
 	type rawKey struct {
 		Type      asn1.ObjectIdentifier
+		Auth      asn1.RawValue `asn1:"optional"` // emptyAuth, tag and all
 		EmptyAuth bool          `asn1:"optional,explicit,tag:0"`
 		Policy    asn1.RawValue `asn1:"optional"`
 		Secret    asn1.RawValue `asn1:"optional"`
@@ -119,6 +170,7 @@ func TestParseKeyFileRefuses(t *testing.T) {
 		{"policy", encode(func(k *rawKey) { k.Policy = explicit(1, policy) }), "authorization policy"},
 		{"secret", encode(func(k *rawKey) { k.Secret = explicit(2, []byte{asn1.TagOctetString, 1, 0}) }), "imported secret"},
 		{"RSA parent", encode(func(k *rawKey) { k.RSAParent = true }), "RSA storage root key"},
+		{"emptyAuth not a boolean", encode(func(k *rawKey) { k.EmptyAuth = false; k.Auth = explicit(0, []byte{asn1.TagInteger, 1, 1}) }), "emptyAuth is not a BOOLEAN"},
 		{"odd parent", encode(func(k *rawKey) { k.Parent = 0x80000000 }), "parent 0x80000000"},
 		{"short public", encode(func(k *rawKey) { k.PubKey = k.PubKey[:10] }), "public part: size field"},
 		{"public with trailing bytes", encode(func(k *rawKey) {
@@ -131,8 +183,13 @@ func TestParseKeyFileRefuses(t *testing.T) {
 			t.Errorf("%s: parseKeyFile = %v, want an error containing %q", tc.name, err, tc.errHas)
 		}
 	}
+	// The openssl tpm2 provider writes emptyAuth TRUE as BER's 0x01.
+	got, err := parseKeyFile(encode(func(k *rawKey) { k.EmptyAuth = false; k.Auth = explicit(0, []byte{asn1.TagBoolean, 1, 1}) }))
+	if err != nil || !got.emptyAuth {
+		t.Errorf("emptyAuth 0x01: got %v, %v; want true", got.emptyAuth, err)
+	}
 	// An absent parent is the owner hierarchy, as the openssl tpm2 provider reads it.
-	got, err := parseKeyFile(encode(func(k *rawKey) { k.Parent = 0 }))
+	got, err = parseKeyFile(encode(func(k *rawKey) { k.Parent = 0 }))
 	if err != nil || got.parent != tpm2.TPMRHOwner {
 		t.Errorf("parent 0: got %#x, %v; want the owner hierarchy", uint32(got.parent), err)
 	}
@@ -148,6 +205,11 @@ func FuzzParseKeyFile(f *testing.F) {
 	f.Add(data)
 	block, _ := pem.Decode(data)
 	f.Add(block.Bytes)
+	for _, name := range []string{"openssl-p256", "openssl-rsa2048"} {
+		if data, err := os.ReadFile(filepath.Join("testdata", name+".tss2.pem")); err == nil {
+			f.Add(data)
+		}
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if !bytes.HasPrefix(data, []byte("-----BEGIN")) {
 			data = pem.EncodeToMemory(&pem.Block{Type: "TSS2 PRIVATE KEY", Bytes: data})

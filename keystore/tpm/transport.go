@@ -73,9 +73,27 @@ type socketTPM struct {
 	path string
 }
 
-// Send implements transport.TPM: it writes the command and reads one response, whose size
-// the response header gives.
+// retryAttempts bounds how often a socket command answered TPM_RC_RETRY (the TPM did not
+// start it) is sent again, as go-tpm does for a device.
+const retryAttempts = 6
+
+// Send implements transport.TPM: it sends the command, again after a short pause while the
+// TPM answers TPM_RC_RETRY, and returns the response.
 func (s *socketTPM) Send(cmd []byte) ([]byte, error) {
+	pause := time.Millisecond
+	for attempt := 1; ; attempt++ {
+		rsp, err := s.send(cmd)
+		if err != nil || attempt == retryAttempts || binary.BigEndian.Uint32(rsp[6:10]) != uint32(tpm2.TPMRCRetry) {
+			return rsp, err
+		}
+		time.Sleep(pause)
+		pause *= 4
+	}
+}
+
+// send writes the command on a new connection and reads one response, whose size the
+// response header gives.
+func (s *socketTPM) send(cmd []byte) ([]byte, error) {
 	deadline := time.Now().Add(socketIOTimeout)
 	conn, err := s.dial(deadline)
 	if err != nil {
