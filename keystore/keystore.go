@@ -3,23 +3,23 @@
 //
 // A key is named by a URI:
 //
-//	file:///etc/signet/ca.key                                  PEM key file (keystore/pemfile)
-//	/etc/signet/ca.key                                         the same, as a plain path
-//	file:///etc/signet/ca.key?passphrase-file=/etc/signet/ca.pass   encrypted PKCS#8
-//	pkcs11:token=signet;object=kube-ca;type=private?module-path=/usr/lib/softhsm/libsofthsm2.so&pin-source=file:/etc/signet/hsm.pin
-//	tpm:handle=0x81000100                                      persistent TPM key on /dev/tpmrm0
-//	tpm:blob=/var/lib/signet/ca.tpmkey?socket=/run/swtpm/sock  TPM key blob, on swtpm
+//		file:///etc/signet/ca.key                                  PEM key file (keystore/pemfile)
+//		/etc/signet/ca.key                                         the same, as a plain path
+//		file:///etc/signet/ca.key?passphrase-file=/etc/signet/ca.pass   encrypted PKCS#8
+//		pkcs11:token=signet;object=kube-ca;type=private?module-path=/usr/lib/softhsm/libsofthsm2.so&pin-source=file:/etc/signet/hsm.pin
+//		tpm:handle=0x81000100                                      persistent TPM key on /dev/tpmrm0
+//		tpm:blob=/var/lib/signet/ca.tpmkey?socket=/run/swtpm/sock  TPM key blob, on swtpm
 //
-//   - file: a PEM private key on disk (PKCS#8, SEC 1 EC or PKCS#1 RSA), or an encrypted
-//     PKCS#8 key ("ENCRYPTED PRIVATE KEY", PBES2) whose passphrase is read from the file that
-//     passphrase-file= names. The key file and the passphrase file must be readable by their
-//     owner only (chmod 600), as ssh requires of private keys.
-//   - pkcs11: an RFC 7512 URI of a key on a PKCS#11 token (keystore/pkcs11 has the grammar):
-//     token=, object= and/or id=, type=private; module-path=, pin-source=file:... (pin-value=
-//     only with Options.AllowPINValue).
-//   - tpm: a TPM 2.0 key (keystore/tpm has the grammar): handle=0x81xxxxxx (persistent) or
-//     blob=path (a "TSS2 PRIVATE KEY" file sealed under the storage root key), on the device
-//     /dev/tpmrm0, another device=, or swtpm's socket=.
+//	  - file: a PEM private key on disk (PKCS#8, SEC 1 EC or PKCS#1 RSA), or an encrypted
+//	    PKCS#8 key ("ENCRYPTED PRIVATE KEY", PBES2) whose passphrase is read from the file that
+//	    passphrase-file= names. The key file and the passphrase file must be readable by their
+//	    owner only (chmod 600), as ssh requires of private keys.
+//	  - pkcs11: an RFC 7512 URI of a key on a PKCS#11 token (keystore/pkcs11 has the grammar):
+//	    token=, object= and/or id=, type=private; module-path=, pin-source=file:... (pin-value=
+//	    only with Options.AllowPINValue).
+//	  - tpm: a TPM 2.0 key (keystore/tpm has the grammar): handle=0x81xxxxxx (persistent) or
+//	    blob=path (a "TSS2 PRIVATE KEY" file sealed under the storage root key), on the device
+//	    /dev/tpmrm0, another device=, or swtpm's socket=.
 //
 // An HSM or TPM key is opened as a *Device: every signature is bounded by a timeout, a device
 // that goes away fails calls with ErrUnavailable (keyerr) while the key is re-opened by its
