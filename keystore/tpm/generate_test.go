@@ -116,7 +116,15 @@ func testGenerateList(t *testing.T, env testTPM) {
 		}
 	}
 
-	// Refusals.
+	testGenerateRefusals(t, env, hk, blob)
+}
+
+// testGenerateRefusals: Generate refuses a taken handle (by a signing key or another
+// object), an existing blob file or a missing directory, an unknown algorithm, a handle
+// outside the owner's range and a URI without a key; the existing key and file are untouched.
+func testGenerateRefusals(t *testing.T, env testTPM, hk *tpm.Key, blob string) {
+	ctx := t.Context()
+	handleURI, blobURI := hk.URI(), env.uri("blob="+blob)
 	before, _ := os.ReadFile(blob)
 	for _, tc := range []struct{ uri, algorithm, errHas string }{
 		{handleURI, keyerr.P256, "handle=0x81000200: the handle holds a key already"},

@@ -13,7 +13,6 @@ import (
 
 	"github.com/google/go-tpm/tpm2"
 	"github.com/google/go-tpm/tpm2/transport"
-	"github.com/google/go-tpm/tpm2/transport/linuxtpm"
 
 	"github.com/signet-pki/signet/keystore/keyerr"
 )
@@ -39,15 +38,7 @@ func openTransport(loc location, opts Options) (transport.TPMCloser, error) {
 	if loc.socket != "" {
 		return openSocket(loc.socket)
 	}
-	t, err := linuxtpm.Open(loc.device)
-	switch {
-	case err == nil:
-		return t, nil
-	case errors.Is(err, linuxtpm.ErrFileIsNotDevice), errors.Is(err, fs.ErrPermission):
-		return nil, fmt.Errorf("opening the TPM at %s: %w", loc.tpmName(), err)
-	default: // missing (no TPM driver yet) or busy (/dev/tpm0 open elsewhere)
-		return nil, fmt.Errorf("opening the TPM at %s: %w: %w", loc.tpmName(), keyerr.ErrUnavailable, err)
-	}
+	return openDevice(loc)
 }
 
 // openSocket checks that path is a unix socket and returns a transport that connects to it

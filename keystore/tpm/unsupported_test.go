@@ -19,38 +19,14 @@ import (
 // algorithm, when it cannot; List leaves the refused ones out.
 func TestKeysMadeElsewhere(t *testing.T) {
 	env := simTPM(t)
-	sign := tpm2.TPMAObject{FixedTPM: true, FixedParent: true, SensitiveDataOrigin: true, UserWithAuth: true, SignEncrypt: true}
-	ecc := func(curve tpm2.TPMECCCurve) tpm2.TPMTPublic {
-		return tpm2.TPMTPublic{
-			Type: tpm2.TPMAlgECC, NameAlg: tpm2.TPMAlgSHA256, ObjectAttributes: sign,
-			Parameters: tpm2.NewTPMUPublicParms(tpm2.TPMAlgECC, &tpm2.TPMSECCParms{
-				Symmetric: tpm2.TPMTSymDefObject{Algorithm: tpm2.TPMAlgNull},
-				Scheme:    tpm2.TPMTECCScheme{Scheme: tpm2.TPMAlgNull},
-				CurveID:   curve,
-				KDF:       tpm2.TPMTKDFScheme{Scheme: tpm2.TPMAlgNull},
-			}),
-			Unique: tpm2.NewTPMUPublicID(tpm2.TPMAlgECC, &tpm2.TPMSECCPoint{}),
-		}
-	}
-	rsaKey := func(bits tpm2.TPMKeyBits, scheme tpm2.TPMTRSAScheme) tpm2.TPMTPublic {
-		return tpm2.TPMTPublic{
-			Type: tpm2.TPMAlgRSA, NameAlg: tpm2.TPMAlgSHA256, ObjectAttributes: sign,
-			Parameters: tpm2.NewTPMUPublicParms(tpm2.TPMAlgRSA, &tpm2.TPMSRSAParms{
-				Symmetric: tpm2.TPMTSymDefObject{Algorithm: tpm2.TPMAlgNull},
-				Scheme:    scheme,
-				KeyBits:   bits,
-			}),
-			Unique: tpm2.NewTPMUPublicID(tpm2.TPMAlgRSA, &tpm2.TPM2BPublicKeyRSA{}),
-		}
-	}
 	rsassa := tpm2.TPMTRSAScheme{Scheme: tpm2.TPMAlgRSASSA, Details: tpm2.NewTPMUAsymScheme(tpm2.TPMAlgRSASSA, &tpm2.TPMSSigSchemeRSASSA{HashAlg: tpm2.TPMAlgSHA256})}
-	restricted := rsaKey(2048, rsassa)
+	restricted := rsaSigningKey(2048, rsassa)
 	restricted.ObjectAttributes.Restricted = true
 
-	persistKey(t, env.raw, 0x81000601, ecc(tpm2.TPMECCNistP521))
-	persistKey(t, env.raw, 0x81000602, rsaKey(1024, tpm2.TPMTRSAScheme{Scheme: tpm2.TPMAlgNull}))
+	persistKey(t, env.raw, 0x81000601, eccSigningKey(tpm2.TPMECCNistP521))
+	persistKey(t, env.raw, 0x81000602, rsaSigningKey(1024, tpm2.TPMTRSAScheme{Scheme: tpm2.TPMAlgNull}))
 	persistKey(t, env.raw, 0x81000603, restricted)
-	persistKey(t, env.raw, 0x81000604, rsaKey(2048, rsassa))
+	persistKey(t, env.raw, 0x81000604, rsaSigningKey(2048, rsassa))
 
 	for _, tc := range []struct{ handle, errHas string }{
 		{"0x81000601", "handle=0x81000601: ECC curve P-521: want P-256 or P-384"},
@@ -118,4 +94,34 @@ func persistKey(t *testing.T, tr transport.TPM, h uint32, template tpm2.TPMTPubl
 		t.Fatalf("EvictControl: %v", err)
 	}
 	t.Cleanup(func() { evict(t, tr, h) })
+}
+
+// signAttributes are those of an unrestricted signing key made by another tool.
+var signAttributes = tpm2.TPMAObject{FixedTPM: true, FixedParent: true, SensitiveDataOrigin: true, UserWithAuth: true, SignEncrypt: true}
+
+// eccSigningKey is the template of an ECC signing key on curve.
+func eccSigningKey(curve tpm2.TPMECCCurve) tpm2.TPMTPublic {
+	return tpm2.TPMTPublic{
+		Type: tpm2.TPMAlgECC, NameAlg: tpm2.TPMAlgSHA256, ObjectAttributes: signAttributes,
+		Parameters: tpm2.NewTPMUPublicParms(tpm2.TPMAlgECC, &tpm2.TPMSECCParms{
+			Symmetric: tpm2.TPMTSymDefObject{Algorithm: tpm2.TPMAlgNull},
+			Scheme:    tpm2.TPMTECCScheme{Scheme: tpm2.TPMAlgNull},
+			CurveID:   curve,
+			KDF:       tpm2.TPMTKDFScheme{Scheme: tpm2.TPMAlgNull},
+		}),
+		Unique: tpm2.NewTPMUPublicID(tpm2.TPMAlgECC, &tpm2.TPMSECCPoint{}),
+	}
+}
+
+// rsaSigningKey is the template of an RSA signing key of bits with scheme.
+func rsaSigningKey(bits tpm2.TPMKeyBits, scheme tpm2.TPMTRSAScheme) tpm2.TPMTPublic {
+	return tpm2.TPMTPublic{
+		Type: tpm2.TPMAlgRSA, NameAlg: tpm2.TPMAlgSHA256, ObjectAttributes: signAttributes,
+		Parameters: tpm2.NewTPMUPublicParms(tpm2.TPMAlgRSA, &tpm2.TPMSRSAParms{
+			Symmetric: tpm2.TPMTSymDefObject{Algorithm: tpm2.TPMAlgNull},
+			Scheme:    scheme,
+			KeyBits:   bits,
+		}),
+		Unique: tpm2.NewTPMUPublicID(tpm2.TPMAlgRSA, &tpm2.TPM2BPublicKeyRSA{}),
+	}
 }
