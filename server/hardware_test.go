@@ -1,0 +1,348 @@
+package server_test
+
+import (
+	"context"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	cryptoki "github.com/miekg/pkcs11"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/signet-pki/signet/internal/cacert"
+	"github.com/signet-pki/signet/internal/devpki"
+	"github.com/signet-pki/signet/internal/softhsmtest"
+	"github.com/signet-pki/signet/internal/swtpmtest"
+	"github.com/signet-pki/signet/internal/testpki"
+	"github.com/signet-pki/signet/keystore"
+	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/server"
+	"github.com/signet-pki/signet/server/config"
+	"github.com/signet-pki/signet/server/ledger"
+)
+
+// hardwareServer runs the dev server with its dev signer's CA key created inside a device at
+// createURI (algorithm alg) and a root made with it, as an operator does with signetctl keys
+// create and ca init. It returns the server, a client of it and the root.
+func hardwareServer(t *testing.T, createURI, alg string, modify func(*config.Config)) (*testServer, signetv1.SignerServiceClient, *x509.Certificate) {
+	t.Helper()
+	key, uri, err := keystore.Generate(context.Background(), createURI, alg, keystore.Options{})
+	if err != nil {
+		t.Fatalf("creating the CA key: %v", err)
+	}
+	root, err := cacert.SelfSigned(key, cacert.Options{Subject: pkix.Name{CommonName: "hardware CA " + alg}, Lifetime: 24 * time.Hour})
+	if cerr := key.Close(); cerr != nil {
+		t.Fatal(cerr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, dir := devConfig(t)
+	certPath := filepath.Join(dir, "hardware-ca.crt")
+	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: root.Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := range cfg.Signers {
+		if cfg.Signers[i].Name == devpki.DefaultSigner {
+			cfg.Signers[i].Key, cfg.Signers[i].Certificate = uri, certPath
+		}
+	}
+	if modify != nil {
+		modify(cfg)
+	}
+	s, _ := runServer(t, cfg, dir)
+	return s, signetv1.NewSignerServiceClient(s.dial(t, s.clientTLS(t, s.devClient(t)))), root
+}
+
+// issueAndVerify asks for a certificate for uid and checks that it chains to root.
+func issueAndVerify(ctx context.Context, client signetv1.SignerServiceClient, root *x509.Certificate, uid string, csrPEM []byte) error {
+	resp, err := client.SignCertificateSigningRequest(ctx, signRequest(csrPEM, uid))
+	if err != nil {
+		return err
+	}
+	block, _ := pem.Decode([]byte(resp.GetCertificateChainPem()))
+	if block == nil {
+		return fmt.Errorf("%s: no certificate in the answer", uid)
+	}
+	leaf, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return err
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(root)
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: "web.default.svc", KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		return fmt.Errorf("%s: the certificate does not verify against the hardware CA: %w", uid, err)
+	}
+	return nil
+}
+
+func webCSR(t *testing.T) []byte {
+	t.Helper()
+	return testpki.CSR(t, testpki.Key(t, testpki.P256), &x509.CertificateRequest{Subject: pkix.Name{CommonName: "web"}, DNSNames: []string{"web.default.svc"}})
+}
+
+// TestHardwareKeysIssue: a certificate issued through the server's real pipeline (gRPC,
+// mTLS, policy, lint gate, ledger) with the CA key inside SoftHSM2 or swtpm verifies against
+// the root made with that key; the signature is counted under the key's backend, and the
+// signer reports SERVING under its own health service name.
+func TestHardwareKeysIssue(t *testing.T) {
+	tok := softhsmtest.New(t) // sets SOFTHSM2_CONF: not parallel
+	tpm := swtpmtest.Start(t)
+	for _, tc := range []struct {
+		name, uri, alg, backend string
+	}{
+		{"SoftHSM2 P-256", tok.URI("ca-p256"), "P-256", "pkcs11"},
+		{"SoftHSM2 RSA-2048", tok.URI("ca-rsa"), "RSA-2048", "pkcs11"},
+		{"swtpm P-384 blob", tpm.URI("blob=" + filepath.Join(t.TempDir(), "ca.tpmkey")), "P-384", "tpm"},
+		{"swtpm RSA-2048 handle", tpm.URI("handle=0x81000200"), "RSA-2048", "tpm"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, client, root := hardwareServer(t, tc.uri, tc.alg, nil)
+			ctx := callContext(t)
+			if err := issueAndVerify(ctx, client, root, "uid-hw-"+tc.backend, webCSR(t)); err != nil {
+				t.Fatal(err)
+			}
+			_, metrics := httpGet(t, s.srv.HTTPAddr(), "/metrics")
+			want := fmt.Sprintf(`signet_server_key_operations_total{backend=%q,outcome="ok",signer=%q}`, tc.backend, devpki.DefaultSigner)
+			if !strings.Contains(metrics, want) {
+				t.Errorf("metrics lack %s", want)
+			}
+			if !strings.Contains(metrics, fmt.Sprintf(`signet_server_key_available{signer=%q} 1`, devpki.DefaultSigner)) {
+				t.Error("key_available is not 1")
+			}
+			health := healthpb.NewHealthClient(s.dial(t, s.clientTLS(t, s.devClient(t))))
+			resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: signetv1.SignerHealthService(devpki.DefaultSigner)})
+			if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+				t.Errorf("signer health = %v, %v; want SERVING", resp.GetStatus(), err)
+			}
+		})
+	}
+}
+
+// recoveryRun issues n certificates with callers concurrent callers, each retrying a
+// transient failure as the watcher does; fault runs once, when half of them are issued
+// (with the callers paused first if quiesce is set). It checks that every request ends
+// issued with a certificate that verifies, that the fault was seen (some KEY_UNAVAILABLE
+// answers, when wantUnavailable), and that the ledger holds exactly one issuance per object.
+func recoveryRun(t *testing.T, s *testServer, client signetv1.SignerServiceClient, root *x509.Certificate, n, callers int, quiesce, wantUnavailable bool, fault func()) {
+	t.Helper()
+	csrPEM := webCSR(t)
+	var issued, unavailable atomic.Int32
+	var pause sync.RWMutex
+	var faultOnce sync.Once
+	next := make(chan int, n)
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			for i := range next {
+				uid := fmt.Sprintf("uid-recovery-%03d", i)
+				for attempt := 0; ; attempt++ {
+					if quiesce {
+						pause.RLock()
+					}
+					err := issueAndVerify(ctx, client, root, uid, csrPEM)
+					if quiesce {
+						pause.RUnlock()
+					}
+					if err == nil {
+						break
+					}
+					if st, _ := status.FromError(err); st.Code() != codes.Unavailable || ctx.Err() != nil {
+						errs <- fmt.Errorf("%s: %w", uid, err)
+						return
+					}
+					unavailable.Add(1)
+					time.Sleep(50 * time.Millisecond)
+				}
+				if issued.Add(1) == int32(n/2) {
+					faultOnce.Do(func() {
+						if quiesce {
+							pause.Lock()
+							defer pause.Unlock()
+						}
+						fault()
+					})
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := issued.Load(); got != int32(n) {
+		t.Fatalf("%d of %d requests ended issued", got, n)
+	}
+	if wantUnavailable && unavailable.Load() == 0 {
+		t.Error("no call failed while the device was away: the fault did not happen")
+	}
+	perObject := map[string]int{}
+	refused := 0
+	err := ledger.Replay(filepath.Join(s.dir, "ledger"), time.Time{}, func(r ledger.Record) error {
+		switch {
+		case r.Decision == ledger.Issued:
+			perObject[r.ObjectUID]++
+		case r.Reason == "KEY_UNAVAILABLE":
+			refused++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if uid := fmt.Sprintf("uid-recovery-%03d", i); perObject[uid] != 1 {
+			t.Errorf("%s: %d issuance records, want 1", uid, perObject[uid])
+		}
+	}
+	if wantUnavailable && refused == 0 {
+		t.Error("the ledger records no KEY_UNAVAILABLE refusal")
+	}
+	t.Logf("%d issued, %d calls failed as unavailable and were retried, %d KEY_UNAVAILABLE records", n, unavailable.Load(), refused)
+}
+
+// TestRecoveryFromSwtpmRestart: swtpm is killed and restarted in the middle of 200
+// issuances with calls in flight; the key is re-opened by itself, no server restart.
+func TestRecoveryFromSwtpmRestart(t *testing.T) {
+	t.Parallel()
+	for _, key := range []string{"blob", "handle"} {
+		t.Run(key, func(t *testing.T) {
+			tpm := swtpmtest.Start(t)
+			uri := tpm.URI("handle=0x81000300")
+			if key == "blob" {
+				uri = tpm.URI("blob=" + filepath.Join(t.TempDir(), "ca.tpmkey"))
+			}
+			s, client, root := hardwareServer(t, uri, "P-256", func(c *config.Config) { c.Keys.Timeout.Duration = 2 * time.Second })
+			recoveryRun(t, s, client, root, 200, 8, false, true, func() { tpm.Restart(t) })
+		})
+	}
+}
+
+// TestRecoveryFromLostPKCS11Sessions: in the middle of 200 issuances, every session of the
+// token is closed from outside (which also logs the user out), and in another run the module
+// is finalized from outside. The server finds its key again by itself: after closed sessions
+// within the call (a fresh session, no error); after a finalized module by re-opening the key
+// in the background while calls fail as KEY_UNAVAILABLE and are retried.
+//
+// Both faults strike between calls, with the callers paused: SoftHSM's C_CloseAllSessions and
+// C_Finalize free the session objects a concurrent C_Sign of another thread is using, which
+// crashes the process whatever Signet does (keystore/pkcs11's recovery test has the detail).
+// A network HSM's lost sessions fail the call instead; that path is the swtpm restart's.
+func TestRecoveryFromLostPKCS11Sessions(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		wantUnavailable bool
+		fault           func(*cryptoki.Ctx, uint) error
+	}{
+		{"sessions closed", false, func(c *cryptoki.Ctx, slot uint) error { return c.CloseAllSessions(slot) }},
+		{"module finalized", true, func(c *cryptoki.Ctx, _ uint) error { return c.Finalize() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tok := softhsmtest.New(t)
+			s, client, root := hardwareServer(t, tok.URI("ca"), "P-256", nil)
+			recoveryRun(t, s, client, root, 200, 8, true, tc.wantUnavailable, func() {
+				ctx, slot := outsideContext(t, tok)
+				if err := tc.fault(ctx, slot); err != nil {
+					t.Errorf("%s: %v", tc.name, err)
+				}
+			})
+		})
+	}
+}
+
+// outsideContext is a second PKCS#11 context on the token's module, as another library in
+// the process would hold: the module's state is per process, so what it does happens to the
+// server's sessions too.
+func outsideContext(t *testing.T, tok *softhsmtest.Token) (*cryptoki.Ctx, uint) {
+	t.Helper()
+	ctx := cryptoki.New(tok.Module)
+	if ctx == nil {
+		t.Fatalf("loading %s", tok.Module)
+	}
+	t.Cleanup(ctx.Destroy)
+	if err := ctx.Initialize(); err != nil {
+		var e cryptoki.Error
+		if !errors.As(err, &e) || e != cryptoki.CKR_CRYPTOKI_ALREADY_INITIALIZED {
+			t.Fatalf("C_Initialize: %v", err)
+		}
+	}
+	slots, err := ctx.GetSlotList(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, slot := range slots {
+		if info, err := ctx.GetTokenInfo(slot); err == nil && info.Label == tok.Label {
+			return ctx, slot
+		}
+	}
+	t.Fatalf("no slot holds token %q", tok.Label)
+	return nil, 0
+}
+
+// TestHardwareStartRefusals: the server refuses to start with a hardware key that does not
+// match the signer's certificate, or whose object is missing, naming the signer and what is
+// wrong, and never showing the PIN.
+func TestHardwareStartRefusals(t *testing.T) {
+	tok := softhsmtest.New(t)
+	key, uri, err := keystore.Generate(context.Background(), tok.URI("ca"), "P-256", keystore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := key.Close(); err != nil {
+		t.Fatal(err)
+	}
+	other := testpki.CA(t)
+	for _, tc := range []struct {
+		name, uri string
+		want      []string
+	}{
+		{"certificate of another key", uri, []string{devpki.DefaultSigner, "does not match the CA certificate"}},
+		{"missing object", tok.URI("no-such-key"), []string{devpki.DefaultSigner, "object=", "no-such-key"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, dir := devConfig(t)
+			certPath := filepath.Join(dir, "other-ca.crt")
+			if err := os.WriteFile(certPath, other.CertPEM(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for i := range cfg.Signers {
+				if cfg.Signers[i].Name == devpki.DefaultSigner {
+					cfg.Signers[i].Key, cfg.Signers[i].Certificate = tc.uri, certPath
+				}
+			}
+			srv, err := server.New(context.Background(), cfg, slog.New(slog.DiscardHandler))
+			if err == nil {
+				srv.Close()
+				t.Fatal("the server started")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), tok.PIN) {
+				t.Errorf("error %q shows the PIN", err)
+			}
+		})
+	}
+}
