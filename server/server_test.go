@@ -370,9 +370,12 @@ func TestNewRefusesBrokenConfig(t *testing.T) {
 		{"signer certificate missing", func(c *config.Config, dir string) {
 			c.Signers[0].Certificate = filepath.Join(dir, "missing.crt")
 		}, []string{"missing.crt", devpki.DefaultSigner}},
-		{"signer key in an HSM this build lacks", func(c *config.Config, dir string) {
+		{"signer key URI without its PKCS#11 module", func(c *config.Config, dir string) {
 			c.Signers[0].Key = "pkcs11:token=signet"
-		}, []string{"unsupported key URI", "pkcs11"}},
+		}, []string{"module-path is missing", devpki.DefaultSigner}},
+		{"signer key in a KMS Signet does not support", func(c *config.Config, dir string) {
+			c.Signers[0].Key = "awskms:key-id=1234"
+		}, []string{"unsupported key URI", "awskms"}},
 		{"TLS key does not match the certificate", func(c *config.Config, dir string) {
 			c.TLS.KeyFile = filepath.Join(dir, devpki.ClientKey)
 		}, []string{devpki.ServerCert, devpki.ClientKey}},
