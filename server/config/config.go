@@ -198,6 +198,9 @@ func (c *Config) Default() {
 	if c.Idempotency.Retention.Duration == 0 {
 		c.Idempotency.Retention.Duration = DefaultRetention
 	}
+	if c.Keys.Timeout.Duration == 0 {
+		c.Keys.Timeout.Duration = keystore.DefaultTimeout
+	}
 	if c.ReloadInterval.Duration == 0 {
 		c.ReloadInterval.Duration = DefaultReloadInterval
 	}
