@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"crypto"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	cryptoki "github.com/miekg/pkcs11"
+	"github.com/youmark/pkcs8"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -42,10 +44,19 @@ func hardwareServer(t *testing.T, createURI, alg string, modify func(*config.Con
 	if err != nil {
 		t.Fatalf("creating the CA key: %v", err)
 	}
-	root, err := cacert.SelfSigned(key, cacert.Options{Subject: pkix.Name{CommonName: "hardware CA " + alg}, Lifetime: 24 * time.Hour})
-	if cerr := key.Close(); cerr != nil {
-		t.Fatal(cerr)
-	}
+	defer func() {
+		if err := key.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	return serverWithKey(t, uri, key, modify)
+}
+
+// serverWithKey runs the dev server with its dev signer's CA key at uri (key, open) and a
+// root made with it.
+func serverWithKey(t *testing.T, uri string, key crypto.Signer, modify func(*config.Config)) (*testServer, signetv1.SignerServiceClient, *x509.Certificate) {
+	t.Helper()
+	root, err := cacert.SelfSigned(key, cacert.Options{Subject: pkix.Name{CommonName: "hardware CA"}, Lifetime: 24 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,6 +75,29 @@ func hardwareServer(t *testing.T, createURI, alg string, modify func(*config.Con
 	}
 	s, _ := runServer(t, cfg, dir)
 	return s, signetv1.NewSignerServiceClient(s.dial(t, s.clientTLS(t, s.devClient(t)))), root
+}
+
+// TestEncryptedFileKeyIssues: a signer whose CA key is an encrypted PKCS#8 file, its
+// passphrase in a file, issues through the real pipeline.
+func TestEncryptedFileKeyIssues(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	key := testpki.Key(t, testpki.P384)
+	der, err := pkcs8.MarshalPrivateKey(key, []byte("signet passphrase"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPath, passPath := filepath.Join(dir, "ca.key"), filepath.Join(dir, "ca.pass")
+	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "ENCRYPTED PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(passPath, []byte("signet passphrase\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, client, root := serverWithKey(t, "file://"+keyPath+"?passphrase-file="+passPath, key, nil)
+	if err := issueAndVerify(callContext(t), client, root, "uid-encrypted", webCSR(t)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // issueAndVerify asks for a certificate for uid and checks that it chains to root.
@@ -344,5 +378,59 @@ func TestHardwareStartRefusals(t *testing.T) {
 				t.Errorf("error %q shows the PIN", err)
 			}
 		})
+	}
+}
+
+// TestSignerHealthFollowsTheKey: when the signer's TPM goes away, the next call fails as
+// KEY_UNAVAILABLE, the signer's health service turns NOT_SERVING and key_available 0, while
+// the server's overall health (and that asked for a signer it does not serve) stays SERVING;
+// once the TPM is back the key is re-opened without any call and the signer serves again.
+func TestSignerHealthFollowsTheKey(t *testing.T) {
+	t.Parallel()
+	tpm := swtpmtest.Start(t)
+	s, client, root := hardwareServer(t, tpm.URI("blob="+filepath.Join(t.TempDir(), "ca.tpmkey")), "P-256", nil)
+	health := healthpb.NewHealthClient(s.dial(t, s.clientTLS(t, s.devClient(t))))
+	ctx := callContext(t)
+	status := func(service string) healthpb.HealthCheckResponse_ServingStatus {
+		resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+		if err != nil {
+			t.Fatalf("health %s: %v", service, err)
+		}
+		return resp.GetStatus()
+	}
+	waitStatus := func(service string, want healthpb.HealthCheckResponse_ServingStatus) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for status(service) != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("health %s is not %s after 15s", service, want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	signer := signetv1.SignerHealthService(devpki.DefaultSigner)
+	waitStatus(signer, healthpb.HealthCheckResponse_SERVING)
+
+	tpm.Stop()
+	_, err := client.SignCertificateSigningRequest(ctx, signRequest(webCSR(t), "uid-tpm-gone"))
+	wantStatus(t, err, codes.Unavailable, "KEY_UNAVAILABLE")
+	waitStatus(signer, healthpb.HealthCheckResponse_NOT_SERVING)
+	if got := status(signetv1.HealthService); got != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("overall health %s while one signer's key is away, want SERVING", got)
+	}
+	if got := status(signetv1.SignerHealthService("example.com/not-served")); got != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("health of a signer the server does not serve = %s, want the overall SERVING", got)
+	}
+	if _, metrics := httpGet(t, s.srv.HTTPAddr(), "/metrics"); !strings.Contains(metrics, fmt.Sprintf(`signet_server_key_available{signer=%q} 0`, devpki.DefaultSigner)) {
+		t.Error("key_available is not 0 while the TPM is away")
+	}
+	if !s.logs.Contains("signer's CA key cannot sign") {
+		t.Error("the lost key was not logged")
+	}
+
+	tpm.Restart(t)
+	waitStatus(signer, healthpb.HealthCheckResponse_SERVING)
+	if err := issueAndVerify(ctx, client, root, "uid-tpm-gone", webCSR(t)); err != nil {
+		t.Fatalf("after the TPM came back: %v", err)
 	}
 }

@@ -271,3 +271,45 @@ func TestCheckHealth(t *testing.T) {
 		t.Fatalf("CheckHealth of a NOT_SERVING server = %v, want an error naming %s", err, signetv1.HealthService)
 	}
 }
+
+// TestFailoverOnSignerHealth: a client of one signer (HealthService set to the signer's
+// service) stops using an endpoint whose signer reports NOT_SERVING (its CA key's HSM or TPM
+// is unreachable there) while the server as a whole still serves, and uses it again once the
+// signer is back.
+func TestFailoverOnSignerHealth(t *testing.T) {
+	ca := mtlstest.NewCA(t)
+	a := startHealthServer(t, ca, "localhost", "A")
+	b := startHealthServer(t, ca, "localhost", "B")
+	service := signetv1.SignerHealthService("example.com/serving")
+	for _, s := range []*healthServer{a, b} {
+		s.health.SetServingStatus(service, healthpb.HealthCheckResponse_SERVING)
+	}
+	caFile, certFile, keyFile := ca.ClientFiles(t, t.TempDir(), "watcher-1")
+	c := newTestClient(t, Config{
+		Addresses: []string{net.JoinHostPort("localhost", a.port), net.JoinHostPort("localhost", b.port)},
+		CAFile:    caFile, CertFile: certFile, KeyFile: keyFile,
+		RPCTimeout:    2 * time.Second,
+		HealthService: service,
+	})
+	servedBy := func(want string, n int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for run := 0; run < n; {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %d consecutive calls served by %s within 5s", n, want)
+			}
+			issued, err := c.SignCSR(context.Background(), testCSR())
+			if err == nil && string(issued.Chain) == want {
+				run++
+				continue
+			}
+			run = 0
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	a.health.SetServingStatus(service, healthpb.HealthCheckResponse_NOT_SERVING)
+	servedBy("B", 10)
+	a.health.SetServingStatus(service, healthpb.HealthCheckResponse_SERVING)
+	b.health.SetServingStatus(service, healthpb.HealthCheckResponse_NOT_SERVING)
+	servedBy("A", 10)
+}
