@@ -43,6 +43,16 @@ var rules = []rule{
 		direct: true,
 	},
 	{
+		why:       "the watcher never holds a CA key: no keystore (and no PKCS#11 or TPM code) in it",
+		packages:  []string{"watcher/...", "cmd/signet-watcher"},
+		forbidden: func(dep string) bool { return strings.HasPrefix(dep, module+"keystore") },
+	},
+	{
+		why:       "the keystore is the server's dependency, not the other way round: its backends and conformance suite carry no server code",
+		packages:  []string{"keystore/..."},
+		forbidden: func(dep string) bool { return strings.HasPrefix(dep, module+"server") },
+	},
+	{
 		why:       "signetctl is a small client: the lint gate (zlint) belongs to the server",
 		packages:  []string{"cmd/signetctl"},
 		forbidden: func(dep string) bool { return strings.HasPrefix(dep, "github.com/zmap/zlint") },
