@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -295,42 +294,13 @@ func TestRecoveryFromLostPKCS11Sessions(t *testing.T) {
 			tok := softhsmtest.New(t)
 			s, client, root := hardwareServer(t, tok.URI("ca"), "P-256", nil)
 			recoveryRun(t, s, client, root, 200, 8, true, tc.wantUnavailable, func() {
-				ctx, slot := outsideContext(t, tok)
+				ctx, slot := tok.Outside(t)
 				if err := tc.fault(ctx, slot); err != nil {
 					t.Errorf("%s: %v", tc.name, err)
 				}
 			})
 		})
 	}
-}
-
-// outsideContext is a second PKCS#11 context on the token's module, as another library in
-// the process would hold: the module's state is per process, so what it does happens to the
-// server's sessions too.
-func outsideContext(t *testing.T, tok *softhsmtest.Token) (*cryptoki.Ctx, uint) {
-	t.Helper()
-	ctx := cryptoki.New(tok.Module)
-	if ctx == nil {
-		t.Fatalf("loading %s", tok.Module)
-	}
-	t.Cleanup(ctx.Destroy)
-	if err := ctx.Initialize(); err != nil {
-		var e cryptoki.Error
-		if !errors.As(err, &e) || e != cryptoki.CKR_CRYPTOKI_ALREADY_INITIALIZED {
-			t.Fatalf("C_Initialize: %v", err)
-		}
-	}
-	slots, err := ctx.GetSlotList(true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, slot := range slots {
-		if info, err := ctx.GetTokenInfo(slot); err == nil && info.Label == tok.Label {
-			return ctx, slot
-		}
-	}
-	t.Fatalf("no slot holds token %q", tok.Label)
-	return nil, 0
 }
 
 // TestHardwareStartRefusals: the server refuses to start with a hardware key that does not

@@ -9,41 +9,11 @@ import (
 	"testing"
 	"time"
 
-	cryptoki "github.com/miekg/pkcs11"
 
 	"github.com/signet-pki/signet/internal/softhsmtest"
 	"github.com/signet-pki/signet/keystore/keyerr"
 	"github.com/signet-pki/signet/keystore/pkcs11"
 )
-
-// outside is a second PKCS#11 context on the token's module, as another part of the process
-// (or a misbehaving library) would hold: the module's state is per process, so what it does
-// happens to the backend's sessions too.
-func outside(t *testing.T, tok *softhsmtest.Token) (*cryptoki.Ctx, uint) {
-	t.Helper()
-	ctx := cryptoki.New(tok.Module)
-	if ctx == nil {
-		t.Fatalf("loading %s", tok.Module)
-	}
-	t.Cleanup(ctx.Destroy)
-	if err := ctx.Initialize(); err != nil {
-		var e cryptoki.Error
-		if !errors.As(err, &e) || e != cryptoki.CKR_CRYPTOKI_ALREADY_INITIALIZED {
-			t.Fatalf("C_Initialize: %v", err)
-		}
-	}
-	slots, err := ctx.GetSlotList(true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, slot := range slots {
-		if info, err := ctx.GetTokenInfo(slot); err == nil && info.Label == tok.Label {
-			return ctx, slot
-		}
-	}
-	t.Fatalf("no slot holds token %q", tok.Label)
-	return nil, 0
-}
 
 // TestSessionsClosedFromOutside: while 16 goroutines sign, every session of the token is
 // closed from outside, several times (which also logs the user out and, in SoftHSM,
@@ -59,7 +29,7 @@ func TestSessionsClosedFromOutside(t *testing.T) {
 	tok := softhsmtest.New(t)
 	_, uri := generate(t, tok, "ca", keyerr.P256)
 	key := open(t, uri, pkcs11.Options{})
-	ctx, slot := outside(t, tok)
+	ctx, slot := tok.Outside(t)
 
 	var ok, unavailable atomic.Int64
 	var between sync.RWMutex // held by each Sign (read) and by C_CloseAllSessions (write)
@@ -119,7 +89,7 @@ func TestModuleFinalizedFromOutside(t *testing.T) {
 	if err := signs(old); err != nil {
 		t.Fatal(err)
 	}
-	ctx, _ := outside(t, tok)
+	ctx, _ := tok.Outside(t)
 	if err := ctx.Finalize(); err != nil {
 		t.Fatalf("C_Finalize: %v", err)
 	}

@@ -105,7 +105,7 @@ func createAlwaysAuthKey(t *testing.T, tok *softhsmtest.Token, label string) {
 // (so no key of the backend may be open).
 func createKey(t *testing.T, tok *softhsmtest.Token, label string, mech uint, public, private []*cryptoki.Attribute) {
 	t.Helper()
-	ctx, slot := outside(t, tok)
+	ctx, slot := tok.Outside(t)
 	defer func() { _ = ctx.Finalize() }()
 	sh, err := ctx.OpenSession(slot, cryptoki.CKF_SERIAL_SESSION|cryptoki.CKF_RW_SESSION)
 	if err != nil {
@@ -175,7 +175,7 @@ func TestUnsupportedKeys(t *testing.T) {
 func TestGeneratedKeyAttributes(t *testing.T) {
 	tok := softhsmtest.New(t)
 	generate(t, tok, "ca", keyerr.P384)
-	ctx, slot := outside(t, tok) // shares the login of the open key: same process
+	ctx, slot := tok.Outside(t) // shares the login of the open key: same process
 	sh, err := ctx.OpenSession(slot, cryptoki.CKF_SERIAL_SESSION)
 	if err != nil {
 		t.Fatal(err)
