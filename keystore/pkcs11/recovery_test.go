@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/signet-pki/signet/internal/softhsmtest"
 	"github.com/signet-pki/signet/keystore/keyerr"
 	"github.com/signet-pki/signet/keystore/pkcs11"
