@@ -52,11 +52,12 @@ demo: build kube-bins ## Start a local control plane, signet-server --dev and si
 	$(GO) run ./hack/demo --bin $(BIN) --kube-version $(KUBE_VERSION)
 
 .PHONY: bench
-bench: build kube-bins ## Server issuance vs the bare parse+sign anchor (same run), watcher memory on a real cluster.
+bench: build kube-bins ## Server issuance vs the bare parse+sign anchor (same run), watcher memory on a real cluster, CA keys in hardware.
 	$(GO) run -ldflags="$(daemon_ldflags)" ./hack/bench -out docs/benchmarks-server.md
 	$(GO) run ./hack/bench -watcher-memory -kube-version $(KUBE_VERSION) -bin $(BIN) -out docs/benchmarks-watcher-memory.md
 	./hack/kube-bins.sh $(KUBE_VERSION) kube-controller-manager && $(GO) run ./hack/bench -cluster -kube-version $(KUBE_VERSION) -cluster-burst 1000,5000 -cluster-pcr-burst 1000,5000 -bin $(BIN) -out docs/benchmarks-cluster.md -plot docs/benchmarks-cluster-latency.png
-	@echo "tables written to docs/benchmarks-server.md, docs/benchmarks-watcher-memory.md and docs/benchmarks-cluster.md (plot: docs/benchmarks-cluster-latency.png)"
+	./hack/node-deps.sh && $(GO) run -ldflags="$(daemon_ldflags)" ./hack/bench -hardware -out docs/benchmarks-hardware.md
+	@echo "tables written to docs/benchmarks-server.md, docs/benchmarks-watcher-memory.md, docs/benchmarks-cluster.md and docs/benchmarks-hardware.md (plot: docs/benchmarks-cluster-latency.png)"
 
 .PHONY: generate
 generate: ## Regenerate the gRPC code from proto/.

@@ -35,6 +35,12 @@ import (
 // anchor for what a call over gRPC costs by itself: a grpc.health.v1 Check of the signing
 // service through the same client and connection (signerclient.CheckHealth).
 func grpcIssue(ca *issuance.CA, csrPEM []byte, lintOn bool) (sign, echo func() error, cleanup func(), err error) {
+	return grpcServe(csrPEM, func(dir string) (*config.Config, error) { return benchServerConfig(dir, ca, lintOn) })
+}
+
+// grpcServe is grpcIssue with the server's configuration made by configure, which writes
+// what it needs (the dev PKI, the CA's files) into the server's temporary folder dir.
+func grpcServe(csrPEM []byte, configure func(dir string) (*config.Config, error)) (sign, echo func() error, cleanup func(), err error) {
 	dir, err := os.MkdirTemp("", "signet-bench-server-")
 	if err != nil {
 		return nil, nil, nil, err
@@ -53,7 +59,7 @@ func grpcIssue(ca *issuance.CA, csrPEM []byte, lintOn bool) (sign, echo func() e
 			cleanup()
 		}
 	}()
-	cfg, err := benchServerConfig(dir, ca, lintOn)
+	cfg, err := configure(dir)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -101,18 +107,9 @@ func grpcIssue(ca *issuance.CA, csrPEM []byte, lintOn bool) (sign, echo func() e
 	return sign, echo, cleanup, nil
 }
 
-// benchServerConfig writes the dev PKI into dir and returns its configuration changed to serve
-// signerName with ca (written to a key file and a certificate file in dir) and the
-// kube-apiserver-client profile, the lint gate on or off, the metrics endpoint on any free port.
+// benchServerConfig writes ca to a key file and a certificate file in dir and returns
+// signerConfig for them.
 func benchServerConfig(dir string, ca *issuance.CA, lintOn bool) (*config.Config, error) {
-	path, err := devpki.Ensure(devpki.Options{Dir: dir, SignerName: signerName, Address: "127.0.0.1:0"})
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		return nil, err
-	}
 	keyPEM, err := pemfile.MarshalPrivateKeyPEM(ca.Key)
 	if err != nil {
 		return nil, err
@@ -124,8 +121,24 @@ func benchServerConfig(dir string, ca *issuance.CA, lintOn bool) (*config.Config
 	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Certificate.Raw}), 0o644); err != nil {
 		return nil, err
 	}
+	return signerConfig(dir, keyFile, certFile, lintOn)
+}
+
+// signerConfig writes the dev PKI into dir and returns its configuration changed to serve
+// signerName with the CA key keyURI (a file, or an HSM or TPM key) and its certificate in
+// certFile, the kube-apiserver-client profile, the lint gate on or off, the metrics endpoint
+// on any free port.
+func signerConfig(dir, keyURI, certFile string, lintOn bool) (*config.Config, error) {
+	path, err := devpki.Ensure(devpki.Options{Dir: dir, SignerName: signerName, Address: "127.0.0.1:0"})
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
 	s := &cfg.Signers[0]
-	s.Key, s.Certificate = keyFile, certFile
+	s.Key, s.Certificate = keyURI, certFile
 	s.Profile = profile.Spec{Name: profile.NameKubeAPIServerClient}
 	s.MaxLifetime = &metav1.Duration{Duration: 24 * time.Hour}
 	s.Lint = nil

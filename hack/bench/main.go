@@ -17,6 +17,10 @@
 // Each is measured with 1 caller and with 64 concurrent callers, over several rounds (-rounds);
 // a round measures all four one right after another, and the table reports each column's
 // median and the median of the rounds' gRPC/bare ratios, with their range.
+//
+// -hardware measures CA keys in hardware instead (keys.go): the raw signatures per second of
+// each keystore backend (file, encrypted file, SoftHSM2, the in-process TPM simulator, swtpm)
+// and the server's issuances per second over gRPC with that key as its CA key.
 package main
 
 import (
@@ -79,6 +83,10 @@ func main() {
 	rounds := flag.Int("cluster-rounds", 3, "with -cluster, run every scenario this many times, interleaved, and report the median run")
 	plot := flag.String("plot", "", "with -cluster, write the latency plot (PNG) to this file")
 	kubeVersion := flag.String("kube-version", controlplane.DefaultVersion, "Kubernetes version of the control plane (and kube-controller-manager) for -cluster and -watcher-memory")
+	hardware := flag.Bool("hardware", false, "measure CA keys in hardware instead: raw signatures/s of each keystore backend and issuances/s of the server over gRPC with that key (-callers)")
+	hardwareBackends := flag.String("hardware-backends", strings.Join(hardwareBackendNames, ","), "with -hardware, the comma-separated backends to measure")
+	hardwareRounds := flag.Int("hardware-rounds", 3, "with -hardware, measure everything this many times, interleaved, and report the medians")
+	hardwareBenchtime := flag.Duration("hardware-benchtime", 500*time.Millisecond, "with -hardware, time per measurement")
 	flag.Parse()
 	if *clusterMode {
 		bursts, err := parseInts(*clusterBurst)
@@ -136,6 +144,17 @@ func main() {
 	if *mutexprofile != "" {
 		runtime.SetMutexProfileFraction(1)
 		defer writeProfile("mutex", *mutexprofile)
+	}
+	if *hardware {
+		callers, err := parseInts(*callersFlag)
+		if err != nil {
+			fail(fmt.Errorf("-callers: %w", err))
+		}
+		if err := runHardwareReport(context.Background(), hardwareOpts{backends: strings.Split(*hardwareBackends, ","), callers: callers,
+			rounds: *hardwareRounds, benchtime: *hardwareBenchtime}, *out); err != nil {
+			fail(err)
+		}
+		return
 	}
 	printStats = *stats
 	testing.Init()

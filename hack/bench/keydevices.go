@@ -1,0 +1,235 @@
+package main
+
+// The devices behind -hardware: a SoftHSM2 token, the go-tpm-tools in-process TPM simulator
+// (and a unix socket that serves it to the server) and a swtpm process. internal/softhsmtest
+// and internal/swtpmtest do the same for tests, but take a testing.TB; these few lines are
+// the bench's own.
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/google/go-tpm/tpm2/transport"
+	"github.com/google/go-tpm/tpm2/transport/simulator"
+)
+
+// softHSMModules are the places the SoftHSM2 PKCS#11 module is looked for (Debian and Ubuntu,
+// Fedora, Homebrew), as internal/softhsmtest looks.
+var softHSMModules = []string{
+	"/usr/lib/softhsm/libsofthsm2.so",
+	"/usr/lib/x86_64-linux-gnu/softhsm/libsofthsm2.so",
+	"/usr/lib/aarch64-linux-gnu/softhsm/libsofthsm2.so",
+	"/usr/lib64/pkcs11/libsofthsm2.so",
+	"/usr/local/lib/softhsm/libsofthsm2.so",
+	"/opt/homebrew/lib/softhsm/libsofthsm2.so",
+}
+
+// softHSM is a fresh SoftHSM2 token in its own folder.
+type softHSM struct {
+	module, label, pinFile string
+}
+
+// newSoftHSM initializes a token labelled signet-bench with a random PIN (written to a file
+// for pin-source=) in dir, and points SOFTHSM2_CONF at its configuration: SoftHSM reads the
+// variable when the module is first loaded, so this must run before any pkcs11: key is opened.
+func newSoftHSM(dir string) (*softHSM, error) {
+	h := &softHSM{label: "signet-bench", pinFile: filepath.Join(dir, "user.pin")}
+	for _, p := range softHSMModules {
+		if _, err := os.Stat(p); err == nil {
+			h.module = p
+			break
+		}
+	}
+	util, err := exec.LookPath("softhsm2-util")
+	if h.module == "" || err != nil {
+		return nil, errors.New("SoftHSM2 is not installed: apt-get install softhsm2 (or run hack/node-deps.sh)")
+	}
+	tokens := filepath.Join(dir, "tokens")
+	if err := os.Mkdir(tokens, 0o700); err != nil {
+		return nil, err
+	}
+	conf := filepath.Join(dir, "softhsm2.conf")
+	if err := os.WriteFile(conf, []byte("directories.tokendir = "+tokens+"\nobjectstore.backend = file\nlog.level = ERROR\n"), 0o600); err != nil {
+		return nil, err
+	}
+	pin, soPIN := randomHex(8), randomHex(8)
+	if err := os.WriteFile(h.pinFile, []byte(pin), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.Setenv("SOFTHSM2_CONF", conf); err != nil {
+		return nil, err
+	}
+	out, err := exec.Command(util, "--init-token", "--free", "--label", h.label, "--pin", pin, "--so-pin", soPIN).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("softhsm2-util --init-token: %w: %s", err, out)
+	}
+	return h, nil
+}
+
+// uri is the RFC 7512 URI of the private key labelled object, its PIN read from the PIN file.
+// The bench's labels and temporary paths need no percent-encoding.
+func (h *softHSM) uri(object string) string {
+	return "pkcs11:token=" + h.label + ";object=" + object + ";type=private?module-path=" + h.module + "&pin-source=" + h.pinFile
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// simTPM is the process's one go-tpm-tools TPM simulator (one per process, in C): each key
+// gets a connection to it through conn, and the socket started by serve reaches it for the
+// server, whose configuration can name a TPM only by device= or socket=. The simulator runs
+// one command at a time.
+type simTPM struct {
+	mu  sync.Mutex
+	tpm transport.TPMCloser
+	lis net.Listener
+}
+
+func openSimTPM() (*simTPM, error) {
+	t, err := simulator.OpenSimulator()
+	if err != nil {
+		return nil, fmt.Errorf("opening the TPM simulator: %w", err)
+	}
+	return &simTPM{tpm: t}, nil
+}
+
+// Send runs one command on the simulator.
+func (s *simTPM) Send(cmd []byte) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tpm.Send(cmd)
+}
+
+// conn is keystore.Options.TPM: a connection whose Close leaves the simulator running.
+func (s *simTPM) conn() (transport.TPMCloser, error) { return simConn{s}, nil }
+
+type simConn struct{ *simTPM }
+
+func (simConn) Close() error { return nil }
+
+// serve listens on a unix socket at path and answers each connection's one raw TPM command
+// from the simulator, as swtpm's unixio server does for keystore/tpm's socket transport
+// (which connects once per command).
+func (s *simTPM) serve(path string) error {
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		return err
+	}
+	s.lis = lis
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			go s.answer(c)
+		}
+	}()
+	return nil
+}
+
+func (s *simTPM) answer(c net.Conn) {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Minute))
+	header := make([]byte, 10) // tag, size, command code
+	if _, err := io.ReadFull(c, header); err != nil {
+		return
+	}
+	size := binary.BigEndian.Uint32(header[2:6])
+	if size < 10 || size > 1<<16 {
+		return
+	}
+	cmd := make([]byte, size)
+	copy(cmd, header)
+	if _, err := io.ReadFull(c, cmd[10:]); err != nil {
+		return
+	}
+	rsp, err := s.Send(cmd)
+	if err != nil {
+		return
+	}
+	_, _ = c.Write(rsp)
+}
+
+func (s *simTPM) close() {
+	if s.lis != nil {
+		_ = s.lis.Close()
+	}
+	_ = s.tpm.Close()
+}
+
+// swtpm is a swtpm process serving a fresh TPM 2.0 on a unix socket, started as
+// internal/swtpmtest starts it.
+type swtpm struct {
+	socket string
+	cmd    *exec.Cmd
+	done   chan struct{}
+}
+
+// startSwtpm runs swtpm with its state and sockets in dir (a short path: unix socket paths are
+// limited to 108 bytes) and waits until its socket accepts connections.
+func startSwtpm(dir string) (*swtpm, error) {
+	if _, err := exec.LookPath("swtpm"); err != nil {
+		return nil, fmt.Errorf("swtpm is not installed (%w): apt-get install swtpm swtpm-tools, or run hack/node-deps.sh", err)
+	}
+	state := filepath.Join(dir, "state")
+	if err := os.Mkdir(state, 0o700); err != nil {
+		return nil, err
+	}
+	s := &swtpm{socket: filepath.Join(dir, "tpm.sock"), done: make(chan struct{})}
+	s.cmd = exec.Command("swtpm", "socket", "--tpm2", "--tpmstate", "dir="+state,
+		"--server", "type=unixio,path="+s.socket, "--ctrl", "type=unixio,path="+filepath.Join(dir, "ctrl.sock"),
+		"--flags", "not-need-init,startup-clear")
+	var out strings.Builder
+	s.cmd.Stdout, s.cmd.Stderr = &out, &out
+	s.cmd.SysProcAttr = childProcAttr()
+	if err := s.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		_ = s.cmd.Wait()
+		close(s.done)
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		conn, err := net.Dial("unix", s.socket)
+		if err == nil {
+			_ = conn.Close()
+			return s, nil
+		}
+		select {
+		case <-s.done:
+			return nil, fmt.Errorf("swtpm exited at start: %s", strings.TrimSpace(out.String()))
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.stop()
+			return nil, fmt.Errorf("swtpm's socket did not accept connections within 10s: %w", err)
+		}
+	}
+}
+
+// stop ends swtpm: SIGTERM, then SIGKILL after five seconds.
+func (s *swtpm) stop() {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(5 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+}
