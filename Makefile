@@ -47,9 +47,18 @@ test-unit: ## Run the package tests, without the end-to-end suite in test/integr
 	./hack/node-deps.sh
 	$(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v -e /test/integration)
 
+# KEY is where the demo signer's CA key lives: file (signet-server --dev's PEM file), pkcs11
+# (made inside a SoftHSM2 token) or tpm (made inside a TPM 2.0: swtpm, a separate process).
+KEY ?= file
+ifneq ($(filter demo,$(MAKECMDGOALS)),)
+ifeq ($(filter $(KEY),file pkcs11 tpm),)
+$(error make demo: unknown KEY=$(KEY): want file, pkcs11 (SoftHSM2) or tpm (swtpm))
+endif
+endif
 .PHONY: demo
-demo: build kube-bins ## Start a local control plane, signet-server --dev and signet-watcher, and sign a CSR end to end.
-	$(GO) run ./hack/demo --bin $(BIN) --kube-version $(KUBE_VERSION)
+demo: build kube-bins ## Start a local control plane, signet-server --dev and signet-watcher, and sign a CSR end to end (KEY=pkcs11|tpm: CA key in SoftHSM2 or a TPM).
+	$(if $(filter pkcs11 tpm,$(KEY)),./hack/node-deps.sh)
+	$(GO) run ./hack/demo --bin $(BIN) --kube-version $(KUBE_VERSION) --key $(KEY)
 
 .PHONY: bench
 bench: build kube-bins ## Server issuance vs the bare parse+sign anchor (same run), watcher memory on a real cluster, CA keys in hardware.

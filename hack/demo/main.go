@@ -2,6 +2,12 @@
 // `signet-server --dev` and `signet-watcher` as separate processes, and one CSR that a
 // requester submits, an admin approves and Signet signs. It prints the issued chain, verifies
 // it against the signer's CA and shuts everything down. `make demo` runs it.
+//
+// --key chooses where the signer's CA key lives: file (the PEM file `signet-server --dev`
+// writes), pkcs11 (made inside a fresh SoftHSM2 token) or tpm (made inside a TPM 2.0: swtpm,
+// started as a separate process). For pkcs11 and tpm the demo prepares the dev PKI itself,
+// generates the key inside the device, makes the signer's root with it and runs signet-server
+// on that configuration; everything after is the same. `make demo KEY=pkcs11` runs it.
 package main
 
 import (
@@ -40,16 +46,23 @@ func main() {
 	bin := flag.String("bin", "bin", "folder holding signet-server and signet-watcher")
 	version := flag.String("kube-version", "v1.37.1", "kube-apiserver version (hack/kube/<version>)")
 	keep := flag.Bool("keep", false, "keep the state folder (CA, certificates, logs) after the demo")
+	key := flag.String("key", keyFile, "where the signer's CA key lives: file, pkcs11 (SoftHSM2) or tpm (swtpm)")
 	flag.Parse()
+	switch *key {
+	case keyFile, keyPKCS11, keyTPM:
+	default:
+		fmt.Fprintf(os.Stderr, "demo: unknown --key %q: want %s, %s or %s\n", *key, keyFile, keyPKCS11, keyTPM)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *bin, *version, *keep); err != nil {
+	if err := run(ctx, *bin, *version, *key, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "\ndemo failed:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, bin, version string, keep bool) error {
+func run(ctx context.Context, bin, version, keyKind string, keep bool) error {
 	start := time.Now()
 	dir, err := os.MkdirTemp("", "signet-demo-")
 	if err != nil {
@@ -78,16 +91,12 @@ func run(ctx context.Context, bin, version string, keep bool) error {
 		return err
 	}
 	state := filepath.Join(dir, "server")
-	step("starting signet-server --dev on %s (state in %s)", addr, state)
-	server, err := startProcess(ctx, dir, filepath.Join(bin, "signet-server"),
-		"--dev", "--dev-state-dir", state, "--dev-signer-name", signerName, "--listen", addr, "--http-listen", serverHTTP)
+	server, caKey, err := startServer(ctx, bin, dir, state, keyKind, addr, serverHTTP)
 	if err != nil {
 		return err
 	}
+	defer caKey.cleanup() // after the server has stopped (defers run last in, first out)
 	defer server.stop()
-	if err := waitHealthy(ctx, addr, state); err != nil {
-		return fmt.Errorf("%w\n%s", err, server.logTail())
-	}
 	done("signet-server is serving %s", signerName)
 
 	watcherUser, err := cluster.AddWatcher("signet-watcher", []string{signerName})
@@ -103,7 +112,7 @@ func run(ctx context.Context, bin, version string, keep bool) error {
 		return err
 	}
 	step("starting signet-watcher as user signet-watcher (least-privilege RBAC: sign %s only)", signerName)
-	watcher, err := startProcess(ctx, dir, filepath.Join(bin, "signet-watcher"),
+	watcher, err := startBinary(ctx, dir, filepath.Join(bin, "signet-watcher"),
 		"--kubeconfig", kubeconfig, "--signer-name", signerName, "--server", addr,
 		"--leader-elect=false", "--metrics-address", metricsAddr, // one replica here; deploy/ runs two with leader election
 		"--tls-ca", filepath.Join(state, devpki.TLSCACert),
@@ -147,11 +156,50 @@ func run(ctx context.Context, bin, version string, keep bool) error {
 	if err := verify(certs, filepath.Join(state, devpki.SignerCACert)); err != nil {
 		return err
 	}
-	done("chain verifies against the signer CA %s", filepath.Join(state, devpki.SignerCACert))
+	done("chain verifies against the signer CA %s%s", filepath.Join(state, devpki.SignerCACert), caKey.rootNote())
 	showEvents(ctx, cluster, csr.Name)
 	showMetrics(metricsAddr)
+	showKeyMetrics(serverHTTP)
+	fmt.Printf("\nCA key: %s\n", caKey.summary())
 	fmt.Printf("\nDemo finished in %s.\n", time.Since(start).Round(100*time.Millisecond))
 	return nil
+}
+
+// startServer starts signet-server with its CA key where keyKind says and waits until it is
+// healthy. A file key is plain `signet-server --dev`; a pkcs11 or tpm key is made in the
+// device first and the server runs on the configuration that names it.
+func startServer(ctx context.Context, bin, dir, state, keyKind, addr, httpAddr string) (*process, *caKey, error) {
+	ck := fileKey(state)
+	args := []string{"--dev", "--dev-state-dir", state, "--dev-signer-name", signerName}
+	if keyKind != keyFile {
+		step("generating the signer's CA key (P-256) inside a %s, and its root certificate", deviceName(keyKind))
+		var err error
+		if ck, err = deviceKey(ctx, keyKind, dir, state, addr); err != nil {
+			return nil, nil, err
+		}
+		done("CA key %s", ck.place)
+		args = []string{"--config", filepath.Join(state, devpki.ConfigFile)}
+	}
+	step("starting signet-server %s on %s (state in %s)", args[0], addr, state)
+	server, err := startBinary(ctx, dir, filepath.Join(bin, "signet-server"), append(args, "--listen", addr, "--http-listen", httpAddr)...)
+	if err != nil {
+		ck.cleanup()
+		return nil, nil, err
+	}
+	if err := waitHealthy(ctx, addr, state); err != nil {
+		server.stop()
+		ck.cleanup()
+		return nil, nil, fmt.Errorf("%w\n%s", err, server.logTail())
+	}
+	return server, ck, nil
+}
+
+// deviceName names the device of a --key kind.
+func deviceName(keyKind string) string {
+	if keyKind == keyTPM {
+		return "TPM 2.0 (swtpm)"
+	}
+	return "SoftHSM2 token"
 }
 
 func submitCSR(ctx context.Context, u *controlplane.User) (*certificatesv1.CertificateSigningRequest, error) {

@@ -41,3 +41,20 @@ func showMetrics(addr string) {
 		}
 	}
 }
+
+// showKeyMetrics prints the server's count of CA key signatures, by backend: which key
+// signed, seen from the server.
+func showKeyMetrics(addr string) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	fmt.Printf("\nsignet-server CA key signatures (http://%s/metrics):\n", addr)
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, "signet_server_key_operations_total{") {
+			fmt.Println("  " + line)
+		}
+	}
+}

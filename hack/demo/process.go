@@ -34,7 +34,7 @@ func startProcess(ctx context.Context, dir, path string, args ...string) (*proce
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
-		return nil, fmt.Errorf("starting %s (run `make build` first): %w", path, err)
+		return nil, fmt.Errorf("starting %s: %w", path, err)
 	}
 	p := &process{cmd: cmd, logPath: logPath, exited: make(chan struct{})}
 	go func() { _ = cmd.Wait(); logFile.Close(); close(p.exited) }()
@@ -45,6 +45,15 @@ func startProcess(ctx context.Context, dir, path string, args ...string) (*proce
 		case <-p.exited:
 		}
 	}()
+	return p, nil
+}
+
+// startBinary starts one of Signet's binaries, which `make build` makes.
+func startBinary(ctx context.Context, dir, path string, args ...string) (*process, error) {
+	p, err := startProcess(ctx, dir, path, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%w (run `make build` first)", err)
+	}
 	return p, nil
 }
 

@@ -1,0 +1,289 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/signet-pki/signet/internal/cacert"
+	"github.com/signet-pki/signet/internal/devpki"
+	"github.com/signet-pki/signet/keystore"
+	"github.com/signet-pki/signet/keystore/keyerr"
+)
+
+// Where the demo signer's CA key lives (--key).
+const (
+	keyFile   = "file"   // the PEM file signet-server --dev writes
+	keyPKCS11 = "pkcs11" // made inside a SoftHSM2 token
+	keyTPM    = "tpm"    // made inside a TPM 2.0 (swtpm, a separate process)
+)
+
+const (
+	tokenLabel   = "signet-demo"
+	objectLabel  = "demo-ca"
+	caLifetime   = 365 * 24 * time.Hour
+	swtpmTimeout = 10 * time.Second
+	maxSocketLen = 107 // a unix socket path's limit (sun_path is 108 bytes with the NUL)
+)
+
+// softHSMModules are where Debian and Ubuntu put the SoftHSM2 PKCS#11 module.
+var softHSMModules = []string{"/usr/lib/softhsm/libsofthsm2.so", "/usr/lib/x86_64-linux-gnu/softhsm/libsofthsm2.so"}
+
+// caKey is the demo signer's CA key: its URI in the server configuration, where it lives,
+// and what must be stopped after the server (swtpm).
+type caKey struct {
+	uri     string
+	place   string // "file …", "inside …"
+	note    string // how it is protected
+	device  bool   // an HSM or TPM key: the summary shows its URI
+	cleanup func()
+}
+
+// fileKey is the key of plain `signet-server --dev`: a PEM file in its state folder.
+func fileKey(state string) *caKey {
+	path := filepath.Join(state, devpki.SignerCAKey)
+	return &caKey{uri: path, place: "file " + path, note: "unencrypted PEM made by signet-server --dev; development only", cleanup: func() {}}
+}
+
+// summary says where the key lives, with its URI for a device key (a PIN never shows: the
+// URI has pin-source, and Redact would hide a pin-value).
+func (ck *caKey) summary() string {
+	if !ck.device {
+		return ck.place + " (" + ck.note + ")"
+	}
+	return ck.place + " (" + keystore.Redact(ck.uri) + "; " + ck.note + ")"
+}
+
+// deviceKey prepares the dev PKI in state as `signet-server --dev` would (TLS CA, server and
+// client certificates, config), then replaces the signer's CA: a P-256 key generated inside a
+// SoftHSM2 token (kind pkcs11) or a swtpm TPM (kind tpm), never on disk, and a self-signed root
+// made with it. The config's signer then names the key by its URI and the file software key is
+// deleted. Call cleanup after the server has stopped.
+func deviceKey(ctx context.Context, kind, dir, state, addr string) (*caKey, error) {
+	cfgPath, err := devpki.Ensure(devpki.Options{Dir: state, SignerName: signerName, PodIdentitySigner: devpki.DefaultPodIdentitySigner, Address: addr})
+	if err != nil {
+		return nil, err
+	}
+	var ck *caKey
+	switch kind {
+	case keyPKCS11:
+		ck, err = softHSMToken(ctx, filepath.Join(dir, "softhsm"))
+	case keyTPM:
+		ck, err = startSWTPM(ctx, dir)
+	default:
+		err = fmt.Errorf("unknown --key %q: want %s, %s or %s", kind, keyFile, keyPKCS11, keyTPM)
+	}
+	if err != nil {
+		return nil, err
+	}
+	err = makeRoot(ctx, ck, state, kind)
+	if err == nil {
+		err = useKey(cfgPath, ck.uri)
+	}
+	if err == nil {
+		if err = os.Remove(filepath.Join(state, devpki.SignerCAKey)); err != nil {
+			err = fmt.Errorf("removing the unused file CA key: %w", err)
+		}
+	}
+	if err != nil {
+		ck.cleanup()
+		return nil, err
+	}
+	return ck, nil
+}
+
+// makeRoot generates the key at ck.uri (which becomes the key's canonical URI), makes the
+// signer's self-signed root with it and writes the root over the dev signer CA certificate.
+// The key is closed before returning: swtpm serves one connection at a time, and the server
+// opens the key next.
+func makeRoot(ctx context.Context, ck *caKey, state, kind string) error {
+	key, uri, err := keystore.Generate(ctx, ck.uri, keyerr.P256, keystore.Options{})
+	if err != nil {
+		return fmt.Errorf("generating the CA key inside the %s: %w", deviceName(kind), err)
+	}
+	ck.uri = uri
+	root, err := cacert.SelfSigned(key, cacert.Options{
+		Subject: pkix.Name{
+			CommonName:   fmt.Sprintf("Signet demo signer CA (%s) with its key in a %s", signerName, deviceName(kind)),
+			Organization: []string{"Signet development"},
+		},
+		Lifetime: caLifetime,
+	})
+	if cerr := key.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("closing the new CA key: %w", cerr)
+	}
+	if err != nil {
+		return err
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: root.Raw})
+	if err := os.WriteFile(filepath.Join(state, devpki.SignerCACert), certPEM, 0o644); err != nil {
+		return fmt.Errorf("writing the signer CA certificate: %w", err)
+	}
+	return nil
+}
+
+// useKey rewrites the server configuration at path so that the demo signer's CA key is uri
+// (its certificate stays the dev signer CA certificate file, now the device key's root).
+func useKey(path, uri string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("reading the server config: %w", err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		return fmt.Errorf("parsing the server config %s: %w", path, err)
+	}
+	signers, _ := cfg["signers"].([]any)
+	found := false
+	for _, s := range signers {
+		if m, ok := s.(map[string]any); ok && m["name"] == signerName {
+			m["key"], m["certificate"], found = uri, devpki.SignerCACert, true
+		}
+	}
+	if !found {
+		return fmt.Errorf("rewriting the server config %s: no signer %s", path, signerName)
+	}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		return fmt.Errorf("writing the server config: %w", err)
+	}
+	header := "# Written by hack/demo: signet-server --dev's PKI, with the signer's CA key inside a device.\n"
+	if err := os.WriteFile(path, append([]byte(header), out...), 0o600); err != nil {
+		return fmt.Errorf("writing the server config: %w", err)
+	}
+	return nil
+}
+
+// rootNote is what the verification line adds about the root: for a device key, that the
+// demo made it with that key.
+func (ck *caKey) rootNote() string {
+	if !ck.device {
+		return ""
+	}
+	return ", the root made with the key " + ck.place
+}
+
+// softHSMToken initializes a fresh SoftHSM2 token in dir, its PIN a random one in a 0600
+// file, and points this process and its children (signet-server) at it with SOFTHSM2_CONF.
+func softHSMToken(ctx context.Context, dir string) (*caKey, error) {
+	util, err := exec.LookPath("softhsm2-util")
+	if err != nil {
+		return nil, fmt.Errorf("finding SoftHSM2 (apt-get install softhsm2, or ./hack/node-deps.sh): %w", err)
+	}
+	module := ""
+	for _, m := range softHSMModules {
+		if _, err := os.Stat(m); err == nil {
+			module = m
+			break
+		}
+	}
+	if module == "" {
+		return nil, fmt.Errorf("finding the SoftHSM2 PKCS#11 module: none of %s", strings.Join(softHSMModules, ", "))
+	}
+	tokens := filepath.Join(dir, "tokens")
+	if err := os.MkdirAll(tokens, 0o700); err != nil {
+		return nil, fmt.Errorf("creating the SoftHSM2 token folder: %w", err)
+	}
+	conf := filepath.Join(dir, "softhsm2.conf")
+	confText := "directories.tokendir = " + tokens + "\nobjectstore.backend = file\nlog.level = ERROR\nslots.removable = false\n"
+	if err := os.WriteFile(conf, []byte(confText), 0o600); err != nil {
+		return nil, fmt.Errorf("writing softhsm2.conf: %w", err)
+	}
+	if err := os.Setenv("SOFTHSM2_CONF", conf); err != nil {
+		return nil, fmt.Errorf("setting SOFTHSM2_CONF: %w", err)
+	}
+	pin, soPIN := rand.Text(), rand.Text()
+	pinFile := filepath.Join(dir, "user.pin")
+	if err := os.WriteFile(pinFile, []byte(pin+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("writing the token PIN file: %w", err)
+	}
+	// The PINs are on softhsm2-util's command line for the instant it runs: a throwaway
+	// token in a 0700 folder. Its output never contains them; it is shown only on failure.
+	out, err := exec.CommandContext(ctx, util, "--init-token", "--free", "--label", tokenLabel, "--pin", pin, "--so-pin", soPIN).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("initializing SoftHSM2 token %q: %w: %s", tokenLabel, err, strings.TrimSpace(string(out)))
+	}
+	uri := fmt.Sprintf("pkcs11:token=%s;object=%s;type=private?module-path=%s&pin-source=file:%s",
+		tokenLabel, objectLabel, escapeQuery(module), escapeQuery(pinFile))
+	return &caKey{
+		uri:     uri,
+		place:   fmt.Sprintf("inside SoftHSM2 token %q as object %q", tokenLabel, objectLabel),
+		note:    "PIN redacted: the server reads it from a 0600 file",
+		device:  true,
+		cleanup: func() {},
+	}, nil
+}
+
+// startSWTPM starts a swtpm TPM 2.0 with fresh state in dir/tpm as a separate process and
+// waits until its socket answers. The key is a blob sealed by the TPM's storage root key.
+func startSWTPM(ctx context.Context, dir string) (*caKey, error) {
+	bin, err := exec.LookPath("swtpm")
+	if err != nil {
+		return nil, fmt.Errorf("finding swtpm (apt-get install swtpm swtpm-tools, or ./hack/node-deps.sh): %w", err)
+	}
+	tpmDir := filepath.Join(dir, "tpm")
+	state := filepath.Join(tpmDir, "state")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		return nil, fmt.Errorf("creating the swtpm state folder: %w", err)
+	}
+	sock, ctrl := filepath.Join(tpmDir, "tpm.sock"), filepath.Join(tpmDir, "ctrl.sock")
+	if len(ctrl) > maxSocketLen || len(sock) > maxSocketLen {
+		return nil, fmt.Errorf("starting swtpm: socket path %s is too long for a unix socket (set a shorter TMPDIR)", ctrl)
+	}
+	p, err := startProcess(ctx, dir, bin, "socket", "--tpm2",
+		"--tpmstate", "dir="+state,
+		"--server", "type=unixio,path="+sock,
+		"--ctrl", "type=unixio,path="+ctrl,
+		"--flags", "not-need-init,startup-clear")
+	if err != nil {
+		return nil, err
+	}
+	if err := waitSocket(ctx, sock, p); err != nil {
+		p.stop()
+		return nil, err
+	}
+	blob := filepath.Join(tpmDir, objectLabel+".tpmkey")
+	return &caKey{
+		uri:     "tpm:blob=" + blob + "?socket=" + escapeQuery(sock),
+		place:   fmt.Sprintf("inside a TPM 2.0 served by swtpm, a separate process with pid %d", p.cmd.Process.Pid),
+		note:    "the blob file holds it sealed by the TPM's storage root key: only that TPM can load it",
+		device:  true,
+		cleanup: p.stop,
+	}, nil
+}
+
+// waitSocket waits until swtpm accepts connections on sock.
+func waitSocket(ctx context.Context, sock string, p *process) error {
+	deadline := time.Now().Add(swtpmTimeout)
+	for {
+		conn, err := net.Dial("unix", sock)
+		if err == nil {
+			return conn.Close()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("waiting for swtpm's socket %s: %w\n%s", sock, err, p.logTail())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.exited:
+			return fmt.Errorf("swtpm exited at start:\n%s", p.logTail())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// escapeQuery escapes what would end or change a URI query value, keeping a path's slashes.
+func escapeQuery(v string) string {
+	return strings.NewReplacer("%", "%25", "&", "%26", "#", "%23", "+", "%2B", " ", "%20", ";", "%3B").Replace(v)
+}
