@@ -24,6 +24,9 @@ for b in "${bins[@]}"; do
     continue
   fi
   echo "kube-bins: building $b $version (first build takes several minutes)" >&2
-  go build -trimpath -o "$out/$b.tmp" "$pkg"
-  mv "$out/$b.tmp" "$out/$b"
+  # A temporary name of its own, so that two builds at once (make demo beside make test) never
+  # move each other's half-written file.
+  tmp=$(mktemp "$out/$b.XXXXXX")
+  go build -trimpath -o "$tmp" "$pkg" || { rm -f "$tmp"; exit 1; }
+  mv "$tmp" "$out/$b"
 done
