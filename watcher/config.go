@@ -39,6 +39,11 @@ const (
 	DefaultPCRGiveUpAfter = pcrsigner.DefaultGiveUpAfter
 	MaxPCRGiveUpAfter     = 15 * time.Minute
 
+	// DefaultTrustBundlePeriod is the default trustBundles.period, and MinTrustBundlePeriod
+	// its minimum.
+	DefaultTrustBundlePeriod = 10 * time.Second
+	MinTrustBundlePeriod     = time.Second
+
 	DefaultLeaseName     = "signet-watcher"
 	DefaultLeaseDuration = 15 * time.Second
 	DefaultRenewDeadline = 10 * time.Second
@@ -102,7 +107,34 @@ type Config struct {
 	// PodCertificateRequests configures the signing of PodCertificateRequests for the same
 	// signer names.
 	PodCertificateRequests PodCertificateRequestsConfig `json:"podCertificateRequests"`
+	// TrustBundles configures the publishing of every signer's trust anchors as a
+	// signer-linked ClusterTrustBundle.
+	TrustBundles TrustBundlesConfig `json:"trustBundles"`
 }
+
+// TrustBundlesConfig configures the ClusterTrustBundle publisher (watcher/trustbundle). On
+// the leader, every period, it asks the signing server for each signer name's trust anchors
+// (GetTrustAnchors) and keeps the signer-linked ClusterTrustBundle
+// "<signer name with / replaced by :>:signet" (certificates.k8s.io/v1 from Kubernetes 1.37,
+// else v1beta1, found by discovery), labelled signet.dev/managed-by: signet-watcher, equal to
+// them: created if missing, rewritten when the anchors change or the bundle was edited, left
+// alone when it is up to date or was not created by the watcher. It needs the `attest` verb on
+// the signer names and get, create and update on clustertrustbundles (deploy/watcher/rbac.yaml);
+// without them every attempt is refused, reported (a Warning Event, the metric
+// signet_watcher_trust_bundle_publish_errors_total) and retried the next period.
+type TrustBundlesConfig struct {
+	// Enabled turns publishing on (default true). Where the cluster serves no
+	// ClusterTrustBundles the watcher logs it once and publishes nothing.
+	Enabled *bool `json:"enabled,omitempty"`
+	// Period is the time between two publications of every signer's bundle (default 10s, at
+	// least 1s): a change of the anchors on the server, or a bundle edited or deleted by hand,
+	// is published or repaired within about one period. Each costs one GetTrustAnchors call
+	// and one read of the bundle per signer; writes only when something differs.
+	Period metav1.Duration `json:"period,omitempty"`
+}
+
+// IsEnabled reports whether publishing is on: Enabled unset or true.
+func (t *TrustBundlesConfig) IsEnabled() bool { return t.Enabled == nil || *t.Enabled }
 
 // PodCertificateRequestsConfig configures the PodCertificateRequest signing controller. It
 // runs next to the CSR controller, with the same signer names, signing server, workers,
@@ -258,6 +290,14 @@ func (c *Config) Default() {
 	if pcr.GiveUpAfter.Duration == 0 {
 		pcr.GiveUpAfter.Duration = DefaultPCRGiveUpAfter
 	}
+	tb := &c.TrustBundles
+	if tb.Enabled == nil {
+		enabled := true
+		tb.Enabled = &enabled
+	}
+	if tb.Period.Duration == 0 {
+		tb.Period.Duration = DefaultTrustBundlePeriod
+	}
 	le := &c.LeaderElection
 	if le.LeaseName == "" {
 		le.LeaseName = DefaultLeaseName
@@ -336,6 +376,9 @@ func (c *Config) Validate() error {
 	if giveUp := c.PodCertificateRequests.GiveUpAfter.Duration; giveUp <= c.Backoff.Max.Duration || giveUp > MaxPCRGiveUpAfter {
 		add("podCertificateRequests.giveUpAfter", "is %s, must be more than backoff.max (%s) and at most %s",
 			giveUp, c.Backoff.Max.Duration, MaxPCRGiveUpAfter)
+	}
+	if period := c.TrustBundles.Period.Duration; period < MinTrustBundlePeriod {
+		add("trustBundles.period", "is %s, must be at least %s", period, MinTrustBundlePeriod)
 	}
 	if c.MetricsEnabled() {
 		if err := validateListenAddress(c.MetricsAddress); err != nil {

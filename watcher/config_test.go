@@ -94,6 +94,25 @@ func TestPodCertificateRequestsDefaultOn(t *testing.T) {
 	}
 }
 
+// TestTrustBundlesDefaultOn: ClusterTrustBundle publishing is on unless turned off, every
+// DefaultTrustBundlePeriod, and Default keeps an explicit false and period.
+func TestTrustBundlesDefaultOn(t *testing.T) {
+	var zero TrustBundlesConfig
+	if !zero.IsEnabled() {
+		t.Error("zero TrustBundlesConfig is disabled, want enabled")
+	}
+	cfg := validConfig()
+	if !cfg.TrustBundles.IsEnabled() || cfg.TrustBundles.Period.Duration != DefaultTrustBundlePeriod {
+		t.Errorf("defaulted Config: %+v, want enabled with period %s", cfg.TrustBundles, DefaultTrustBundlePeriod)
+	}
+	disabled := false
+	cfg = Config{TrustBundles: TrustBundlesConfig{Enabled: &disabled, Period: metav1.Duration{Duration: time.Minute}}}
+	cfg.Default()
+	if cfg.TrustBundles.IsEnabled() || cfg.TrustBundles.Period.Duration != time.Minute {
+		t.Errorf("Default changed explicit trustBundles settings: %+v", cfg.TrustBundles)
+	}
+}
+
 func TestDefaultKeepsSetFields(t *testing.T) {
 	cfg := Config{Workers: 9, RPCTimeout: metav1.Duration{Duration: time.Second}}
 	cfg.Default()
@@ -137,6 +156,7 @@ func TestLoadConfigExample(t *testing.T) {
 			Enabled:     &disabled,
 			GiveUpAfter: metav1.Duration{Duration: DefaultPCRGiveUpAfter},
 		},
+		TrustBundles: TrustBundlesConfig{Enabled: &enabled, Period: metav1.Duration{Duration: 30 * time.Second}},
 		LeaderElection: LeaderElectionConfig{
 			Enabled:       &enabled,
 			Namespace:     "signet-system",
@@ -234,6 +254,9 @@ func TestValidate(t *testing.T) {
 		{"PCR give-up at the cleaner's age", func(c *Config) { c.PodCertificateRequests.GiveUpAfter.Duration = MaxPCRGiveUpAfter }, nil},
 		{"PCR give-up past the cleaner's age", func(c *Config) { c.PodCertificateRequests.GiveUpAfter.Duration = 16 * time.Minute },
 			[]string{"podCertificateRequests.giveUpAfter: is 16m0s, must be more than backoff.max (30s) and at most 15m0s"}},
+		{"trust bundle period at its minimum", func(c *Config) { c.TrustBundles.Period.Duration = MinTrustBundlePeriod }, nil},
+		{"trust bundle period below a second", func(c *Config) { c.TrustBundles.Period.Duration = 500 * time.Millisecond },
+			[]string{"trustBundles.period: is 500ms, must be at least 1s"}},
 		{"PCR give-up within back-off", func(c *Config) { c.PodCertificateRequests.GiveUpAfter.Duration = 30 * time.Second },
 			[]string{"podCertificateRequests.giveUpAfter"}},
 	}

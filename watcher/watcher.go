@@ -25,6 +25,7 @@ import (
 	"github.com/signet-pki/signet/watcher/leader"
 	"github.com/signet-pki/signet/watcher/metrics"
 	"github.com/signet-pki/signet/watcher/pcrsigner"
+	"github.com/signet-pki/signet/watcher/trustbundle"
 )
 
 // Component is the source component of the watcher's Events.
@@ -34,7 +35,10 @@ const Component = "signet-watcher"
 // signing controllers until ctx is done: the CSR controller always, the PodCertificateRequest
 // controller when podCertificateRequests is enabled, the cluster serves PodCertificateRequests
 // (certificates.k8s.io/v1, else v1beta1; see pcrsigner.Discover) and the watcher may list,
-// watch and update their status. Otherwise it logs once why it signs CSRs only. It returns nil
+// watch and update their status. Otherwise it logs once why it signs CSRs only. With
+// trustBundles enabled and ClusterTrustBundles served (v1, else v1beta1; see
+// trustbundle.Discover) it also publishes every signer's trust anchors as a signer-linked
+// ClusterTrustBundle (trustbundle.Publisher); otherwise it logs once why not. It returns nil
 // after a clean stop and an error if the configuration is invalid, discovery keeps failing,
 // the client cannot be built, the metrics listener cannot bind, or a controller fails.
 //
@@ -59,7 +63,7 @@ func Run(ctx context.Context, cfg *Config, kube kubeclient.Interface, logger klo
 		}
 	}
 	clk := clock.RealClock{}
-	m := metrics.New(c.SignerNames, csrsigner.Outcomes(), pcrsigner.Outcomes())
+	m := metrics.New(c.SignerNames, csrsigner.Outcomes(), pcrsigner.Outcomes(), trustbundle.Reasons())
 
 	client, err := signerclient.New(c.signerClientConfig(clk, logger, m))
 	if err != nil {
@@ -89,11 +93,16 @@ func Run(ctx context.Context, cfg *Config, kube kubeclient.Interface, logger klo
 	if err != nil {
 		return fmt.Errorf("running watcher: %w", err)
 	}
+	ctbVersion, err := c.trustBundleVersion(ctx, kube, logger)
+	if err != nil {
+		return fmt.Errorf("running watcher: %w", err)
+	}
 	deps := controllerDeps{kube: kube, client: client, recorder: recorder, metrics: m, state: state,
-		clock: clk, logger: logger, pcrVersion: pcrVersion}
+		clock: clk, logger: logger, pcrVersion: pcrVersion, ctbVersion: ctbVersion}
 	runControllers := func(ctx context.Context) error { return c.runControllers(ctx, deps) }
 	logger.Info("Starting watcher", "servers", c.serverAddresses(), "signerNames", c.SignerNames,
 		"podCertificateRequests", pcrVersion != pcrsigner.NotServed, "podCertificateRequestAPI", pcrVersion,
+		"trustBundles", ctbVersion != trustbundle.NotServed, "clusterTrustBundleAPI", ctbVersion,
 		"leaderElection", c.LeaderElection.IsEnabled(), "metricsAddress", c.MetricsAddress)
 	if !c.LeaderElection.IsEnabled() {
 		// Without election this replica leads for the whole run.
@@ -119,9 +128,10 @@ type controllerDeps struct {
 	recorder   record.EventRecorder
 	metrics    *metrics.Metrics
 	state      *runState
-	clock      clock.PassiveClock
+	clock      clock.WithTicker
 	logger     klog.Logger
-	pcrVersion pcrsigner.APIVersion // NotServed: no PodCertificateRequest controller
+	pcrVersion pcrsigner.APIVersion   // NotServed: no PodCertificateRequest controller
+	ctbVersion trustbundle.APIVersion // NotServed: no ClusterTrustBundle publisher
 }
 
 // controller is one signing controller of a leader term.
@@ -132,7 +142,8 @@ type controller struct {
 }
 
 // runControllers runs the CSR signing controller and, if d.pcrVersion is set, the
-// PodCertificateRequest signing controller until ctx ends (a leader term, or the whole run
+// PodCertificateRequest signing controller, and if d.ctbVersion is set, the ClusterTrustBundle
+// publisher until ctx ends (a leader term, or the whole run
 // without leader election), publishing them to the readiness probe and the queue gauges. If
 // one fails, the others are stopped too and the errors are returned.
 func (c *Config) runControllers(ctx context.Context, d controllerDeps) error {
@@ -169,8 +180,9 @@ func (c *Config) runControllers(ctx context.Context, d controllerDeps) error {
 }
 
 // buildControllers builds the controllers of a leader term, in order: the CSR controller
-// always, the PodCertificateRequest controller when the cluster serves the API. Each
-// publishes its queue to the metrics.
+// always, the ClusterTrustBundle publisher when the cluster serves ClusterTrustBundles and
+// trustBundles is enabled, the PodCertificateRequest controller when the cluster serves the
+// API. The signing controllers publish their queues to the metrics.
 func (c *Config) buildControllers(d controllerDeps) ([]controller, error) {
 	csrController, err := csrsigner.New(d.kube, d.client, csrsigner.Options{
 		SignerNames:       c.SignerNames,
@@ -186,6 +198,21 @@ func (c *Config) buildControllers(d controllerDeps) ([]controller, error) {
 	}
 	d.metrics.CSRs().SetQueue(csrController)
 	controllers := []controller{{name: "csrsigner", run: csrController.Run, syncer: csrController}}
+	if d.ctbVersion != trustbundle.NotServed {
+		publisher, err := trustbundle.New(d.kube, d.client, trustbundle.Options{
+			Version:     d.ctbVersion,
+			SignerNames: c.SignerNames,
+			Period:      c.TrustBundles.Period.Duration,
+			Clock:       d.clock,
+			Recorder:    d.recorder,
+			Metrics:     d.metrics.TrustBundles(),
+		})
+		if err != nil {
+			return nil, err
+		}
+		run := func(ctx context.Context, _ int) error { return publisher.Run(ctx) }
+		controllers = append(controllers, controller{name: "trustbundle", run: run, syncer: publisher})
+	}
 	if d.pcrVersion == pcrsigner.NotServed {
 		return controllers, nil
 	}

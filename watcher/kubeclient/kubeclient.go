@@ -1,6 +1,7 @@
 // Package kubeclient is the part of a Kubernetes clientset the watcher uses, and builds only
-// that: the certificates API (CSRs, PodCertificateRequests in v1 and v1beta1), leases, events,
-// self subject access reviews and discovery. A full clientset (k8s.io/client-go/kubernetes),
+// that: the certificates API (CSRs; PodCertificateRequests and ClusterTrustBundles in v1 and
+// v1beta1, through the same two typed group clients), leases, events, self subject access
+// reviews and discovery. A full clientset (k8s.io/client-go/kubernetes),
 // and its fake for tests, satisfies Interface; the watcher's binary links none of the other
 // API groups' clients and informers.
 package kubeclient

@@ -2,7 +2,8 @@
 // (with the Go runtime and process collectors), and serves them over HTTP.
 //
 // Label values are bounded: signer is a served signer name, outcome one of the CSR or
-// PodCertificateRequest signing controller's outcomes, method a gRPC method of the signing
+// PodCertificateRequest signing controller's outcomes, reason one of the ClusterTrustBundle
+// publisher's error reasons, operation created or updated, method a gRPC method of the signing
 // service and code a gRPC status code name.
 package metrics
 
@@ -48,7 +49,8 @@ type Metrics struct {
 	rpcErrors   *prometheus.CounterVec
 	leader      prometheus.Gauge
 
-	csrs, pcrs *ControllerMetrics
+	csrs, pcrs   *ControllerMetrics
+	trustBundles *TrustBundleMetrics
 }
 
 // ControllerMetrics records one signing controller's metrics: objects handled by outcome,
@@ -122,10 +124,11 @@ func newControllerMetrics(n controllerNames, signers, outcomes []string) *Contro
 // New creates the metrics for the served signers on a new registry holding them and the Go
 // runtime and process collectors. signet_watcher_objects_handled_total has a series per
 // signer and CSR outcome in outcomes, signet_watcher_pod_certificate_requests_handled_total
-// one per signer and PodCertificateRequest outcome in pcrOutcomes, and the oldest-pending
-// gauges one per signer, from the start (at 0), so an empty dashboard never means "not
-// scraped".
-func New(signers, outcomes, pcrOutcomes []string) *Metrics {
+// one per signer and PodCertificateRequest outcome in pcrOutcomes,
+// signet_watcher_trust_bundle_publish_errors_total one per signer and reason in
+// trustBundleReasons, and the oldest-pending gauges one per signer, from the start (at 0), so
+// an empty dashboard never means "not scraped".
+func New(signers, outcomes, pcrOutcomes, trustBundleReasons []string) *Metrics {
 	sorted := slices.Compact(slices.Sorted(slices.Values(signers)))
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
@@ -142,8 +145,9 @@ func New(signers, outcomes, pcrOutcomes []string) *Metrics {
 			Namespace: namespace, Subsystem: subsystem, Name: "leader",
 			Help: "1 while this replica holds the leader Lease and runs the controllers, else 0.",
 		}),
-		csrs: newControllerMetrics(csrNames, sorted, outcomes),
-		pcrs: newControllerMetrics(pcrNames, sorted, pcrOutcomes),
+		csrs:         newControllerMetrics(csrNames, sorted, outcomes),
+		pcrs:         newControllerMetrics(pcrNames, sorted, pcrOutcomes),
+		trustBundles: newTrustBundleMetrics(sorted, trustBundleReasons),
 	}
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
@@ -152,7 +156,17 @@ func New(signers, outcomes, pcrOutcomes []string) *Metrics {
 		m.csrs.handled, m.csrs.issuance, m.csrs,
 		m.pcrs.handled, m.pcrs.issuance, m.pcrs,
 	)
+	m.registry.MustRegister(m.trustBundles.collectors()...)
 	return m
+}
+
+// TrustBundles returns the recorder of the ClusterTrustBundle publisher's metrics; nil for a
+// nil m.
+func (m *Metrics) TrustBundles() *TrustBundleMetrics {
+	if m == nil {
+		return nil
+	}
+	return m.trustBundles
 }
 
 // CSRs returns the recorder of the CSR signing controller's metrics; nil for a nil m.

@@ -48,7 +48,8 @@ func checkLines(t *testing.T, got string, want ...string) {
 // TestMetricsExposition scrapes every watcher metric (without prometheus/testutil, whose
 // dependencies this module does not carry; see server/metrics).
 func TestMetricsExposition(t *testing.T) {
-	m := New([]string{"example.com/b", "example.com/a", "example.com/a"}, []string{"signed", "failed"}, []string{"signed", "denied"})
+	m := New([]string{"example.com/b", "example.com/a", "example.com/a"}, []string{"signed", "failed"}, []string{"signed", "denied"},
+		[]string{"Forbidden", "NotOwned"})
 	csrs := m.CSRs()
 	csrs.ObserveHandled("example.com/a", "signed")
 	csrs.ObserveHandled("example.com/a", "signed")
@@ -61,6 +62,11 @@ func TestMetricsExposition(t *testing.T) {
 	pcr.ObserveHandled("example.com/b", "denied")
 	pcr.ObserveIssuanceLatency("example.com/b", 300*time.Millisecond)
 	pcr.SetQueue(fakeQueue{depth: 3, oldest: map[string]time.Duration{"example.com/b": 42 * time.Second}})
+	bundles := m.TrustBundles()
+	bundles.ObservePublished("example.com/a", 2, time.Unix(1700000000, 500_000_000))
+	bundles.ObserveWrite("example.com/a", TrustBundleCreated)
+	bundles.ObserveError("example.com/b", "Forbidden")
+	bundles.ObserveError("example.com/b", "Forbidden")
 
 	checkLines(t, scrape(t, m),
 		"# TYPE signet_watcher_leader gauge",
@@ -97,7 +103,22 @@ func TestMetricsExposition(t *testing.T) {
 		"signet_watcher_pod_certificate_queue_depth 3",
 		`signet_watcher_oldest_pending_pod_certificate_seconds{signer="example.com/a"} 0`,
 		`signet_watcher_oldest_pending_pod_certificate_seconds{signer="example.com/b"} 42`,
+		"# TYPE signet_watcher_trust_bundle_published_timestamp_seconds gauge",
+		`signet_watcher_trust_bundle_published_timestamp_seconds{signer="example.com/a"} 1.7000000005e+09`,
+		"# TYPE signet_watcher_trust_bundle_anchors gauge",
+		`signet_watcher_trust_bundle_anchors{signer="example.com/a"} 2`,
+		"# TYPE signet_watcher_trust_bundle_writes_total counter",
+		`signet_watcher_trust_bundle_writes_total{operation="created",signer="example.com/a"} 1`,
+		`signet_watcher_trust_bundle_writes_total{operation="updated",signer="example.com/a"} 0`,
+		`signet_watcher_trust_bundle_writes_total{operation="created",signer="example.com/b"} 0`,
+		"# TYPE signet_watcher_trust_bundle_publish_errors_total counter",
+		`signet_watcher_trust_bundle_publish_errors_total{reason="Forbidden",signer="example.com/a"} 0`,
+		`signet_watcher_trust_bundle_publish_errors_total{reason="Forbidden",signer="example.com/b"} 2`,
+		`signet_watcher_trust_bundle_publish_errors_total{reason="NotOwned",signer="example.com/b"} 0`,
 	)
+	if got := scrape(t, m); strings.Contains(got, `signet_watcher_trust_bundle_published_timestamp_seconds{signer="example.com/b"}`) {
+		t.Error("a signer never published has a published timestamp")
+	}
 	if got := scrape(t, m); strings.Contains(got, `signet_watcher_server_rpc_errors_total{code="OK"`) {
 		t.Error("an OK call was counted as an error")
 	}
@@ -116,7 +137,7 @@ func TestMetricsExposition(t *testing.T) {
 }
 
 func TestHandlerServesRuntimeAndOwnMetrics(t *testing.T) {
-	body := scrape(t, New([]string{"example.com/a"}, nil, nil))
+	body := scrape(t, New([]string{"example.com/a"}, nil, nil, nil))
 	for _, want := range []string{"go_goroutines", "process_start_time_seconds"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
@@ -136,4 +157,8 @@ func TestNilMetricsRecordsNothing(t *testing.T) {
 	pcr.ObserveHandled("s", "signed")
 	pcr.ObserveIssuanceLatency("s", time.Second)
 	pcr.SetQueue(nil)
+	bundles := m.TrustBundles()
+	bundles.ObservePublished("s", 1, time.Now())
+	bundles.ObserveWrite("s", TrustBundleUpdated)
+	bundles.ObserveError("s", "Forbidden")
 }
