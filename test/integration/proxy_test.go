@@ -52,6 +52,8 @@ func startHoldingProxy(t *testing.T, s *signet) *holdingProxy {
 	signetv1.RegisterSignerServiceServer(srv, p)
 	hs := health.NewServer()
 	hs.SetServingStatus(signetv1.SignerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	// A watcher of one signer follows that signer's health service, as signet-server serves it.
+	hs.SetServingStatus(signetv1.SignerHealthService(s.signerName), healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(srv, hs)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
