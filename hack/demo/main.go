@@ -111,7 +111,7 @@ func run(ctx context.Context, bin, version, keyKind string, keep bool) error {
 	if err != nil {
 		return err
 	}
-	step("starting signet-watcher as user signet-watcher (least-privilege RBAC: sign %s only)", signerName)
+	step("starting signet-watcher as user signet-watcher (least-privilege RBAC: sign and attest %s only)", signerName)
 	watcher, err := startBinary(ctx, dir, filepath.Join(bin, "signet-watcher"),
 		"--kubeconfig", kubeconfig, "--signer-name", signerName, "--server", addr,
 		"--leader-elect=false", "--metrics-address", metricsAddr, // one replica here; deploy/ runs two with leader election
@@ -157,6 +157,9 @@ func run(ctx context.Context, bin, version, keyKind string, keep bool) error {
 		return err
 	}
 	done("chain verifies against the signer CA %s%s", filepath.Join(state, devpki.SignerCACert), caKey.rootNote())
+	if err := showTrustBundle(ctx, cluster, signerName, certs); err != nil {
+		return fmt.Errorf("%w\nwatcher log:\n%s", err, watcher.logTail())
+	}
 	showEvents(ctx, cluster, csr.Name)
 	showMetrics(metricsAddr)
 	showKeyMetrics(serverHTTP)

@@ -90,14 +90,16 @@ func (c *Cluster) AddSigner(name string, signerNames []string) (*User, error) {
 }
 
 // AddWatcher provisions signet-watcher's least-privilege identity for signerNames: the rules
-// of AddSigner (CSRs, `sign`, Events) and those of PodCertificateSignerRules (get, list and
-// watch PodCertificateRequests in every namespace, update their status). It may not approve
-// CSRs nor create PodCertificateRequests.
+// of AddSigner (CSRs, `sign`, Events), those of PodCertificateSignerRules (get, list and
+// watch PodCertificateRequests in every namespace, update their status) and those of
+// TrustBundleRules (publish the signers' ClusterTrustBundles). It may not approve CSRs nor
+// create PodCertificateRequests.
 func (c *Cluster) AddWatcher(name string, signerNames []string) (*User, error) {
 	if len(signerNames) == 0 {
 		return nil, fmt.Errorf("adding watcher %s: no signer names", name)
 	}
 	rules := append(SignerRules(signerNames), PodCertificateSignerRules()...)
+	rules = append(rules, TrustBundleRules(signerNames)...)
 	return c.addUserWithRules("watcher", name, nil, rules)
 }
 
@@ -144,6 +146,25 @@ func SignerRules(signerNames []string) []rbacv1.PolicyRule {
 			APIGroups: []string{corev1.GroupName, "events.k8s.io"},
 			Resources: []string{"events"},
 			Verbs:     []string{"create", "patch"},
+		},
+	}
+}
+
+// TrustBundleRules returns the RBAC rules signet-watcher needs to publish signer-linked
+// ClusterTrustBundles for signerNames: `attest` on exactly those signers, and get, create and
+// update on clustertrustbundles (as deploy/watcher grants them).
+func TrustBundleRules(signerNames []string) []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{
+			APIGroups:     []string{certificatesv1.GroupName},
+			Resources:     []string{"signers"},
+			ResourceNames: append([]string(nil), signerNames...),
+			Verbs:         []string{"attest"},
+		},
+		{
+			APIGroups: []string{certificatesv1.GroupName},
+			Resources: []string{"clustertrustbundles"},
+			Verbs:     []string{"get", "create", "update"},
 		},
 	}
 }
