@@ -34,7 +34,8 @@ import (
 const DefaultVersion = "v1.37.1"
 
 // AssetsEnv names the environment variable that overrides the directory holding the etcd
-// and kube-apiserver binaries.
+// and kube-apiserver binaries (of whichever version is started: Start refuses a
+// kube-apiserver whose build information names another k8s.io/kubernetes version).
 const AssetsEnv = "SIGNET_KUBE_ASSETS"
 
 // modulePath is the module whose go.mod marks the repository root.
@@ -47,9 +48,11 @@ type Options struct {
 	// AssetsDir is the directory holding etcd and kube-apiserver. Default: $SIGNET_KUBE_ASSETS,
 	// else <repo root>/.cache/kube/<Version>.
 	AssetsDir string
-	// FeatureGates become --feature-gates (sorted), e.g. {"PodCertificateRequest": true}.
+	// FeatureGates become --feature-gates (sorted), e.g. {"PodCertificateRequest": true}, on
+	// top of the version's own (see VersionFeatureGates); an entry here wins.
 	FeatureGates map[string]bool
-	// RuntimeConfig becomes --runtime-config (sorted), e.g. {"certificates.k8s.io/v1beta1": "true"}.
+	// RuntimeConfig becomes --runtime-config (sorted), e.g. {"certificates.k8s.io/v1beta1": "true"},
+	// on top of the version's own (see VersionRuntimeConfig); an entry here wins.
 	RuntimeConfig map[string]string
 	// APIServerFlags are extra kube-apiserver flags by name without dashes; each replaces any
 	// default value, e.g. {"v": "4"}.
@@ -78,10 +81,13 @@ type Cluster struct {
 // the apiserver is healthy and the default namespace exists.
 //
 // The apiserver binds and advertises 127.0.0.1 only and serves the default API groups
-// (certificates.k8s.io/v1 included) plus opts.RuntimeConfig. ctx's deadline caps the start
-// timeout; the processes run until Stop, whatever happens to ctx. A missing binary yields an
-// error naming the file and `make kube-bins`; a failed start yields an error carrying the
-// apiserver's own complaint. A start that loses a race for a loopback port is retried.
+// (certificates.k8s.io/v1 included), what the version needs to serve PodCertificateRequests
+// and ClusterTrustBundles (VersionFeatureGates, VersionRuntimeConfig), plus opts.RuntimeConfig.
+// ctx's deadline caps the start timeout; the processes run until Stop, whatever happens to
+// ctx. A missing binary, or a kube-apiserver built from another Kubernetes version, yields an
+// error naming the file and `make kube-bins KUBE_VERSION=<version>`; a failed start yields an
+// error carrying the apiserver's own complaint. A start that loses a race for a loopback port
+// is retried.
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	version := opts.Version
 	if version == "" {
@@ -97,6 +103,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
+	if err := checkBinaryVersion(apiPath, version); err != nil {
+		return nil, err
+	}
+	opts.FeatureGates = merged(VersionFeatureGates(version), opts.FeatureGates)
+	opts.RuntimeConfig = merged(VersionRuntimeConfig(version), opts.RuntimeConfig)
 	timeout := opts.StartTimeout
 	if timeout <= 0 {
 		timeout = 60 * time.Second
@@ -300,11 +311,11 @@ func checkBinary(path, version string) error {
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("kube binary %s is missing: run `make kube-bins` (hack/kube-bins.sh %s) to build it, or set %s", path, version, AssetsEnv)
+		return fmt.Errorf("kube binary %s is missing: run `make kube-bins KUBE_VERSION=%s` (hack/kube-bins.sh %s) to build it, or set %s", path, version, version, AssetsEnv)
 	case err != nil:
 		return fmt.Errorf("checking kube binary: %w", err)
 	case fi.IsDir() || fi.Mode()&0o111 == 0:
-		return fmt.Errorf("kube binary %s is not an executable file: run `make kube-bins` (hack/kube-bins.sh %s) to rebuild it", path, version)
+		return fmt.Errorf("kube binary %s is not an executable file: run `make kube-bins KUBE_VERSION=%s` (hack/kube-bins.sh %s) to rebuild it", path, version, version)
 	}
 	return nil
 }
