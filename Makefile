@@ -34,8 +34,9 @@ kube-bins: ## Build kube-apiserver and etcd (KUBE_VERSION, default v1.37.1) from
 	./hack/kube-bins.sh $(KUBE_VERSION)
 
 .PHONY: test-deps
-test-deps: ## Build every Kubernetes binary the tests run (kube-bins plus kube-controller-manager and kubelet); install containerd, runc, softhsm2, swtpm and libssl-dev if missing.
+test-deps: ## Build every Kubernetes binary the tests run (kube-bins plus kube-controller-manager and kubelet, and v1.36.3's etcd and kube-apiserver for the v1beta1 PodCertificateRequest tests); install containerd, runc, softhsm2, swtpm and libssl-dev if missing.
 	./hack/kube-bins.sh $(KUBE_VERSION) etcd kube-apiserver kube-controller-manager kubelet
+	./hack/kube-bins.sh v1.36.3 etcd kube-apiserver
 	./hack/node-deps.sh
 
 .PHONY: test
