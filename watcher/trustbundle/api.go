@@ -6,7 +6,6 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	certificatesv1beta1 "k8s.io/api/certificates/v1beta1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 
@@ -32,26 +31,10 @@ const (
 const resource = "clustertrustbundles"
 
 // Discover returns the newest version of certificates.k8s.io that serves
-// ClusterTrustBundles: V1, else V1beta1, else NotServed. A group version the API server does
-// not serve (404) counts as not serving them; any other discovery error is returned.
+// ClusterTrustBundles: V1, else V1beta1, else NotServed (kubeclient.CertificatesVersion).
 func Discover(ctx context.Context, disc discovery.ServerResourcesInterface) (APIVersion, error) {
-	client := discovery.ToServerResourcesInterfaceWithContext(disc)
-	for _, v := range []APIVersion{V1, V1beta1} {
-		gv := certificatesv1.GroupName + "/" + string(v)
-		list, err := client.ServerResourcesForGroupVersionWithContext(ctx, gv)
-		switch {
-		case apierrors.IsNotFound(err):
-			continue
-		case err != nil:
-			return NotServed, fmt.Errorf("discovering %s: %w", gv, err)
-		}
-		for _, r := range list.APIResources {
-			if r.Name == resource {
-				return v, nil
-			}
-		}
-	}
-	return NotServed, nil
+	v, err := kubeclient.CertificatesVersion(ctx, disc, resource)
+	return APIVersion(v), err
 }
 
 // bundle is a ClusterTrustBundle of either version, as the publisher reads and writes it.
