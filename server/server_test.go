@@ -367,6 +367,22 @@ func TestNewRefusesBrokenConfig(t *testing.T) {
 		{"signer key does not match its certificate", func(c *config.Config, dir string) {
 			c.Signers[0].Key = filepath.Join(dir, "tls-ca.key")
 		}, []string{"tls-ca.key", devpki.SignerCACert, "does not match"}},
+		{"the same CA configured twice", func(c *config.Config, dir string) {
+			sg := &c.Signers[0]
+			sg.CAs = []config.CA{
+				{Key: sg.Key, Certificate: sg.Certificate, State: "active"},
+				{Certificate: sg.Certificate, State: "retired"},
+			}
+			sg.Key, sg.Certificate = "", ""
+		}, []string{devpki.DefaultSigner, "cas[0] (active", "cas[1] (retired", "the same certificate is configured twice"}},
+		{"a retired anchor that is not a CA", func(c *config.Config, dir string) {
+			sg := &c.Signers[0]
+			sg.CAs = []config.CA{
+				{Key: sg.Key, Certificate: sg.Certificate, State: "active"},
+				{Certificate: filepath.Join(dir, devpki.ServerCert), State: "retired"},
+			}
+			sg.Key, sg.Certificate = "", ""
+		}, []string{devpki.DefaultSigner, "cas[1] (retired", "not a CA certificate"}},
 		{"signer certificate missing", func(c *config.Config, dir string) {
 			c.Signers[0].Certificate = filepath.Join(dir, "missing.crt")
 		}, []string{"missing.crt", devpki.DefaultSigner}},

@@ -106,7 +106,7 @@ func loadSigner(ctx context.Context, sc config.Signer, pol policy, keys keystore
 // caSpecs reads the certificate files of the signer's CAs.
 func caSpecs(sc config.Signer) ([]authority.CASpec, error) {
 	var specs []authority.CASpec
-	for _, ca := range sc.Authorities() {
+	for i, ca := range sc.Authorities() {
 		state, err := authority.ParseState(ca.State)
 		if err != nil {
 			return nil, err
@@ -118,7 +118,10 @@ func caSpecs(sc config.Signer) ([]authority.CASpec, error) {
 		if len(certs) != 1 {
 			return nil, fmt.Errorf("%s holds %d certificates, want exactly the CA's (put the chain in intermediates)", ca.Certificate, len(certs))
 		}
-		spec := authority.CASpec{State: state, KeyURI: ca.Key, Certificate: certs[0], Source: ca.Certificate}
+		spec := authority.CASpec{State: state, KeyURI: ca.Key, Certificate: certs[0], Source: ca.Certificate, Field: fmt.Sprintf("cas[%d]", i)}
+		if len(sc.CAs) == 0 {
+			spec.Field = "key/certificate"
+		}
 		if ca.Intermediates != "" {
 			if spec.Intermediates, err = filereload.ReadCertificates(ca.Intermediates); err != nil {
 				return nil, err

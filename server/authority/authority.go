@@ -53,11 +53,18 @@ type CASpec struct {
 	Intermediates []*x509.Certificate
 	// Source names where the certificate came from (its file), for errors.
 	Source string
+	// Field is where the CA is configured, relative to its signer (cas[1], or key and
+	// certificate for a signer configured without cas), for errors.
+	Field string
 }
 
 // name describes the CA in errors.
 func (s CASpec) name(i int) string {
-	return fmt.Sprintf("CA %d (%s, key %s, certificate %s)", i, s.State, keystore.Redact(s.KeyURI), s.Source)
+	field := s.Field
+	if field == "" {
+		field = fmt.Sprintf("CA %d", i)
+	}
+	return fmt.Sprintf("%s (%s, key %s, certificate %s)", field, s.State, keystore.Redact(s.KeyURI), s.Source)
 }
 
 // CA is an opened CA.
@@ -88,6 +95,9 @@ func Open(ctx context.Context, specs []CASpec, keys keystore.Options) (*Authorit
 // open adds the CAs of specs to a, opening and checking their keys; on error the caller
 // closes what was opened.
 func (a *Authority) open(ctx context.Context, specs []CASpec, keys keystore.Options) error {
+	if err := checkAnchors(specs); err != nil {
+		return err
+	}
 	for i, spec := range specs {
 		ca := &CA{CASpec: spec}
 		a.cas = append(a.cas, ca)
@@ -114,6 +124,26 @@ func (a *Authority) open(ctx context.Context, specs []CASpec, keys keystore.Opti
 	}
 	if a.active == nil {
 		return errors.New("no active CA")
+	}
+	return nil
+}
+
+// checkAnchors refuses a set in which a certificate is not a CA's, or two CAs hold the same
+// certificate or the same key: each would publish or sign as something it is not.
+func checkAnchors(specs []CASpec) error {
+	for i, spec := range specs {
+		if c := spec.Certificate; c == nil || !c.BasicConstraintsValid || !c.IsCA {
+			return fmt.Errorf("%s: the certificate is not a CA certificate (basic constraints CA:TRUE missing)", spec.name(i))
+		}
+		for j := range i {
+			other := specs[j]
+			if bytes.Equal(other.Certificate.Raw, spec.Certificate.Raw) {
+				return fmt.Errorf("%s and %s: the same certificate is configured twice", other.name(j), spec.name(i))
+			}
+			if spec.KeyURI != "" && spec.KeyURI == other.KeyURI {
+				return fmt.Errorf("%s and %s: the same key is configured twice", other.name(j), spec.name(i))
+			}
+		}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package authority_test
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/pem"
 	"os"
 	"path/filepath"
@@ -67,6 +68,11 @@ func TestOpen(t *testing.T) {
 		}
 	}
 
+	notCA := authority.CASpec{State: authority.Retired, Certificate: testpki.CA(t, func(c *x509.Certificate) { c.IsCA, c.BasicConstraintsValid = false, false }).Cert, Source: "leaf.crt"}
+	activeSpec := spec(t, authority.Active, active, true)
+	activeSpec.Field = "cas[0]"
+	sameKey := spec(t, authority.Staged, staged, false)
+	sameKey.KeyURI, sameKey.Field = activeSpec.KeyURI, "cas[1]"
 	mismatched := spec(t, authority.Active, active, false)
 	mismatched.KeyURI = keyFile(t, other)
 	for _, tc := range []struct {
@@ -78,6 +84,9 @@ func TestOpen(t *testing.T) {
 		{"two active CAs", []authority.CASpec{spec(t, authority.Active, active, true), spec(t, authority.Active, staged, true)}, "more than one active CA"},
 		{"active CA without a key", []authority.CASpec{spec(t, authority.Active, active, false)}, "a key is required"},
 		{"key of another CA", []authority.CASpec{mismatched}, "does not match"},
+		{"retired anchor that is not a CA", []authority.CASpec{spec(t, authority.Active, active, true), notCA}, "CA 1 (retired, key , certificate leaf.crt): the certificate is not a CA certificate"},
+		{"same certificate twice", []authority.CASpec{spec(t, authority.Active, active, true), spec(t, authority.Retired, active, false)}, "the same certificate is configured twice"},
+		{"same key twice", []authority.CASpec{activeSpec, sameKey}, "cas[0] (active, key " + activeSpec.KeyURI + ", certificate test) and cas[1] (staged, key " + activeSpec.KeyURI + ", certificate test): the same key is configured twice"},
 	} {
 		if _, err := authority.Open(context.Background(), tc.specs, keystore.Options{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: Open = %v, want an error containing %q", tc.name, err, tc.want)
