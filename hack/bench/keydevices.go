@@ -9,7 +9,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -23,65 +22,19 @@ import (
 
 	"github.com/google/go-tpm/tpm2/transport"
 	"github.com/google/go-tpm/tpm2/transport/simulator"
+
+	"github.com/signet-pki/signet/internal/softhsm"
 )
 
-// softHSMModules are the places the SoftHSM2 PKCS#11 module is looked for (Debian and Ubuntu,
-// Fedora, Homebrew), as internal/softhsmtest looks.
-var softHSMModules = []string{
-	"/usr/lib/softhsm/libsofthsm2.so",
-	"/usr/lib/x86_64-linux-gnu/softhsm/libsofthsm2.so",
-	"/usr/lib/aarch64-linux-gnu/softhsm/libsofthsm2.so",
-	"/usr/lib64/pkcs11/libsofthsm2.so",
-	"/usr/local/lib/softhsm/libsofthsm2.so",
-	"/opt/homebrew/lib/softhsm/libsofthsm2.so",
-}
-
-// softHSM is a fresh SoftHSM2 token in its own folder.
-type softHSM struct {
-	module, label, pinFile string
-}
-
-// newSoftHSM initializes a token labelled signet-bench with a random PIN (written to a file
-// for pin-source=) in dir, and points SOFTHSM2_CONF at its configuration: SoftHSM reads the
-// variable when the module is first loaded, so this must run before any pkcs11: key is opened.
-func newSoftHSM(dir string) (*softHSM, error) {
-	h := &softHSM{label: "signet-bench", pinFile: filepath.Join(dir, "user.pin")}
-	for _, p := range softHSMModules {
-		if _, err := os.Stat(p); err == nil {
-			h.module = p
-			break
-		}
-	}
-	util, err := exec.LookPath("softhsm2-util")
-	if h.module == "" || err != nil {
-		return nil, errors.New("SoftHSM2 is not installed: apt-get install softhsm2 (or run hack/node-deps.sh)")
-	}
-	tokens := filepath.Join(dir, "tokens")
-	if err := os.Mkdir(tokens, 0o700); err != nil {
-		return nil, err
-	}
-	conf := filepath.Join(dir, "softhsm2.conf")
-	if err := os.WriteFile(conf, []byte("directories.tokendir = "+tokens+"\nobjectstore.backend = file\nlog.level = ERROR\n"), 0o600); err != nil {
-		return nil, err
-	}
-	pin, soPIN := randomHex(8), randomHex(8)
-	if err := os.WriteFile(h.pinFile, []byte(pin), 0o600); err != nil {
-		return nil, err
-	}
-	if err := os.Setenv("SOFTHSM2_CONF", conf); err != nil {
-		return nil, err
-	}
-	out, err := exec.Command(util, "--init-token", "--free", "--label", h.label, "--pin", pin, "--so-pin", soPIN).CombinedOutput()
+// newSoftHSM initializes a token labelled signet-bench in dir (internal/softhsm) and points
+// SOFTHSM2_CONF at its configuration: SoftHSM reads the variable when the module is first
+// loaded, so this must run before any pkcs11: key is opened.
+func newSoftHSM(dir string) (*softhsm.Token, error) {
+	tok, err := softhsm.Init(dir, "signet-bench")
 	if err != nil {
-		return nil, fmt.Errorf("softhsm2-util --init-token: %w: %s", err, out)
+		return nil, err
 	}
-	return h, nil
-}
-
-// uri is the RFC 7512 URI of the private key labelled object, its PIN read from the PIN file.
-// The bench's labels and temporary paths need no percent-encoding.
-func (h *softHSM) uri(object string) string {
-	return "pkcs11:token=" + h.label + ";object=" + object + ";type=private?module-path=" + h.module + "&pin-source=" + h.pinFile
+	return tok, os.Setenv("SOFTHSM2_CONF", tok.ConfPath)
 }
 
 func randomHex(n int) string {

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/signet-pki/signet/internal/cacert"
+	"github.com/signet-pki/signet/internal/softhsm"
 	"github.com/signet-pki/signet/keystore"
 	"github.com/signet-pki/signet/keystore/keyerr"
 	"github.com/signet-pki/signet/keystore/pemfile"
@@ -206,7 +207,7 @@ func measureCPU(callers int, pids []int, fn func() error) measurement {
 func openKeyCases(ctx context.Context, dir string, backends []string, closers *[]func()) ([]*keyCase, error) {
 	var (
 		cases []*keyCase
-		hsm   *softHSM
+		hsm   *softhsm.Token
 	)
 	for _, b := range backends {
 		var c *keyCase
@@ -232,7 +233,7 @@ func openKeyCases(ctx context.Context, dir string, backends []string, closers *[
 			if b == "softhsm-rsa" {
 				alg = keyerr.RSA2048
 			}
-			c, err = deviceKey(ctx, b, "SoftHSM2 (PKCS#11 module in the process)", alg, hsm.uri("ca-"+b), keystore.Options{})
+			c, err = deviceKey(ctx, b, "SoftHSM2 (PKCS#11 module in the process)", alg, hsm.URI("ca-"+b), keystore.Options{})
 		case "tpm-simulator":
 			c, err = simulatorKey(ctx, dir, closers)
 		case "swtpm":

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/signet-pki/signet/internal/cacert"
 	"github.com/signet-pki/signet/internal/devpki"
+	"github.com/signet-pki/signet/internal/softhsm"
 	"github.com/signet-pki/signet/keystore"
 	"github.com/signet-pki/signet/keystore/keyerr"
 )
@@ -35,9 +35,6 @@ const (
 	swtpmTimeout = 10 * time.Second
 	maxSocketLen = 107 // a unix socket path's limit (sun_path is 108 bytes with the NUL)
 )
-
-// softHSMModules are where Debian and Ubuntu put the SoftHSM2 PKCS#11 module.
-var softHSMModules = []string{"/usr/lib/softhsm/libsofthsm2.so", "/usr/lib/x86_64-linux-gnu/softhsm/libsofthsm2.so"}
 
 // caKey is the demo signer's CA key: its URI in the server configuration, where it lives,
 // and what must be stopped after the server (swtpm).
@@ -77,7 +74,10 @@ func deviceKey(ctx context.Context, kind, dir, state, addr string) (*caKey, erro
 	var ck *caKey
 	switch kind {
 	case keyPKCS11:
-		ck, err = softHSMToken(ctx, filepath.Join(dir, "softhsm"))
+		sdir := filepath.Join(dir, "softhsm")
+		if err = os.MkdirAll(sdir, 0o700); err == nil {
+			ck, err = softHSMToken(sdir)
+		}
 	case keyTPM:
 		ck, err = startSWTPM(ctx, dir)
 	default:
@@ -173,50 +173,19 @@ func (ck *caKey) rootNote() string {
 	return ", the root made with the key " + ck.place
 }
 
-// softHSMToken initializes a fresh SoftHSM2 token in dir, its PIN a random one in a 0600
-// file, and points this process and its children (signet-server) at it with SOFTHSM2_CONF.
-func softHSMToken(ctx context.Context, dir string) (*caKey, error) {
-	util, err := exec.LookPath("softhsm2-util")
+// softHSMToken initializes a fresh SoftHSM2 token in dir (internal/softhsm), its PIN a
+// random one in a 0600 file, and points this process and its children (signet-server) at it
+// with SOFTHSM2_CONF.
+func softHSMToken(dir string) (*caKey, error) {
+	tok, err := softhsm.Init(dir, tokenLabel)
 	if err != nil {
-		return nil, fmt.Errorf("finding SoftHSM2 (apt-get install softhsm2, or ./hack/node-deps.sh): %w", err)
+		return nil, fmt.Errorf("making the SoftHSM2 token: %w", err)
 	}
-	module := ""
-	for _, m := range softHSMModules {
-		if _, err := os.Stat(m); err == nil {
-			module = m
-			break
-		}
-	}
-	if module == "" {
-		return nil, fmt.Errorf("finding the SoftHSM2 PKCS#11 module: none of %s", strings.Join(softHSMModules, ", "))
-	}
-	tokens := filepath.Join(dir, "tokens")
-	if err := os.MkdirAll(tokens, 0o700); err != nil {
-		return nil, fmt.Errorf("creating the SoftHSM2 token folder: %w", err)
-	}
-	conf := filepath.Join(dir, "softhsm2.conf")
-	confText := "directories.tokendir = " + tokens + "\nobjectstore.backend = file\nlog.level = ERROR\nslots.removable = false\n"
-	if err := os.WriteFile(conf, []byte(confText), 0o600); err != nil {
-		return nil, fmt.Errorf("writing softhsm2.conf: %w", err)
-	}
-	if err := os.Setenv("SOFTHSM2_CONF", conf); err != nil {
+	if err := os.Setenv("SOFTHSM2_CONF", tok.ConfPath); err != nil {
 		return nil, fmt.Errorf("setting SOFTHSM2_CONF: %w", err)
 	}
-	pin, soPIN := rand.Text(), rand.Text()
-	pinFile := filepath.Join(dir, "user.pin")
-	if err := os.WriteFile(pinFile, []byte(pin+"\n"), 0o600); err != nil {
-		return nil, fmt.Errorf("writing the token PIN file: %w", err)
-	}
-	// The PINs are on softhsm2-util's command line for the instant it runs: a throwaway
-	// token in a 0700 folder. Its output never contains them; it is shown only on failure.
-	out, err := exec.CommandContext(ctx, util, "--init-token", "--free", "--label", tokenLabel, "--pin", pin, "--so-pin", soPIN).CombinedOutput()
-	if err != nil {
-		return nil, fmt.Errorf("initializing SoftHSM2 token %q: %w: %s", tokenLabel, err, strings.TrimSpace(string(out)))
-	}
-	uri := fmt.Sprintf("pkcs11:token=%s;object=%s;type=private?module-path=%s&pin-source=file:%s",
-		tokenLabel, objectLabel, escapeQuery(module), escapeQuery(pinFile))
 	return &caKey{
-		uri:     uri,
+		uri:     tok.URI(objectLabel),
 		place:   fmt.Sprintf("inside SoftHSM2 token %q as object %q", tokenLabel, objectLabel),
 		note:    "PIN redacted: the server reads it from a 0600 file",
 		device:  true,
