@@ -42,37 +42,27 @@ func Generate(ctx context.Context, uri, algorithm string, opts Options) (Key, st
 	}
 	scheme, _, _ := strings.Cut(uri, ":")
 	var (
-		open func(context.Context) (Key, error)
+		key  Key
 		made string
 	)
 	switch scheme {
 	case BackendPKCS11:
-		key, u, err := pkcs11.Generate(ctx, uri, algorithm, pkcs11.Options{AllowPINValue: opts.AllowPINValue})
+		k, u, err := pkcs11.Generate(ctx, uri, algorithm, pkcs11.Options{AllowPINValue: opts.AllowPINValue})
 		if err != nil {
 			return nil, "", err
 		}
-		made, open = u, func(context.Context) (Key, error) { return key, nil }
+		key, made = k, u
 	case BackendTPM:
-		key, u, err := tpm.Generate(ctx, uri, algorithm, tpm.Options{Transport: opts.TPM})
+		k, u, err := tpm.Generate(ctx, uri, algorithm, tpm.Options{Transport: opts.TPM})
 		if err != nil {
 			return nil, "", err
 		}
-		made, open = u, func(context.Context) (Key, error) { return key, nil }
+		key, made = k, u
 	default:
 		return nil, "", fmt.Errorf("creating a key at %q: %w: keys are created only inside an HSM (pkcs11:) or a TPM (tpm:)", redact(uri), ErrUnsupportedURI)
 	}
-	first := true
-	dev, err := openDevice(ctx, scheme, made, opts, func(ctx context.Context) (Key, error) {
-		if first {
-			first = false
-			return open(ctx)
-		}
-		return backends[scheme](ctx, made, opts)
-	})
-	if err != nil {
-		return nil, "", err
-	}
-	return dev, made, nil
+	reopen := func(ctx context.Context) (Key, error) { return backends[scheme](ctx, made, opts) }
+	return newDevice(scheme, made, opts, key, reopen), made, nil
 }
 
 // List returns the keys the token or TPM that uri names holds.

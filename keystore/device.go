@@ -72,6 +72,11 @@ func openDevice(ctx context.Context, backend, uri string, opts Options, open fun
 	if err != nil {
 		return nil, err
 	}
+	return newDevice(backend, uri, opts, key, open), nil
+}
+
+// newDevice wraps key, opened already, whose URI open opens again after a failure.
+func newDevice(backend, uri string, opts Options, key Key, open func(context.Context) (Key, error)) *Device {
 	loopCtx, stop := context.WithCancel(context.Background())
 	d := &Device{
 		backend: backend, uri: redact(uri), open: open, pub: key.Public(), timeout: opts.Timeout,
@@ -79,7 +84,7 @@ func openDevice(ctx context.Context, backend, uri string, opts Options, open fun
 		broken: make(chan struct{}, 1), stop: stop, done: make(chan struct{}),
 	}
 	go d.recover(loopCtx)
-	return d, nil
+	return d
 }
 
 // Public returns the key's public key, as found when it was first opened.
