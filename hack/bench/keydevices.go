@@ -13,11 +13,7 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/google/go-tpm/tpm2/transport"
@@ -124,65 +120,4 @@ func (s *simTPM) close() {
 		_ = s.lis.Close()
 	}
 	_ = s.tpm.Close()
-}
-
-// swtpm is a swtpm process serving a fresh TPM 2.0 on a unix socket, started as
-// internal/swtpmtest starts it.
-type swtpm struct {
-	socket string
-	cmd    *exec.Cmd
-	done   chan struct{}
-}
-
-// startSwtpm runs swtpm with its state and sockets in dir (a short path: unix socket paths are
-// limited to 108 bytes) and waits until its socket accepts connections.
-func startSwtpm(dir string) (*swtpm, error) {
-	if _, err := exec.LookPath("swtpm"); err != nil {
-		return nil, fmt.Errorf("swtpm is not installed (%w): apt-get install swtpm swtpm-tools, or run hack/node-deps.sh", err)
-	}
-	state := filepath.Join(dir, "state")
-	if err := os.Mkdir(state, 0o700); err != nil {
-		return nil, err
-	}
-	s := &swtpm{socket: filepath.Join(dir, "tpm.sock"), done: make(chan struct{})}
-	s.cmd = exec.Command("swtpm", "socket", "--tpm2", "--tpmstate", "dir="+state,
-		"--server", "type=unixio,path="+s.socket, "--ctrl", "type=unixio,path="+filepath.Join(dir, "ctrl.sock"),
-		"--flags", "not-need-init,startup-clear")
-	var out strings.Builder
-	s.cmd.Stdout, s.cmd.Stderr = &out, &out
-	s.cmd.SysProcAttr = childProcAttr()
-	if err := s.cmd.Start(); err != nil {
-		return nil, err
-	}
-	go func() {
-		_ = s.cmd.Wait()
-		close(s.done)
-	}()
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		conn, err := net.Dial("unix", s.socket)
-		if err == nil {
-			_ = conn.Close()
-			return s, nil
-		}
-		select {
-		case <-s.done:
-			return nil, fmt.Errorf("swtpm exited at start: %s", strings.TrimSpace(out.String()))
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			s.stop()
-			return nil, fmt.Errorf("swtpm's socket did not accept connections within 10s: %w", err)
-		}
-	}
-}
-
-// stop ends swtpm: SIGTERM, then SIGKILL after five seconds.
-func (s *swtpm) stop() {
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(5 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	}
 }

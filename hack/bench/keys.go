@@ -31,6 +31,7 @@ import (
 
 	"github.com/signet-pki/signet/internal/cacert"
 	"github.com/signet-pki/signet/internal/softhsm"
+	"github.com/signet-pki/signet/internal/swtpm"
 	"github.com/signet-pki/signet/keystore"
 	"github.com/signet-pki/signet/keystore/keyerr"
 	"github.com/signet-pki/signet/keystore/pemfile"
@@ -343,17 +344,17 @@ func swtpmKey(ctx context.Context, dir string, closers *[]func()) (*keyCase, err
 	if err := os.Mkdir(swDir, 0o700); err != nil {
 		return nil, err
 	}
-	sw, err := startSwtpm(swDir)
+	sw, err := swtpm.Start(swDir)
 	if err != nil {
 		return nil, err
 	}
-	*closers = append(*closers, sw.stop)
+	*closers = append(*closers, sw.Close)
 	c, err := deviceKey(ctx, "swtpm", "TPM 2.0, swtpm (separate process, unix socket)", keyerr.P256,
-		"tpm:handle=0x81000100?socket="+sw.socket, keystore.Options{})
+		sw.URI("handle=0x81000100"), keystore.Options{})
 	if err != nil {
 		return nil, err
 	}
-	c.pids = []int{sw.cmd.Process.Pid}
+	c.pids = []int{sw.PID()}
 	return c, nil
 }
 

@@ -5,11 +5,8 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -17,6 +14,7 @@ import (
 	"github.com/signet-pki/signet/internal/cacert"
 	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/internal/softhsm"
+	"github.com/signet-pki/signet/internal/swtpm"
 	"github.com/signet-pki/signet/keystore"
 	"github.com/signet-pki/signet/keystore/keyerr"
 )
@@ -29,11 +27,9 @@ const (
 )
 
 const (
-	tokenLabel   = "signet-demo"
-	objectLabel  = "demo-ca"
-	caLifetime   = 365 * 24 * time.Hour
-	swtpmTimeout = 10 * time.Second
-	maxSocketLen = 107 // a unix socket path's limit (sun_path is 108 bytes with the NUL)
+	tokenLabel  = "signet-demo"
+	objectLabel = "demo-ca"
+	caLifetime  = 365 * 24 * time.Hour
 )
 
 // caKey is the demo signer's CA key: its URI in the server configuration, where it lives,
@@ -79,7 +75,7 @@ func deviceKey(ctx context.Context, kind, dir, state, addr string) (*caKey, erro
 			ck, err = softHSMToken(sdir)
 		}
 	case keyTPM:
-		ck, err = startSWTPM(ctx, dir)
+		ck, err = startSWTPM(dir)
 	default:
 		err = fmt.Errorf("unknown --key %q: want %s, %s or %s", kind, keyFile, keyPKCS11, keyTPM)
 	}
@@ -195,64 +191,22 @@ func softHSMToken(dir string) (*caKey, error) {
 
 // startSWTPM starts a swtpm TPM 2.0 with fresh state in dir/tpm as a separate process and
 // waits until its socket answers. The key is a blob sealed by the TPM's storage root key.
-func startSWTPM(ctx context.Context, dir string) (*caKey, error) {
-	bin, err := exec.LookPath("swtpm")
-	if err != nil {
-		return nil, fmt.Errorf("finding swtpm (apt-get install swtpm swtpm-tools, or ./hack/node-deps.sh): %w", err)
-	}
+func startSWTPM(dir string) (*caKey, error) {
 	tpmDir := filepath.Join(dir, "tpm")
 	state := filepath.Join(tpmDir, "state")
 	if err := os.MkdirAll(state, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the swtpm state folder: %w", err)
 	}
-	sock, ctrl := filepath.Join(tpmDir, "tpm.sock"), filepath.Join(tpmDir, "ctrl.sock")
-	if len(ctrl) > maxSocketLen || len(sock) > maxSocketLen {
-		return nil, fmt.Errorf("starting swtpm: socket path %s is too long for a unix socket (set a shorter TMPDIR)", ctrl)
-	}
-	p, err := startProcess(ctx, dir, bin, "socket", "--tpm2",
-		"--tpmstate", "dir="+state,
-		"--server", "type=unixio,path="+sock,
-		"--ctrl", "type=unixio,path="+ctrl,
-		"--flags", "not-need-init,startup-clear")
+	tpm, err := swtpm.Start(state)
 	if err != nil {
-		return nil, err
-	}
-	if err := waitSocket(ctx, sock, p); err != nil {
-		p.stop()
 		return nil, err
 	}
 	blob := filepath.Join(tpmDir, objectLabel+".tpmkey")
 	return &caKey{
-		uri:     "tpm:blob=" + blob + "?socket=" + escapeQuery(sock),
-		place:   fmt.Sprintf("inside a TPM 2.0 served by swtpm, a separate process with pid %d", p.cmd.Process.Pid),
+		uri:     tpm.URI("blob=" + blob),
+		place:   fmt.Sprintf("inside a TPM 2.0 served by swtpm, a separate process with pid %d", tpm.PID()),
 		note:    "the blob file holds it sealed by the TPM's storage root key: only that TPM can load it",
 		device:  true,
-		cleanup: p.stop,
+		cleanup: tpm.Close,
 	}, nil
-}
-
-// waitSocket waits until swtpm accepts connections on sock.
-func waitSocket(ctx context.Context, sock string, p *process) error {
-	deadline := time.Now().Add(swtpmTimeout)
-	for {
-		conn, err := net.Dial("unix", sock)
-		if err == nil {
-			return conn.Close()
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("waiting for swtpm's socket %s: %w\n%s", sock, err, p.logTail())
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-p.exited:
-			return fmt.Errorf("swtpm exited at start:\n%s", p.logTail())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
-// escapeQuery escapes what would end or change a URI query value, keeping a path's slashes.
-func escapeQuery(v string) string {
-	return strings.NewReplacer("%", "%25", "&", "%26", "#", "%23", "+", "%2B", " ", "%20", ";", "%3B").Replace(v)
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/go-tpm/tpm2"
 	"github.com/google/go-tpm/tpm2/transport/linuxudstpm"
+
+	"github.com/signet-pki/signet/internal/swtpm"
 )
 
 // TestRestartKeepsState: swtpm answers TPM commands on its socket; a persistent object
@@ -72,17 +74,13 @@ func TestCleanupStops(t *testing.T) {
 // TestURI: the URI carries the socket in its query.
 func TestURI(t *testing.T) {
 	t.Parallel()
-	s := &TPM{Socket: "/tmp/a b&c/tpm.sock"}
+	s := &TPM{&swtpm.TPM{Socket: "/tmp/a b&c/tpm.sock"}}
 	if got, want := s.URI("handle=0x81000100"), "tpm:handle=0x81000100?socket=/tmp/a%20b%26c/tpm.sock"; got != want {
 		t.Errorf("URI = %q, want %q", got, want)
 	}
 }
 
-func (s *TPM) pid() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cmd.Process.Pid
-}
+func (s *TPM) pid() int { return s.PID() }
 
 func alive(pid int) bool {
 	return !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)

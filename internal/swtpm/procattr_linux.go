@@ -1,4 +1,4 @@
-package swtpmtest
+package swtpm
 
 import "syscall"
 

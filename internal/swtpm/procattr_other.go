@@ -1,6 +1,6 @@
 //go:build !linux
 
-package swtpmtest
+package swtpm
 
 import "syscall"
 
