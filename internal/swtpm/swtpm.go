@@ -10,6 +10,7 @@ package swtpm
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -17,7 +18,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"fmt"
 	"time"
 )
 
