@@ -40,9 +40,13 @@ const (
 	MaxPCRGiveUpAfter     = 15 * time.Minute
 
 	// DefaultTrustBundlePeriod is the default trustBundles.period, and MinTrustBundlePeriod
-	// its minimum.
-	DefaultTrustBundlePeriod = 10 * time.Second
+	// its minimum. With the default, a CA staged on the signing server is in the cluster's
+	// bundle within one period plus one pass: about 2s.
+	DefaultTrustBundlePeriod = 2 * time.Second
 	MinTrustBundlePeriod     = time.Second
+
+	// DefaultClusterName is the default clusterName.
+	DefaultClusterName = "default"
 
 	DefaultLeaseName     = "signet-watcher"
 	DefaultLeaseDuration = 15 * time.Second
@@ -78,6 +82,14 @@ type Config struct {
 	// SignerNames are the spec.signerName values this watcher serves (required), each of the
 	// form domain/path, for example example.com/serving.
 	SignerNames []string `json:"signerNames"`
+	// ClusterName is the name of this cluster as the signing server knows it (default
+	// "default"): a DNS-1123 label (lower-case letters, digits and "-", at most 63
+	// characters). The watcher reports every trust bundle it publishes under this name
+	// (ReportTrustBundle), the proof of propagation that lets the server activate a staged CA;
+	// where the server's configuration lists the clusters of a signer, it must be one of them,
+	// or the server refuses the report (FailedPrecondition) and the staged CA cannot be
+	// activated. Give each cluster served by the same signing server a name of its own.
+	ClusterName string `json:"clusterName,omitempty"`
 	// Server is how to reach the signing server.
 	Server ServerConfig `json:"server"`
 	// Workers is the number of CSRs processed in parallel (default 32), and separately the
@@ -121,15 +133,23 @@ type Config struct {
 // alone when it is up to date or was not created by the watcher. It needs the `attest` verb on
 // the signer names and get, create and update on clustertrustbundles (deploy/watcher/rbac.yaml);
 // without them every attempt is refused, reported (a Warning Event, the metric
-// signet_watcher_trust_bundle_publish_errors_total) and retried the next period.
+// signet_watcher_trust_bundle_publish_errors_total) and retried the next period. After each
+// successful pass for a signer it reports the bundle as it stands in the cluster (its hash and
+// the fingerprints of its certificates) to the signing server under clusterName, which
+// activates a staged CA only once every cluster has published it; a refused report is
+// reported the same way (signet_watcher_trust_bundle_reports_total) and never undoes the
+// publication. A server too old to take reports is logged once and not asked again for a while.
 type TrustBundlesConfig struct {
 	// Enabled turns publishing on (default true). Where the cluster serves no
 	// ClusterTrustBundles the watcher logs it once and publishes nothing.
 	Enabled *bool `json:"enabled,omitempty"`
-	// Period is the time between two publications of every signer's bundle (default 10s, at
-	// least 1s): a change of the anchors on the server, or a bundle edited or deleted by hand,
-	// is published or repaired within about one period. Each costs one GetTrustAnchors call
-	// and one read of the bundle per signer; writes only when something differs.
+	// Period is the time between two publications of every signer's bundle (default 2s, at
+	// least 1s): a change of the anchors on the server (a CA staged, activated or retired), or
+	// a bundle edited or deleted by hand, is published or repaired within about one period.
+	// Each pass costs, per signer, one GetTrustAnchors call and one ReportTrustBundle call to
+	// the signing server and one GET of the bundle from the API server (with the default and
+	// 3 signers, 3 calls per second to the signing server and 1.5 to the API server); writes
+	// only when something differs.
 	Period metav1.Duration `json:"period,omitempty"`
 }
 
@@ -290,6 +310,9 @@ func (c *Config) Default() {
 	if pcr.GiveUpAfter.Duration == 0 {
 		pcr.GiveUpAfter.Duration = DefaultPCRGiveUpAfter
 	}
+	if c.ClusterName == "" {
+		c.ClusterName = DefaultClusterName
+	}
 	tb := &c.TrustBundles
 	if tb.Enabled == nil {
 		enabled := true
@@ -376,6 +399,9 @@ func (c *Config) Validate() error {
 	if giveUp := c.PodCertificateRequests.GiveUpAfter.Duration; giveUp <= c.Backoff.Max.Duration || giveUp > MaxPCRGiveUpAfter {
 		add("podCertificateRequests.giveUpAfter", "is %s, must be more than backoff.max (%s) and at most %s",
 			giveUp, c.Backoff.Max.Duration, MaxPCRGiveUpAfter)
+	}
+	for _, problem := range validation.IsDNS1123Label(c.ClusterName) {
+		add("clusterName", "%q %s", c.ClusterName, problem)
 	}
 	if period := c.TrustBundles.Period.Duration; period < MinTrustBundlePeriod {
 		add("trustBundles.period", "is %s, must be at least %s", period, MinTrustBundlePeriod)

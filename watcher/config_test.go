@@ -113,6 +113,26 @@ func TestTrustBundlesDefaultOn(t *testing.T) {
 	}
 }
 
+// TestClusterName: clusterName defaults to "default", in a file and in a Config built in Go;
+// a file's value is kept.
+func TestClusterName(t *testing.T) {
+	if cfg := validConfig(); cfg.ClusterName != DefaultClusterName {
+		t.Errorf("defaulted Config: clusterName %q, want %q", cfg.ClusterName, DefaultClusterName)
+	}
+	cfg, err := LoadConfig(filepath.Join("testdata", "minimal.yaml"))
+	if err != nil || cfg.ClusterName != DefaultClusterName {
+		t.Errorf("minimal file: clusterName %q, %v; want %q", cfg.ClusterName, err, DefaultClusterName)
+	}
+	path := filepath.Join(t.TempDir(), "watcher.yaml")
+	content := "apiVersion: signet.dev/v1alpha1\nkind: WatcherConfiguration\nclusterName: prod-eu-1\n"
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := LoadConfig(path); err != nil || cfg.ClusterName != "prod-eu-1" {
+		t.Errorf("clusterName: prod-eu-1 loaded as %q, %v", cfg.ClusterName, err)
+	}
+}
+
 func TestDefaultKeepsSetFields(t *testing.T) {
 	cfg := Config{Workers: 9, RPCTimeout: metav1.Duration{Duration: time.Second}}
 	cfg.Default()
@@ -157,6 +177,7 @@ func TestLoadConfigExample(t *testing.T) {
 			GiveUpAfter: metav1.Duration{Duration: DefaultPCRGiveUpAfter},
 		},
 		TrustBundles: TrustBundlesConfig{Enabled: &enabled, Period: metav1.Duration{Duration: 30 * time.Second}},
+		ClusterName:  DefaultClusterName,
 		LeaderElection: LeaderElectionConfig{
 			Enabled:       &enabled,
 			Namespace:     "signet-system",
@@ -257,6 +278,13 @@ func TestValidate(t *testing.T) {
 		{"trust bundle period at its minimum", func(c *Config) { c.TrustBundles.Period.Duration = MinTrustBundlePeriod }, nil},
 		{"trust bundle period below a second", func(c *Config) { c.TrustBundles.Period.Duration = 500 * time.Millisecond },
 			[]string{"trustBundles.period: is 500ms, must be at least 1s"}},
+		{"cluster name", func(c *Config) { c.ClusterName = "prod-eu-1" }, nil},
+		{"cluster name of 63 characters", func(c *Config) { c.ClusterName = strings.Repeat("c", 63) }, nil},
+		{"cluster name of 64 characters", func(c *Config) { c.ClusterName = strings.Repeat("c", 64) },
+			[]string{`clusterName: "` + strings.Repeat("c", 64) + `" must be no more than 63 characters`}},
+		{"upper-case cluster name", func(c *Config) { c.ClusterName = "Prod_EU" }, []string{`clusterName: "Prod_EU" a lowercase RFC 1123 label`}},
+		{"cluster name with a dot", func(c *Config) { c.ClusterName = "prod.eu" }, []string{`clusterName: "prod.eu"`}},
+		{"cluster name starting with a hyphen", func(c *Config) { c.ClusterName = "-prod" }, []string{`clusterName: "-prod"`}},
 		{"PCR give-up within back-off", func(c *Config) { c.PodCertificateRequests.GiveUpAfter.Duration = 30 * time.Second },
 			[]string{"podCertificateRequests.giveUpAfter"}},
 	}
@@ -342,5 +370,19 @@ server:
 	}
 	if data, err := os.ReadFile(cfg.Server.CAFile); err != nil || string(data) != "CA" {
 		t.Errorf("reading caFile from another working directory: %q, %v", data, err)
+	}
+}
+
+// TestDeployConfig: the sample configuration in deploy/watcher loads and validates.
+func TestDeployConfig(t *testing.T) {
+	cfg, err := LoadConfig(filepath.Join("..", "deploy", "watcher", "config.yaml"))
+	if err != nil {
+		t.Fatalf("LoadConfig: %v", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+	if cfg.ClusterName != "prod-eu-1" {
+		t.Errorf("clusterName = %q, want the sample's prod-eu-1", cfg.ClusterName)
 	}
 }
