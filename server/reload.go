@@ -2,9 +2,13 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/signet-pki/signet/internal/filereload"
+	"github.com/signet-pki/signet/server/authority"
+	"github.com/signet-pki/signet/server/config"
 )
 
 // keyRetireGrace is how long a replaced key stays open for calls that started before the
@@ -35,6 +39,7 @@ func (s *Server) Reload(ctx context.Context) {
 	} else if changed {
 		s.log.Info("TLS files reloaded", "cert_file", s.cfg.TLS.CertFile, "client_ca_file", s.cfg.TLS.ClientCAFile)
 	}
+	defer s.rotation.Exclusive()()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var retired []*loadedSigner
@@ -47,8 +52,19 @@ func (s *Server) Reload(ctx context.Context) {
 		if digest == s.signers[i].digest {
 			continue
 		}
-		ls, err := loadSigner(ctx, sc, s.signers[i].policy, s.keyOptions(sc.Name))
+		_, specs, err := configuredSigner(sc)
 		if err != nil {
+			s.log.Error("reloading signer; keeping the previous CA", "signer", sc.Name, "error", err.Error())
+			continue
+		}
+		plan := s.rotation.Resolve(sc.Name, rotationConfig(sc), specs)
+		ls, err := loadSigner(ctx, sc.Name, plan.Set, s.signers[i].policy, s.keyOptions(sc.Name), digest)
+		if err != nil {
+			s.log.Error("reloading signer; keeping the previous CA", "signer", sc.Name, "error", err.Error())
+			continue
+		}
+		if err := s.rotation.Adopt(ctx, plan); err != nil {
+			_ = ls.authority.Close()
 			s.log.Error("reloading signer; keeping the previous CA", "signer", sc.Name, "error", err.Error())
 			continue
 		}
@@ -66,4 +82,36 @@ func (s *Server) Reload(ctx context.Context) {
 			_ = ls.authority.Close()
 		}
 	})
+}
+
+// installer swaps in the CA sets of the rotation steps (rotation.Installer).
+type installer struct{ s *Server }
+
+// Prepare opens set's CAs for signer with its policy; commit serves them and closes the
+// previous generation's keys after keyRetireGrace, abort closes them. The caller holds the
+// rotation lock, so no reload runs in between.
+func (in installer) Prepare(ctx context.Context, signer string, set authority.Set) (commit, abort func(), err error) {
+	s := in.s
+	s.mu.Lock()
+	i := slices.IndexFunc(s.cfg.Signers, func(sc config.Signer) bool { return sc.Name == signer })
+	if i < 0 || i >= len(s.signers) {
+		s.mu.Unlock()
+		return nil, nil, fmt.Errorf("signer %s is not served", signer)
+	}
+	prev := s.signers[i]
+	s.mu.Unlock()
+	ls, err := loadSigner(ctx, signer, set, prev.policy, s.keyOptions(signer), prev.digest)
+	if err != nil {
+		return nil, nil, err
+	}
+	commit = func() {
+		s.mu.Lock()
+		old := s.signers[i]
+		s.signers[i] = ls
+		s.core.SetSigners(s.currentSigners())
+		s.metrics.SetCAExpiry(signer, ls.signer.Issuer.CACertificate().NotAfter)
+		s.mu.Unlock()
+		time.AfterFunc(keyRetireGrace, func() { _ = old.authority.Close() })
+	}
+	return commit, func() { _ = ls.authority.Close() }, nil
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/signet-pki/signet/server/idempotency"
 	"github.com/signet-pki/signet/server/ledger"
 	"github.com/signet-pki/signet/server/metrics"
+	"github.com/signet-pki/signet/server/rotation"
 	"github.com/signet-pki/signet/server/signerapi"
 )
 
@@ -77,6 +78,8 @@ type Server struct {
 	ledger  *ledger.Ledger
 	metrics *metrics.Metrics
 	log     *slog.Logger
+	// rotation keeps each signer's CA set; its lock comes before mu.
+	rotation *rotation.Manager
 
 	mu      sync.Mutex // guards signers
 	signers []*loadedSigner
@@ -111,19 +114,47 @@ func (s *Server) build(ctx context.Context) error {
 		names[i] = sc.Name
 	}
 	s.metrics = metrics.New(Version, names)
+	s.rotation = rotation.New(rotation.Options{Log: log, Metrics: s.metrics})
+	// The idempotency answers and the CA sets are rebuilt from the records Open verifies, in
+	// the same read.
+	store := idempotency.New(idempotency.Options{Retention: cfg.Idempotency.Retention.Duration, ReplayUntil: decision.ReplayUntil})
+	since, replayed := time.Now().Add(-cfg.Idempotency.Retention.Duration), 0
+	replay := func(r ledger.Record) error {
+		if !r.Time.Before(since) {
+			replayed += store.Load(r)
+		}
+		return s.rotation.Replay(r)
+	}
+	var err error
+	if s.ledger, err = ledger.Open(cfg.Ledger.Dir, ledger.Options{Logger: log, Replay: replay}); err != nil {
+		return fmt.Errorf("opening ledger: %w", err)
+	}
+	seq, _ := s.ledger.Last()
+	log.Info("ledger opened", "dir", cfg.Ledger.Dir, "last_seq", seq, "idempotent_answers", replayed)
+	s.rotation.SetLedger(s.ledger)
 	for _, sc := range cfg.Signers {
 		pol, err := newPolicy(sc, cfg.Lint)
 		if err != nil {
 			return err
 		}
-		ls, err := loadSigner(ctx, sc, pol, s.keyOptions(sc.Name))
+		digest, specs, err := configuredSigner(sc)
+		if err != nil {
+			return err
+		}
+		plan := s.rotation.Resolve(sc.Name, rotationConfig(sc), specs)
+		ls, err := loadSigner(ctx, sc.Name, plan.Set, pol, s.keyOptions(sc.Name), digest)
 		if err != nil {
 			return err
 		}
 		s.signers = append(s.signers, ls)
+		if err := s.rotation.Adopt(ctx, plan); err != nil {
+			return fmt.Errorf("signer %s: %w", sc.Name, err)
+		}
 		s.metrics.SetCAExpiry(sc.Name, ls.signer.Issuer.CACertificate().NotAfter)
-		log.Info("signer loaded", "signer", sc.Name, "profile", sc.Profile.Name, "ca_subject", ls.signer.Issuer.CACertificate().Subject.String(), "max_lifetime", maxLifetime(sc).String(), "lints", ls.lints)
+		log.Info("signer loaded", "signer", sc.Name, "profile", sc.Profile.Name, "ca_subject", ls.signer.Issuer.CACertificate().Subject.String(),
+			"max_lifetime", maxLifetime(sc).String(), "lints", ls.lints, "cas", len(plan.Set.Specs()))
 	}
+	s.rotation.SetInstaller(installer{s})
 	authz, err := access.NewAuthorizer(cfg.Clients, names)
 	if err != nil {
 		return fmt.Errorf("clients: %w", err)
@@ -138,20 +169,6 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("rate limits: %w", err)
 	}
-	// The idempotency answers are rebuilt from the records Open verifies, in the same read.
-	store := idempotency.New(idempotency.Options{Retention: cfg.Idempotency.Retention.Duration, ReplayUntil: decision.ReplayUntil})
-	since, replayed := time.Now().Add(-cfg.Idempotency.Retention.Duration), 0
-	replay := func(r ledger.Record) error {
-		if !r.Time.Before(since) {
-			replayed += store.Load(r)
-		}
-		return nil
-	}
-	if s.ledger, err = ledger.Open(cfg.Ledger.Dir, ledger.Options{Logger: log, Replay: replay}); err != nil {
-		return fmt.Errorf("opening ledger: %w", err)
-	}
-	seq, _ := s.ledger.Last()
-	log.Info("ledger opened", "dir", cfg.Ledger.Dir, "last_seq", seq, "idempotent_answers", replayed)
 	if s.tls, err = newTLSSource(cfg.TLS); err != nil {
 		return err
 	}
@@ -175,8 +192,9 @@ func (s *Server) build(ctx context.Context) error {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Minute, Timeout: 20 * time.Second}),
 	)
 	s.core = decision.New(s.currentSigners(), decision.Access{Authorizer: authz, Limiter: limiter},
-		decision.Options{Log: log, Ledger: s.ledger, Store: store, Metrics: s.metrics})
+		decision.Options{Log: log, Ledger: s.ledger, Store: store, Metrics: s.metrics, Issued: s.rotation.Issued, Rotation: s.rotation})
 	signetv1.RegisterSignerServiceServer(s.grpc, signerapi.New(s.core))
+	signetv1.RegisterAuthorityServiceServer(s.grpc, signerapi.NewAuthority(s.core))
 	s.health = health.NewServer()
 	s.health.SetServingStatus(signetv1.HealthService, healthpb.HealthCheckResponse_SERVING)
 	s.updateSignerHealth(nil, map[string]bool{})

@@ -14,6 +14,7 @@ import (
 	"github.com/signet-pki/signet/server/issuance"
 	"github.com/signet-pki/signet/server/lint"
 	"github.com/signet-pki/signet/server/profile"
+	"github.com/signet-pki/signet/server/rotation"
 )
 
 // loadedSigner is one generation of a signer: what the service uses, the CAs (and their keys)
@@ -66,33 +67,30 @@ func signerFiles(sc config.Signer) []string {
 	return files
 }
 
-// loadSigner opens the signer's CAs (keys and certificate files) and builds its issuer, with
-// the active CA, under pol. Errors name the signer and the file that is wrong.
-func loadSigner(ctx context.Context, sc config.Signer, pol policy, keys keystore.Options) (*loadedSigner, error) {
-	digest, err := filereload.Digest(signerFiles(sc)...)
+// loadSigner opens the CAs of set (the signer's, from its configuration and its recorded
+// rotations) and builds its issuer, with the active CA, under pol. digest is that of the
+// signer's configured files. Errors name the signer and the CA that is wrong.
+func loadSigner(ctx context.Context, name string, set authority.Set, pol policy, keys keystore.Options, digest [sha256.Size]byte) (*loadedSigner, error) {
+	auth, err := authority.Open(ctx, set.Specs(), keys)
 	if err != nil {
-		return nil, fmt.Errorf("signer %s: %w", sc.Name, err)
-	}
-	specs, err := caSpecs(sc)
-	if err != nil {
-		return nil, fmt.Errorf("signer %s: %w", sc.Name, err)
-	}
-	auth, err := authority.Open(ctx, specs, keys)
-	if err != nil {
-		return nil, fmt.Errorf("signer %s: %w", sc.Name, err)
+		return nil, fmt.Errorf("signer %s: %w", name, err)
 	}
 	issuer, err := issuance.NewIssuer(issuance.IssuerOptions{
-		SignerName: sc.Name,
+		SignerName: name,
 		CA:         auth.Active().Issuing(),
 		Policy:     pol.profile,
 		Lint:       pol.gate,
 	})
 	if err != nil {
 		_ = auth.Close()
-		return nil, fmt.Errorf("signer %s (active CA key %s): %w", sc.Name, keystore.Redact(auth.Active().KeyURI), err)
+		return nil, fmt.Errorf("signer %s (active CA key %s): %w", name, keystore.Redact(auth.Active().KeyURI), err)
+	}
+	var anchors []authority.Entry
+	for _, st := range []authority.State{authority.Active, authority.Staged, authority.Retired} {
+		anchors = append(anchors, set.InState(st)...)
 	}
 	ls := &loadedSigner{
-		signer:    &decision.Signer{Issuer: issuer, Profile: pol.profile, Lint: pol.gate, TrustBundle: auth.Bundle()},
+		signer:    &decision.Signer{Issuer: issuer, Profile: pol.profile, Lint: pol.gate, TrustBundle: auth.Bundle(), Anchors: anchors},
 		policy:    pol,
 		authority: auth,
 		digest:    digest,
@@ -101,6 +99,24 @@ func loadSigner(ctx context.Context, sc config.Signer, pol policy, keys keystore
 		ls.lints = len(pol.gate.Lints())
 	}
 	return ls, nil
+}
+
+// configuredSigner reads the digest and the CAs of the signer's configured files.
+func configuredSigner(sc config.Signer) ([sha256.Size]byte, []authority.CASpec, error) {
+	digest, err := filereload.Digest(signerFiles(sc)...)
+	if err != nil {
+		return digest, nil, fmt.Errorf("signer %s: %w", sc.Name, err)
+	}
+	specs, err := caSpecs(sc)
+	if err != nil {
+		return digest, nil, fmt.Errorf("signer %s: %w", sc.Name, err)
+	}
+	return digest, specs, nil
+}
+
+// rotationConfig is the signer's rotation configuration.
+func rotationConfig(sc config.Signer) rotation.Config {
+	return rotation.Config{Clusters: sc.Rotation.Clusters, MinPropagationDelay: sc.Rotation.PropagationDelay()}
 }
 
 // caSpecs reads the certificate files of the signer's CAs.

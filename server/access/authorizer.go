@@ -35,6 +35,9 @@ type Client struct {
 	Signers []string `json:"signers"`
 	// RateLimit limits the client's signing requests across all signers. Nil means no limit.
 	RateLimit *Rate `json:"rateLimit,omitempty"`
+	// Admin gives the client the admin role for its signers: it may rotate their CAs
+	// (signet.v1.AuthorityService). Off by default.
+	Admin bool `json:"admin,omitempty"`
 }
 
 // Identity names the client a certificate belongs to: its first URI SAN, else its subject
@@ -54,6 +57,8 @@ func Identity(cert *x509.Certificate) string {
 type Authorizer struct {
 	// signers maps each configured identity to its sorted, expanded signer names.
 	signers map[string][]string
+	// admins are the identities with the admin role.
+	admins map[string]bool
 }
 
 // NewAuthorizer validates clients against the served signer names and returns an Authorizer.
@@ -66,7 +71,7 @@ func NewAuthorizer(clients []Client, servedSigners []string) (*Authorizer, error
 		served[s] = true
 	}
 	all := slices.Sorted(maps.Keys(served))
-	a := &Authorizer{signers: make(map[string][]string, len(clients))}
+	a := &Authorizer{signers: make(map[string][]string, len(clients)), admins: map[string]bool{}}
 	var errs []error
 	for i, c := range clients {
 		at := fmt.Sprintf("clients[%d]", i)
@@ -89,6 +94,7 @@ func NewAuthorizer(clients []Client, servedSigners []string) (*Authorizer, error
 		}
 		if _, dup := a.signers[c.Identity]; !dup {
 			a.signers[c.Identity] = names
+			a.admins[c.Identity] = c.Admin
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -177,6 +183,12 @@ func (a *Authorizer) Allowed(identity, signerName string) bool {
 	}
 	_, found := slices.BinarySearch(a.signers[identity], signerName)
 	return found
+}
+
+// Admin reports whether the client identity has the admin role for signerName: it may use
+// the signer and is configured with admin.
+func (a *Authorizer) Admin(identity, signerName string) bool {
+	return a.Allowed(identity, signerName) && a.admins[identity]
 }
 
 // SignersFor returns, sorted, the signer names identity may use ("*" expanded to every

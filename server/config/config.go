@@ -10,6 +10,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/signet-pki/signet/internal/configfile"
 	"github.com/signet-pki/signet/keystore"
@@ -33,6 +34,8 @@ const (
 	DefaultMaxLifetime    = 24 * time.Hour
 	DefaultReloadInterval = 10 * time.Second
 	DefaultRetention      = idempotency.DefaultRetention
+	// DefaultMinPropagationDelay is signers[].rotation.minPropagationDelay's default.
+	DefaultMinPropagationDelay = time.Hour
 )
 
 // Config is the signet-server configuration.
@@ -142,6 +145,21 @@ type Signer struct {
 	RateLimit *access.Rate `json:"rateLimit,omitempty"`
 	// Lint overrides the top-level lint gate for this signer.
 	Lint *Lint `json:"lint,omitempty"`
+	// Rotation configures the staged rotation of the signer's CAs (signetctl ca).
+	Rotation Rotation `json:"rotation,omitempty"`
+}
+
+// Rotation configures how a staged CA of a signer becomes active.
+type Rotation struct {
+	// Clusters are the names of the clusters (each watcher's clusterName) that must each
+	// report a published trust bundle holding a staged CA before it may be activated; reports
+	// from other clusters are refused. Empty: every cluster that reported in the last few
+	// minutes when the CA was staged, and any that reports it later, must.
+	Clusters []string `json:"clusters,omitempty"`
+	// MinPropagationDelay is how long after the last cluster published a staged CA it may be
+	// activated, for consumers that read bundles late (the kubelet's projected volumes).
+	// Default 1h.
+	MinPropagationDelay *metav1.Duration `json:"minPropagationDelay,omitempty"`
 }
 
 // CA is one CA of a signer.
@@ -207,6 +225,9 @@ func (c *Config) Default() {
 	for i := range c.Signers {
 		if c.Signers[i].MaxLifetime == nil {
 			c.Signers[i].MaxLifetime = &metav1.Duration{Duration: DefaultMaxLifetime}
+		}
+		if c.Signers[i].Rotation.MinPropagationDelay == nil {
+			c.Signers[i].Rotation.MinPropagationDelay = &metav1.Duration{Duration: DefaultMinPropagationDelay}
 		}
 	}
 }
@@ -275,6 +296,7 @@ func (c *Config) Validate() error {
 				errs = append(errs, fmt.Errorf("%s.rateLimit: %w", at, err))
 			}
 		}
+		errs = append(errs, s.Rotation.validate(at+".rotation")...)
 	}
 	return errors.Join(errs...)
 }
@@ -317,6 +339,33 @@ func (s Signer) validateCAs(at string) []error {
 		errs = append(errs, fmt.Errorf("%s.cas has %d active CAs, want exactly one", at, active))
 	}
 	return errs
+}
+
+// validate checks the cluster names and the delay.
+func (r Rotation) validate(at string) []error {
+	var errs []error
+	seen := map[string]bool{}
+	for i, c := range r.Clusters {
+		if problems := validation.IsDNS1123Label(c); len(problems) > 0 {
+			errs = append(errs, fmt.Errorf("%s.clusters[%d] %q is not a cluster name (a DNS-1123 label, as the watcher's clusterName): %s", at, i, c, strings.Join(problems, "; ")))
+		} else if seen[c] {
+			errs = append(errs, fmt.Errorf("%s.clusters[%d] %q is listed twice", at, i, c))
+		}
+		seen[c] = true
+	}
+	if d := r.MinPropagationDelay; d != nil && d.Duration < 0 {
+		errs = append(errs, fmt.Errorf("%s.minPropagationDelay %s is negative", at, d.Duration))
+	}
+	return errs
+}
+
+// PropagationDelay is the signer's minimum propagation delay, or the default when the
+// configuration was built without Default.
+func (r Rotation) PropagationDelay() time.Duration {
+	if r.MinPropagationDelay == nil {
+		return DefaultMinPropagationDelay
+	}
+	return r.MinPropagationDelay.Duration
 }
 
 func (c *Config) signerNames() []string {

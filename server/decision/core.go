@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/signet-pki/signet/server/access"
+	"github.com/signet-pki/signet/server/authority"
 	"github.com/signet-pki/signet/server/idempotency"
 	"github.com/signet-pki/signet/server/issuance"
 	"github.com/signet-pki/signet/server/ledger"
@@ -51,6 +52,8 @@ type Signer struct {
 	// TrustBundle is the PEM certificates of every CA of the signer (server/authority's
 	// Bundle: active, staged, retired); nil means the issuing CA's certificate alone.
 	TrustBundle []byte
+	// Anchors are the CAs of TrustBundle, in its order.
+	Anchors []authority.Entry
 }
 
 // Access is who may call which signer, and how fast. Either field may be nil: a nil
@@ -68,6 +71,11 @@ type Options struct {
 	Store   *idempotency.Store
 	Metrics *metrics.Metrics
 	Clock   clock.PassiveClock
+	// Issued, if set, is called with every issued record once it is durable (the CA
+	// rotation's account of each CA's last leaf).
+	Issued func(ledger.Record)
+	// Rotation, if set, serves trust bundle reports and the CA rotation steps.
+	Rotation Rotation
 }
 
 // Core decides. Its signers and access rules can be replaced at any time (hot reload): each

@@ -5,20 +5,25 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/signet-pki/signet/server/authority"
 	"github.com/signet-pki/signet/server/issuance"
 )
 
-// TrustAnchors returns the CA certificates (PEM) of the named signer, its trust bundle, to a
-// client allowed to use it; the error (UNKNOWN_SIGNER, SIGNER_NOT_ALLOWED) otherwise.
-func (c *Core) TrustAnchors(identity, signerName string) ([]byte, error) {
+// TrustAnchors returns the CA certificates (PEM) of the named signer, its trust bundle, and
+// the CAs they are, in the same order, to a client allowed to use it; the error
+// (UNKNOWN_SIGNER, SIGNER_NOT_ALLOWED) otherwise.
+func (c *Core) TrustAnchors(identity, signerName string) ([]byte, []authority.Entry, error) {
 	sg, err := c.lookupSigner(identity, signerName)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if sg.TrustBundle != nil {
-		return sg.TrustBundle, nil
+		return sg.TrustBundle, sg.Anchors, nil
 	}
-	return sg.Issuer.TrustAnchors(), nil
+	ca := sg.Issuer.CACertificate()
+	return sg.Issuer.TrustAnchors(), []authority.Entry{{
+		CASpec: authority.CASpec{State: authority.Active, Certificate: ca}, Fingerprint: authority.Fingerprint(ca),
+	}}, nil
 }
 
 // NamedSigner is a served signer and its name.

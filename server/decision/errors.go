@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/signet-pki/signet/keystore/keyerr"
+	"github.com/signet-pki/signet/server/authority"
 	"github.com/signet-pki/signet/server/idempotency"
 	"github.com/signet-pki/signet/server/issuance"
 	"github.com/signet-pki/signet/server/lint"
@@ -29,6 +30,9 @@ const (
 	ReasonSignerNotAllowed    Reason = "SIGNER_NOT_ALLOWED"
 	ReasonInternal            Reason = "INTERNAL"
 	ReasonKeyUnavailable      Reason = "KEY_UNAVAILABLE"
+	ReasonAdminRequired       Reason = "ADMIN_REQUIRED"
+	ReasonRotationRefused     Reason = "ROTATION_REFUSED"
+	ReasonInvalidCA           Reason = "INVALID_CA"
 )
 
 // Reasons lists every Reason, for the front doors' tables and their tests.
@@ -36,7 +40,7 @@ var Reasons = []Reason{
 	ReasonMalformedRequest, ReasonInvalidSignature, ReasonUnsupportedKey, ReasonUnknownAnnotation,
 	ReasonPolicyViolation, ReasonLintFailed, ReasonIdempotencyConflict, ReasonRateLimited,
 	ReasonLedgerUnavailable, ReasonUnknownSigner, ReasonSignerNotAllowed, ReasonInternal,
-	ReasonKeyUnavailable,
+	ReasonKeyUnavailable, ReasonAdminRequired, ReasonRotationRefused, ReasonInvalidCA,
 }
 
 // Errors of the core itself; the pipeline's are issuance's, lint's and idempotency's.
@@ -76,6 +80,12 @@ func Classify(err error) (Reason, bool) {
 		return ReasonUnknownSigner, true
 	case errors.Is(err, errSignerNotAllowed):
 		return ReasonSignerNotAllowed, true
+	case errors.Is(err, errAdminRequired):
+		return ReasonAdminRequired, true
+	case errors.Is(err, authority.ErrRotationRefused):
+		return ReasonRotationRefused, true
+	case errors.Is(err, authority.ErrInvalidCA):
+		return ReasonInvalidCA, true
 	default:
 		return ReasonInternal, false
 	}

@@ -242,6 +242,7 @@ func (c *Core) recordIssued(ctx context.Context, d decisionContext, cert *issuan
 	rec.Certificate = string(cert.ChainPEM)
 	rec.Message = clip(message, recordMessageBytes)
 	rec.Grounds = cert.Grounds
+	rec.CA = cert.CA
 	rec, err := c.appendRecord(ctx, rec)
 	switch {
 	case errors.Is(err, ledger.ErrInvalidRecord):
@@ -249,6 +250,9 @@ func (c *Core) recordIssued(ctx context.Context, d decisionContext, cert *issuan
 		return idempotency.Entry{}, fmt.Errorf("%w: the certificate's ledger record cannot be stored (%w), so nothing was issued", issuance.ErrMalformedRequest, err)
 	case err != nil:
 		return idempotency.Entry{}, fmt.Errorf("%w: %w", errLedgerUnavailable, err)
+	}
+	if c.opts.Issued != nil {
+		c.opts.Issued(rec)
 	}
 	for _, f := range cert.AcceptedFindings {
 		// What the profile accepts by design (an RSA kubelet's key encipherment with client

@@ -13,9 +13,11 @@ import (
 	"bytes"
 	"crypto"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -64,6 +66,7 @@ func (ca *CA) Validate() error {
 type Issuer struct {
 	name   string
 	ca     *CA
+	caFP   string // hex SHA-256 of the CA certificate's DER
 	policy Policy
 	lint   *lint.Gate
 	clock  clock.PassiveClock
@@ -93,7 +96,8 @@ func NewIssuer(opts IssuerOptions) (*Issuer, error) {
 	if opts.Policy == nil {
 		return nil, fmt.Errorf("creating issuer for %s: a policy is required", opts.SignerName)
 	}
-	i := &Issuer{name: opts.SignerName, ca: opts.CA, policy: opts.Policy, lint: opts.Lint, clock: opts.Clock, rand: opts.Rand}
+	sum := sha256.Sum256(opts.CA.Certificate.Raw)
+	i := &Issuer{name: opts.SignerName, ca: opts.CA, caFP: hex.EncodeToString(sum[:]), policy: opts.Policy, lint: opts.Lint, clock: opts.Clock, rand: opts.Rand}
 	if i.lint != nil {
 		if err := i.lint.Prepare(opts.CA.Certificate); err != nil {
 			return nil, fmt.Errorf("creating issuer for %s: %w", opts.SignerName, err)
@@ -125,6 +129,8 @@ type Certificate struct {
 	Leaf *x509.Certificate
 	// ChainPEM is the leaf followed by the CA's intermediates, PEM-encoded.
 	ChainPEM []byte
+	// CA is the lower-case hex SHA-256 of the DER of the signing CA's certificate.
+	CA string
 	// AcceptedFindings are the lint gate's findings that the signer's profile accepts by
 	// design (lint.Options.Accept): counted and logged at debug level, never stopping issuance.
 	AcceptedFindings []lint.Finding
@@ -181,7 +187,7 @@ func (i *Issuer) sign(p *prepared) (*Certificate, error) {
 	for _, c := range i.ca.Intermediates {
 		_ = pem.Encode(&chain, &pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
 	}
-	return &Certificate{Leaf: leaf, ChainPEM: chain.Bytes(), Grounds: p.decision.Grounds, LintFindings: p.findings, AcceptedFindings: p.accepted}, nil
+	return &Certificate{Leaf: leaf, ChainPEM: chain.Bytes(), CA: i.caFP, Grounds: p.decision.Grounds, LintFindings: p.findings, AcceptedFindings: p.accepted}, nil
 }
 
 // prepared is a request that passed every step before signing.

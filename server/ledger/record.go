@@ -18,6 +18,13 @@ const (
 	Issued Decision = "issued"
 	// Refused: the request was refused; Reason and Message say why.
 	Refused Decision = "refused"
+	// Rotated: a signer's CA set changed (a CA staged, activated or removed, through the
+	// admin API or the configuration); Authority is the set after the change.
+	Rotated Decision = "rotated"
+	// Published: a cluster reported a newly published trust bundle for a signer while a CA
+	// was staged, the proof of propagation that activation waits for (Cluster, BundleHash,
+	// Anchors).
+	Published Decision = "published"
 )
 
 // zeroHash is the PrevHash of the first record.
@@ -67,6 +74,17 @@ type Record struct {
 	Grounds string `json:"grounds,omitempty"`
 	// Certificate is the issued chain in PEM (leaf first) for Issued records.
 	Certificate string `json:"certificate,omitempty"`
+	// CA is the lower-case hex SHA-256 of the DER of the certificate of the CA that signed an
+	// Issued record's leaf. Records written before the field existed have none.
+	CA string `json:"ca,omitempty"`
+	// Cluster is the cluster of a Published record.
+	Cluster string `json:"cluster,omitempty"`
+	// BundleHash is the hex SHA-256 of the trust bundle a Published record reports.
+	BundleHash string `json:"bundleHash,omitempty"`
+	// Anchors are the hex SHA-256 fingerprints of the certificates of that bundle.
+	Anchors []string `json:"anchors,omitempty"`
+	// Authority is a signer's CA set after the change a Rotated record records.
+	Authority *Authority `json:"authority,omitempty"`
 	// PrevHash is the previous record's Hash; 64 zeros for the first record.
 	PrevHash string `json:"prevHash"`
 	// Hash is the hex SHA-256 of the record's canonical encoding without Hash.
@@ -87,23 +105,75 @@ func (r *Record) validate() error {
 		if r.Reason == "" {
 			return fmt.Errorf("%w: a refused record needs a reason", ErrInvalidRecord)
 		}
+	case Rotated:
+		if r.Signer == "" || r.Authority == nil || len(r.Authority.CAs) == 0 {
+			return fmt.Errorf("%w: a rotated record needs its signer and CA set", ErrInvalidRecord)
+		}
+	case Published:
+		if r.Signer == "" || r.Cluster == "" || r.BundleHash == "" {
+			return fmt.Errorf("%w: a published record needs its signer, cluster and bundle hash", ErrInvalidRecord)
+		}
 	default:
-		return fmt.Errorf("%w: decision %q (want %q or %q)", ErrInvalidRecord, r.Decision, Issued, Refused)
+		return fmt.Errorf("%w: decision %q (want one of %q, %q, %q, %q)", ErrInvalidRecord, r.Decision, Issued, Refused, Rotated, Published)
 	}
 	return nil
+}
+
+// Authority is a signer's CA set as a Rotated record holds it: enough to rebuild the set at
+// start (server/authority).
+type Authority struct {
+	// CAs are the signer's CAs, removed ones included.
+	CAs []AuthorityCA `json:"cas"`
+	// Clusters are the clusters that must publish the staged CA before it is activated, as
+	// known when it was staged.
+	Clusters []string `json:"clusters,omitempty"`
+}
+
+// AuthorityCA is one CA of an Authority.
+type AuthorityCA struct {
+	// Fingerprint is the hex SHA-256 of the certificate's DER.
+	Fingerprint string `json:"fingerprint"`
+	// State is active, staged, retired or removed.
+	State string `json:"state"`
+	// Since is when the CA entered State; zero for a CA whose state came from the
+	// configuration before the signer's first rotation.
+	Since time.Time `json:"since,omitzero"`
+	// By is who put the CA in State: "configuration" or an admin client's identity.
+	By string `json:"by,omitempty"`
+	// Key is the key URI (any PIN redacted); empty for a CA that has none.
+	Key string `json:"key,omitempty"`
+	// Certificate is the CA certificate in PEM.
+	Certificate string `json:"certificate"`
+	// Intermediates are the PEM certificates appended to the chains it issues.
+	Intermediates string `json:"intermediates,omitempty"`
 }
 
 // normalize makes r encode to what it decodes from: valid UTF-8 strings and UTC times without
 // a monotonic reading. Append normalizes before hashing, so the returned record equals the
 // stored one.
 func (r *Record) normalize() {
-	for _, s := range []*string{
+	strs := []*string{
 		&r.Signer, &r.Client, &r.Requester, &r.ObjectUID, &r.ObjectKind, &r.IdempotencyKey, &r.RequestHash,
-		&r.Serial, &r.Reason, &r.Message, &r.Grounds, &r.Certificate,
-	} {
+		&r.Serial, &r.Reason, &r.Message, &r.Grounds, &r.Certificate, &r.CA, &r.Cluster, &r.BundleHash,
+	}
+	for i := range r.Anchors {
+		strs = append(strs, &r.Anchors[i])
+	}
+	times := []*time.Time{&r.Time, &r.NotBefore, &r.NotAfter}
+	if r.Authority != nil {
+		for i := range r.Authority.Clusters {
+			strs = append(strs, &r.Authority.Clusters[i])
+		}
+		for i := range r.Authority.CAs {
+			ca := &r.Authority.CAs[i]
+			strs = append(strs, &ca.Fingerprint, &ca.State, &ca.By, &ca.Key, &ca.Certificate, &ca.Intermediates)
+			times = append(times, &ca.Since)
+		}
+	}
+	for _, s := range strs {
 		*s = strings.ToValidUTF8(*s, "\uFFFD")
 	}
-	for _, t := range []*time.Time{&r.Time, &r.NotBefore, &r.NotAfter} {
+	for _, t := range times {
 		if !t.IsZero() {
 			*t = t.UTC().Round(0)
 		}

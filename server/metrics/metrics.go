@@ -60,6 +60,7 @@ type Metrics struct {
 	ledgerAppend  prometheus.Histogram
 	ledgerRecords prometheus.Counter
 	keyMetrics
+	*rotationMetrics
 }
 
 // New creates the metrics on a new registry holding them, the Go runtime and process
@@ -113,7 +114,8 @@ func New(version string, signers []string) *Metrics {
 			Namespace: namespace, Subsystem: subsystem, Name: "ledger_records_total",
 			Help: "Ledger records appended since the server started.",
 		}),
-		keyMetrics: newKeyMetrics(),
+		keyMetrics:      newKeyMetrics(),
+		rotationMetrics: newRotationMetrics(),
 	}
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Subsystem: subsystem, Name: "build_info",
@@ -127,6 +129,7 @@ func New(version string, signers []string) *Metrics {
 		m.caExpiry, m.ledgerAppend, m.ledgerRecords,
 	)
 	m.registry.MustRegister(m.keyMetrics.collectors()...)
+	m.registry.MustRegister(m.rotationMetrics.collectors()...)
 	// The served signers are fixed for the server's life: their requests_total series (every
 	// outcome), sign_duration_seconds and issuance_duration_seconds series exist from the
 	// start, at zero; other names are recorded as signer="unknown".

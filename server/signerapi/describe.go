@@ -2,6 +2,8 @@ package signerapi
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -10,13 +12,19 @@ import (
 	"github.com/signet-pki/signet/server/lint"
 )
 
-// GetTrustAnchors returns the CA certificate of the named signer to a client allowed to use it.
+// GetTrustAnchors returns the trust bundle of the named signer, each anchor with its state,
+// to a client allowed to use it.
 func (s *Service) GetTrustAnchors(ctx context.Context, req *signetv1.GetTrustAnchorsRequest) (*signetv1.GetTrustAnchorsResponse, error) {
-	pem, err := s.core.TrustAnchors(ClientIdentity(ctx), req.GetSignerName())
+	bundle, anchors, err := s.core.TrustAnchors(ClientIdentity(ctx), req.GetSignerName())
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &signetv1.GetTrustAnchorsResponse{TrustAnchorsPem: string(pem)}, nil
+	sum := sha256.Sum256(bundle)
+	resp := &signetv1.GetTrustAnchorsResponse{TrustAnchorsPem: string(bundle), BundleHash: hex.EncodeToString(sum[:])}
+	for _, a := range anchors {
+		resp.Anchors = append(resp.Anchors, trustAnchor(a))
+	}
+	return resp, nil
 }
 
 // ListSigners describes the signers the calling client may use, sorted by name.

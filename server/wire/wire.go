@@ -39,6 +39,9 @@ var table = map[decision.Reason]Answer{
 	decision.ReasonUnknownSigner:       {codes.NotFound, signetv1.ErrorReason_ERROR_REASON_UNKNOWN_SIGNER, http.StatusNotFound},
 	decision.ReasonSignerNotAllowed:    {codes.PermissionDenied, signetv1.ErrorReason_ERROR_REASON_SIGNER_NOT_ALLOWED, http.StatusForbidden},
 	decision.ReasonInternal:            {codes.Internal, signetv1.ErrorReason_ERROR_REASON_INTERNAL, http.StatusInternalServerError},
+	decision.ReasonAdminRequired:       {codes.PermissionDenied, signetv1.ErrorReason_ERROR_REASON_ADMIN_REQUIRED, http.StatusForbidden},
+	decision.ReasonRotationRefused:     {codes.FailedPrecondition, signetv1.ErrorReason_ERROR_REASON_ROTATION_REFUSED, http.StatusConflict},
+	decision.ReasonInvalidCA:           {codes.InvalidArgument, signetv1.ErrorReason_ERROR_REASON_INVALID_CA, http.StatusBadRequest},
 }
 
 // For returns the answer to reason; an unknown reason is answered as internal.

@@ -72,6 +72,18 @@ const (
 	// be reached, or did not answer in time), so nothing was issued; the server re-opens the key by
 	// itself and the request may succeed on retry.
 	ErrorReason_ERROR_REASON_KEY_UNAVAILABLE ErrorReason = 13
+	// ERROR_REASON_ADMIN_REQUIRED: the call needs the admin role, which the calling client does
+	// not have for this signer.
+	ErrorReason_ERROR_REASON_ADMIN_REQUIRED ErrorReason = 14
+	// ERROR_REASON_ROTATION_REFUSED: the CA rotation step cannot be taken in the signer's
+	// current state (nothing staged, a CA already staged, a cluster has not published the
+	// staged CA, the propagation delay has not passed, leaves of the CA may still be valid);
+	// the message says what is missing and, when time alone will fix it, from when the step is
+	// possible.
+	ErrorReason_ERROR_REASON_ROTATION_REFUSED ErrorReason = 15
+	// ERROR_REASON_INVALID_CA: the CA given to stage cannot be used: its certificate is not a
+	// CA certificate, its key cannot be opened or does not match, or it is already in the set.
+	ErrorReason_ERROR_REASON_INVALID_CA ErrorReason = 16
 )
 
 // Enum value maps for ErrorReason.
@@ -91,6 +103,9 @@ var (
 		11: "ERROR_REASON_LEDGER_UNAVAILABLE",
 		12: "ERROR_REASON_UNKNOWN_ANNOTATION",
 		13: "ERROR_REASON_KEY_UNAVAILABLE",
+		14: "ERROR_REASON_ADMIN_REQUIRED",
+		15: "ERROR_REASON_ROTATION_REFUSED",
+		16: "ERROR_REASON_INVALID_CA",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":          0,
@@ -107,6 +122,9 @@ var (
 		"ERROR_REASON_LEDGER_UNAVAILABLE":   11,
 		"ERROR_REASON_UNKNOWN_ANNOTATION":   12,
 		"ERROR_REASON_KEY_UNAVAILABLE":      13,
+		"ERROR_REASON_ADMIN_REQUIRED":       14,
+		"ERROR_REASON_ROTATION_REFUSED":     15,
+		"ERROR_REASON_INVALID_CA":           16,
 	}
 )
 
@@ -135,6 +153,67 @@ func (x ErrorReason) Number() protoreflect.EnumNumber {
 // Deprecated: Use ErrorReason.Descriptor instead.
 func (ErrorReason) EnumDescriptor() ([]byte, []int) {
 	return file_signet_v1_signet_proto_rawDescGZIP(), []int{0}
+}
+
+// AnchorState is where a CA is in its life.
+type AnchorState int32
+
+const (
+	// ANCHOR_STATE_UNSPECIFIED is never sent.
+	AnchorState_ANCHOR_STATE_UNSPECIFIED AnchorState = 0
+	// ANCHOR_STATE_ACTIVE: the CA issues; published.
+	AnchorState_ANCHOR_STATE_ACTIVE AnchorState = 1
+	// ANCHOR_STATE_STAGED: the next CA; published, not issuing yet.
+	AnchorState_ANCHOR_STATE_STAGED AnchorState = 2
+	// ANCHOR_STATE_RETIRED: no longer issuing; published while its leaves may be valid.
+	AnchorState_ANCHOR_STATE_RETIRED AnchorState = 3
+	// ANCHOR_STATE_REMOVED: retired and taken out of the bundle (GetAuthority only).
+	AnchorState_ANCHOR_STATE_REMOVED AnchorState = 4
+)
+
+// Enum value maps for AnchorState.
+var (
+	AnchorState_name = map[int32]string{
+		0: "ANCHOR_STATE_UNSPECIFIED",
+		1: "ANCHOR_STATE_ACTIVE",
+		2: "ANCHOR_STATE_STAGED",
+		3: "ANCHOR_STATE_RETIRED",
+		4: "ANCHOR_STATE_REMOVED",
+	}
+	AnchorState_value = map[string]int32{
+		"ANCHOR_STATE_UNSPECIFIED": 0,
+		"ANCHOR_STATE_ACTIVE":      1,
+		"ANCHOR_STATE_STAGED":      2,
+		"ANCHOR_STATE_RETIRED":     3,
+		"ANCHOR_STATE_REMOVED":     4,
+	}
+)
+
+func (x AnchorState) Enum() *AnchorState {
+	p := new(AnchorState)
+	*p = x
+	return p
+}
+
+func (x AnchorState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AnchorState) Descriptor() protoreflect.EnumDescriptor {
+	return file_signet_v1_signet_proto_enumTypes[1].Descriptor()
+}
+
+func (AnchorState) Type() protoreflect.EnumType {
+	return &file_signet_v1_signet_proto_enumTypes[1]
+}
+
+func (x AnchorState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AnchorState.Descriptor instead.
+func (AnchorState) EnumDescriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{1}
 }
 
 // Requester is the identity of the user that created the Kubernetes object, as recorded by the
@@ -833,10 +912,15 @@ func (x *GetTrustAnchorsRequest) GetSignerName() string {
 // GetTrustAnchorsResponse carries a signer's trust anchors.
 type GetTrustAnchorsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// trust_anchors_pem is one or more PEM-encoded CA certificates.
+	// trust_anchors_pem is the trust bundle: the PEM-encoded certificates of the active,
+	// staged and retired CAs, in that order, each once.
 	TrustAnchorsPem string `protobuf:"bytes,1,opt,name=trust_anchors_pem,json=trustAnchorsPem,proto3" json:"trust_anchors_pem,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// anchors describes each certificate of the bundle, in the same order.
+	Anchors []*TrustAnchor `protobuf:"bytes,2,rep,name=anchors,proto3" json:"anchors,omitempty"`
+	// bundle_hash is the lower-case hex SHA-256 of trust_anchors_pem.
+	BundleHash    string `protobuf:"bytes,3,opt,name=bundle_hash,json=bundleHash,proto3" json:"bundle_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetTrustAnchorsResponse) Reset() {
@@ -876,6 +960,1029 @@ func (x *GetTrustAnchorsResponse) GetTrustAnchorsPem() string {
 	return ""
 }
 
+func (x *GetTrustAnchorsResponse) GetAnchors() []*TrustAnchor {
+	if x != nil {
+		return x.Anchors
+	}
+	return nil
+}
+
+func (x *GetTrustAnchorsResponse) GetBundleHash() string {
+	if x != nil {
+		return x.BundleHash
+	}
+	return ""
+}
+
+// TrustAnchor is one CA certificate of a signer and its state.
+type TrustAnchor struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// certificate_pem is the PEM-encoded CA certificate.
+	CertificatePem string `protobuf:"bytes,1,opt,name=certificate_pem,json=certificatePem,proto3" json:"certificate_pem,omitempty"`
+	// state is the CA's state.
+	State AnchorState `protobuf:"varint,2,opt,name=state,proto3,enum=signet.v1.AnchorState" json:"state,omitempty"`
+	// since is when the CA entered its state; unset for a CA whose state comes from the
+	// configuration and has not changed since the server loaded it.
+	Since *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	// fingerprint is the lower-case hex SHA-256 of the certificate's DER.
+	Fingerprint string `protobuf:"bytes,4,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	// subject is the certificate's subject, for people.
+	Subject string `protobuf:"bytes,5,opt,name=subject,proto3" json:"subject,omitempty"`
+	// serial_number is the certificate's serial number in lower-case hexadecimal.
+	SerialNumber string `protobuf:"bytes,6,opt,name=serial_number,json=serialNumber,proto3" json:"serial_number,omitempty"`
+	// not_after is the certificate's NotAfter.
+	NotAfter      *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=not_after,json=notAfter,proto3" json:"not_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrustAnchor) Reset() {
+	*x = TrustAnchor{}
+	mi := &file_signet_v1_signet_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrustAnchor) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrustAnchor) ProtoMessage() {}
+
+func (x *TrustAnchor) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrustAnchor.ProtoReflect.Descriptor instead.
+func (*TrustAnchor) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *TrustAnchor) GetCertificatePem() string {
+	if x != nil {
+		return x.CertificatePem
+	}
+	return ""
+}
+
+func (x *TrustAnchor) GetState() AnchorState {
+	if x != nil {
+		return x.State
+	}
+	return AnchorState_ANCHOR_STATE_UNSPECIFIED
+}
+
+func (x *TrustAnchor) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *TrustAnchor) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+func (x *TrustAnchor) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *TrustAnchor) GetSerialNumber() string {
+	if x != nil {
+		return x.SerialNumber
+	}
+	return ""
+}
+
+func (x *TrustAnchor) GetNotAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NotAfter
+	}
+	return nil
+}
+
+// ReportTrustBundleRequest is what a watcher published for a signer.
+type ReportTrustBundleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// signer_name is the signer whose bundle was published.
+	SignerName string `protobuf:"bytes,1,opt,name=signer_name,json=signerName,proto3" json:"signer_name,omitempty"`
+	// cluster is the name of the cluster it was published in (the watcher's configuration).
+	Cluster string `protobuf:"bytes,2,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// bundle_hash is the lower-case hex SHA-256 of the bundle's trustBundle as published.
+	BundleHash string `protobuf:"bytes,3,opt,name=bundle_hash,json=bundleHash,proto3" json:"bundle_hash,omitempty"`
+	// anchor_fingerprints are the lower-case hex SHA-256 of the DER of each certificate in the
+	// published bundle.
+	AnchorFingerprints []string `protobuf:"bytes,4,rep,name=anchor_fingerprints,json=anchorFingerprints,proto3" json:"anchor_fingerprints,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *ReportTrustBundleRequest) Reset() {
+	*x = ReportTrustBundleRequest{}
+	mi := &file_signet_v1_signet_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportTrustBundleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportTrustBundleRequest) ProtoMessage() {}
+
+func (x *ReportTrustBundleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportTrustBundleRequest.ProtoReflect.Descriptor instead.
+func (*ReportTrustBundleRequest) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ReportTrustBundleRequest) GetSignerName() string {
+	if x != nil {
+		return x.SignerName
+	}
+	return ""
+}
+
+func (x *ReportTrustBundleRequest) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *ReportTrustBundleRequest) GetBundleHash() string {
+	if x != nil {
+		return x.BundleHash
+	}
+	return ""
+}
+
+func (x *ReportTrustBundleRequest) GetAnchorFingerprints() []string {
+	if x != nil {
+		return x.AnchorFingerprints
+	}
+	return nil
+}
+
+// ReportTrustBundleResponse acknowledges a report.
+type ReportTrustBundleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportTrustBundleResponse) Reset() {
+	*x = ReportTrustBundleResponse{}
+	mi := &file_signet_v1_signet_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportTrustBundleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportTrustBundleResponse) ProtoMessage() {}
+
+func (x *ReportTrustBundleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportTrustBundleResponse.ProtoReflect.Descriptor instead.
+func (*ReportTrustBundleResponse) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{12}
+}
+
+// GetAuthorityRequest names the signers to describe.
+type GetAuthorityRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// signer_names are the signers; none means every signer the caller may administer.
+	SignerNames   []string `protobuf:"bytes,1,rep,name=signer_names,json=signerNames,proto3" json:"signer_names,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetAuthorityRequest) Reset() {
+	*x = GetAuthorityRequest{}
+	mi := &file_signet_v1_signet_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetAuthorityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetAuthorityRequest) ProtoMessage() {}
+
+func (x *GetAuthorityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetAuthorityRequest.ProtoReflect.Descriptor instead.
+func (*GetAuthorityRequest) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *GetAuthorityRequest) GetSignerNames() []string {
+	if x != nil {
+		return x.SignerNames
+	}
+	return nil
+}
+
+// GetAuthorityResponse describes signers' CA sets, sorted by signer name.
+type GetAuthorityResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// signers are the CA sets.
+	Signers       []*SignerAuthority `protobuf:"bytes,1,rep,name=signers,proto3" json:"signers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetAuthorityResponse) Reset() {
+	*x = GetAuthorityResponse{}
+	mi := &file_signet_v1_signet_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetAuthorityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetAuthorityResponse) ProtoMessage() {}
+
+func (x *GetAuthorityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetAuthorityResponse.ProtoReflect.Descriptor instead.
+func (*GetAuthorityResponse) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GetAuthorityResponse) GetSigners() []*SignerAuthority {
+	if x != nil {
+		return x.Signers
+	}
+	return nil
+}
+
+// SignerAuthority is one signer's CAs, what its clusters published, and whether the next
+// rotation step is possible.
+type SignerAuthority struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// signer_name is the signer.
+	SignerName string `protobuf:"bytes,1,opt,name=signer_name,json=signerName,proto3" json:"signer_name,omitempty"`
+	// cas are the signer's CAs: active, staged, retired, then removed.
+	Cas []*AuthorityCA `protobuf:"bytes,2,rep,name=cas,proto3" json:"cas,omitempty"`
+	// clusters are the clusters that must publish a staged CA before it may be activated, and
+	// any other cluster that reported, each with its last report.
+	Clusters []*ClusterReport `protobuf:"bytes,3,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	// min_propagation_delay is how long after the last cluster published a staged CA it may be
+	// activated.
+	MinPropagationDelay *durationpb.Duration `protobuf:"bytes,4,opt,name=min_propagation_delay,json=minPropagationDelay,proto3" json:"min_propagation_delay,omitempty"`
+	// activation is whether ActivateCA would succeed now, and why not.
+	Activation    *Gate `protobuf:"bytes,5,opt,name=activation,proto3" json:"activation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignerAuthority) Reset() {
+	*x = SignerAuthority{}
+	mi := &file_signet_v1_signet_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignerAuthority) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignerAuthority) ProtoMessage() {}
+
+func (x *SignerAuthority) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignerAuthority.ProtoReflect.Descriptor instead.
+func (*SignerAuthority) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *SignerAuthority) GetSignerName() string {
+	if x != nil {
+		return x.SignerName
+	}
+	return ""
+}
+
+func (x *SignerAuthority) GetCas() []*AuthorityCA {
+	if x != nil {
+		return x.Cas
+	}
+	return nil
+}
+
+func (x *SignerAuthority) GetClusters() []*ClusterReport {
+	if x != nil {
+		return x.Clusters
+	}
+	return nil
+}
+
+func (x *SignerAuthority) GetMinPropagationDelay() *durationpb.Duration {
+	if x != nil {
+		return x.MinPropagationDelay
+	}
+	return nil
+}
+
+func (x *SignerAuthority) GetActivation() *Gate {
+	if x != nil {
+		return x.Activation
+	}
+	return nil
+}
+
+// AuthorityCA is one CA of a signer.
+type AuthorityCA struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// anchor is the CA's certificate and state.
+	Anchor *TrustAnchor `protobuf:"bytes,1,opt,name=anchor,proto3" json:"anchor,omitempty"`
+	// key_uri is the CA key's URI, any PIN redacted; empty for a retired CA without a key.
+	KeyUri string `protobuf:"bytes,2,opt,name=key_uri,json=keyUri,proto3" json:"key_uri,omitempty"`
+	// intermediates is how many certificates are appended to the chains it issues.
+	Intermediates int32 `protobuf:"varint,3,opt,name=intermediates,proto3" json:"intermediates,omitempty"`
+	// last_leaf_not_after is the latest NotAfter of a leaf the CA signed, from the ledger;
+	// unset when it signed none.
+	LastLeafNotAfter *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_leaf_not_after,json=lastLeafNotAfter,proto3" json:"last_leaf_not_after,omitempty"`
+	// retirement is whether RetireCA would succeed now for this CA, and why not (retired and
+	// staged CAs only).
+	Retirement *Gate `protobuf:"bytes,5,opt,name=retirement,proto3" json:"retirement,omitempty"`
+	// by names who put the CA in its state: "configuration" or the admin client's identity.
+	By            string `protobuf:"bytes,6,opt,name=by,proto3" json:"by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthorityCA) Reset() {
+	*x = AuthorityCA{}
+	mi := &file_signet_v1_signet_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthorityCA) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthorityCA) ProtoMessage() {}
+
+func (x *AuthorityCA) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthorityCA.ProtoReflect.Descriptor instead.
+func (*AuthorityCA) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *AuthorityCA) GetAnchor() *TrustAnchor {
+	if x != nil {
+		return x.Anchor
+	}
+	return nil
+}
+
+func (x *AuthorityCA) GetKeyUri() string {
+	if x != nil {
+		return x.KeyUri
+	}
+	return ""
+}
+
+func (x *AuthorityCA) GetIntermediates() int32 {
+	if x != nil {
+		return x.Intermediates
+	}
+	return 0
+}
+
+func (x *AuthorityCA) GetLastLeafNotAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastLeafNotAfter
+	}
+	return nil
+}
+
+func (x *AuthorityCA) GetRetirement() *Gate {
+	if x != nil {
+		return x.Retirement
+	}
+	return nil
+}
+
+func (x *AuthorityCA) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+// ClusterReport is the last trust bundle a cluster reported for a signer.
+type ClusterReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cluster is the cluster's name.
+	Cluster string `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// registered is true when the server's configuration lists the cluster for the signer,
+	// or it was expected when the staged CA was staged.
+	Registered bool `protobuf:"varint,2,opt,name=registered,proto3" json:"registered,omitempty"`
+	// bundle_hash is the hash of the bundle last reported; empty when none was.
+	BundleHash string `protobuf:"bytes,3,opt,name=bundle_hash,json=bundleHash,proto3" json:"bundle_hash,omitempty"`
+	// anchor_fingerprints are the anchors of that bundle.
+	AnchorFingerprints []string `protobuf:"bytes,4,rep,name=anchor_fingerprints,json=anchorFingerprints,proto3" json:"anchor_fingerprints,omitempty"`
+	// reported_at is when that bundle was first reported.
+	ReportedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=reported_at,json=reportedAt,proto3" json:"reported_at,omitempty"`
+	// last_seen is the latest report.
+	LastSeen *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
+	// staged_published_at is when the cluster first reported a bundle holding the staged CA;
+	// unset when it has not (or nothing is staged).
+	StagedPublishedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=staged_published_at,json=stagedPublishedAt,proto3" json:"staged_published_at,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ClusterReport) Reset() {
+	*x = ClusterReport{}
+	mi := &file_signet_v1_signet_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterReport) ProtoMessage() {}
+
+func (x *ClusterReport) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterReport.ProtoReflect.Descriptor instead.
+func (*ClusterReport) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ClusterReport) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *ClusterReport) GetRegistered() bool {
+	if x != nil {
+		return x.Registered
+	}
+	return false
+}
+
+func (x *ClusterReport) GetBundleHash() string {
+	if x != nil {
+		return x.BundleHash
+	}
+	return ""
+}
+
+func (x *ClusterReport) GetAnchorFingerprints() []string {
+	if x != nil {
+		return x.AnchorFingerprints
+	}
+	return nil
+}
+
+func (x *ClusterReport) GetReportedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReportedAt
+	}
+	return nil
+}
+
+func (x *ClusterReport) GetLastSeen() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSeen
+	}
+	return nil
+}
+
+func (x *ClusterReport) GetStagedPublishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StagedPublishedAt
+	}
+	return nil
+}
+
+// Gate is whether a rotation step is possible now.
+type Gate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ready is true when the step would be taken.
+	Ready bool `protobuf:"varint,1,opt,name=ready,proto3" json:"ready,omitempty"`
+	// blocking lists what stands in the way, one sentence each.
+	Blocking []string `protobuf:"bytes,2,rep,name=blocking,proto3" json:"blocking,omitempty"`
+	// not_before is when time alone stops blocking the step; unset when something other than
+	// time blocks it.
+	NotBefore     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=not_before,json=notBefore,proto3" json:"not_before,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Gate) Reset() {
+	*x = Gate{}
+	mi := &file_signet_v1_signet_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Gate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Gate) ProtoMessage() {}
+
+func (x *Gate) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Gate.ProtoReflect.Descriptor instead.
+func (*Gate) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *Gate) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+func (x *Gate) GetBlocking() []string {
+	if x != nil {
+		return x.Blocking
+	}
+	return nil
+}
+
+func (x *Gate) GetNotBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NotBefore
+	}
+	return nil
+}
+
+// StageCARequest names the next CA of a signer.
+type StageCARequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// signer_name is the signer.
+	SignerName string `protobuf:"bytes,1,opt,name=signer_name,json=signerName,proto3" json:"signer_name,omitempty"`
+	// key_uri is the CA key's URI as the server opens it (a file path, pkcs11: with
+	// pin-source, or tpm:).
+	KeyUri string `protobuf:"bytes,2,opt,name=key_uri,json=keyUri,proto3" json:"key_uri,omitempty"`
+	// certificate_pem is the PEM-encoded CA certificate.
+	CertificatePem string `protobuf:"bytes,3,opt,name=certificate_pem,json=certificatePem,proto3" json:"certificate_pem,omitempty"`
+	// intermediates_pem are PEM-encoded certificates appended to every chain the CA will issue.
+	IntermediatesPem string `protobuf:"bytes,4,opt,name=intermediates_pem,json=intermediatesPem,proto3" json:"intermediates_pem,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *StageCARequest) Reset() {
+	*x = StageCARequest{}
+	mi := &file_signet_v1_signet_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StageCARequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StageCARequest) ProtoMessage() {}
+
+func (x *StageCARequest) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StageCARequest.ProtoReflect.Descriptor instead.
+func (*StageCARequest) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *StageCARequest) GetSignerName() string {
+	if x != nil {
+		return x.SignerName
+	}
+	return ""
+}
+
+func (x *StageCARequest) GetKeyUri() string {
+	if x != nil {
+		return x.KeyUri
+	}
+	return ""
+}
+
+func (x *StageCARequest) GetCertificatePem() string {
+	if x != nil {
+		return x.CertificatePem
+	}
+	return ""
+}
+
+func (x *StageCARequest) GetIntermediatesPem() string {
+	if x != nil {
+		return x.IntermediatesPem
+	}
+	return ""
+}
+
+// StageCAResponse is the signer's CA set after staging.
+type StageCAResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// authority is the signer's CA set.
+	Authority     *SignerAuthority `protobuf:"bytes,1,opt,name=authority,proto3" json:"authority,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StageCAResponse) Reset() {
+	*x = StageCAResponse{}
+	mi := &file_signet_v1_signet_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StageCAResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StageCAResponse) ProtoMessage() {}
+
+func (x *StageCAResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StageCAResponse.ProtoReflect.Descriptor instead.
+func (*StageCAResponse) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *StageCAResponse) GetAuthority() *SignerAuthority {
+	if x != nil {
+		return x.Authority
+	}
+	return nil
+}
+
+// ActivateCARequest activates a signer's staged CA.
+type ActivateCARequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// signer_name is the signer.
+	SignerName string `protobuf:"bytes,1,opt,name=signer_name,json=signerName,proto3" json:"signer_name,omitempty"`
+	// force skips the propagation gate; it needs a reason and is logged, counted and recorded.
+	Force bool `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
+	// reason says why the gate is skipped; required with force.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActivateCARequest) Reset() {
+	*x = ActivateCARequest{}
+	mi := &file_signet_v1_signet_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActivateCARequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActivateCARequest) ProtoMessage() {}
+
+func (x *ActivateCARequest) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActivateCARequest.ProtoReflect.Descriptor instead.
+func (*ActivateCARequest) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ActivateCARequest) GetSignerName() string {
+	if x != nil {
+		return x.SignerName
+	}
+	return ""
+}
+
+func (x *ActivateCARequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+func (x *ActivateCARequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// ActivateCAResponse is the signer's CA set after activation.
+type ActivateCAResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// authority is the signer's CA set.
+	Authority     *SignerAuthority `protobuf:"bytes,1,opt,name=authority,proto3" json:"authority,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActivateCAResponse) Reset() {
+	*x = ActivateCAResponse{}
+	mi := &file_signet_v1_signet_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActivateCAResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActivateCAResponse) ProtoMessage() {}
+
+func (x *ActivateCAResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActivateCAResponse.ProtoReflect.Descriptor instead.
+func (*ActivateCAResponse) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ActivateCAResponse) GetAuthority() *SignerAuthority {
+	if x != nil {
+		return x.Authority
+	}
+	return nil
+}
+
+// RetireCARequest names the CA to take out of a signer's trust bundle, by fingerprint or by
+// serial number (exactly one).
+type RetireCARequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// signer_name is the signer.
+	SignerName string `protobuf:"bytes,1,opt,name=signer_name,json=signerName,proto3" json:"signer_name,omitempty"`
+	// fingerprint is the hex SHA-256 of the CA certificate's DER.
+	Fingerprint string `protobuf:"bytes,2,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	// serial_number is the CA certificate's serial number in hexadecimal.
+	SerialNumber string `protobuf:"bytes,3,opt,name=serial_number,json=serialNumber,proto3" json:"serial_number,omitempty"`
+	// force skips the check that no leaf of the CA can still be valid; it needs a reason and is
+	// logged, counted and recorded.
+	Force bool `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
+	// reason says why the check is skipped; required with force.
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetireCARequest) Reset() {
+	*x = RetireCARequest{}
+	mi := &file_signet_v1_signet_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetireCARequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetireCARequest) ProtoMessage() {}
+
+func (x *RetireCARequest) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetireCARequest.ProtoReflect.Descriptor instead.
+func (*RetireCARequest) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *RetireCARequest) GetSignerName() string {
+	if x != nil {
+		return x.SignerName
+	}
+	return ""
+}
+
+func (x *RetireCARequest) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+func (x *RetireCARequest) GetSerialNumber() string {
+	if x != nil {
+		return x.SerialNumber
+	}
+	return ""
+}
+
+func (x *RetireCARequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+func (x *RetireCARequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// RetireCAResponse is the signer's CA set after retirement.
+type RetireCAResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// authority is the signer's CA set.
+	Authority     *SignerAuthority `protobuf:"bytes,1,opt,name=authority,proto3" json:"authority,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetireCAResponse) Reset() {
+	*x = RetireCAResponse{}
+	mi := &file_signet_v1_signet_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetireCAResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetireCAResponse) ProtoMessage() {}
+
+func (x *RetireCAResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetireCAResponse.ProtoReflect.Descriptor instead.
+func (*RetireCAResponse) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *RetireCAResponse) GetAuthority() *SignerAuthority {
+	if x != nil {
+		return x.Authority
+	}
+	return nil
+}
+
 // ListSignersRequest has no fields yet.
 type ListSignersRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -885,7 +1992,7 @@ type ListSignersRequest struct {
 
 func (x *ListSignersRequest) Reset() {
 	*x = ListSignersRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[10]
+	mi := &file_signet_v1_signet_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -897,7 +2004,7 @@ func (x *ListSignersRequest) String() string {
 func (*ListSignersRequest) ProtoMessage() {}
 
 func (x *ListSignersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[10]
+	mi := &file_signet_v1_signet_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -910,7 +2017,7 @@ func (x *ListSignersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSignersRequest.ProtoReflect.Descriptor instead.
 func (*ListSignersRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{10}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{25}
 }
 
 // ListSignersResponse lists signer descriptions, sorted by signer name.
@@ -924,7 +2031,7 @@ type ListSignersResponse struct {
 
 func (x *ListSignersResponse) Reset() {
 	*x = ListSignersResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[11]
+	mi := &file_signet_v1_signet_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -936,7 +2043,7 @@ func (x *ListSignersResponse) String() string {
 func (*ListSignersResponse) ProtoMessage() {}
 
 func (x *ListSignersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[11]
+	mi := &file_signet_v1_signet_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -949,7 +2056,7 @@ func (x *ListSignersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSignersResponse.ProtoReflect.Descriptor instead.
 func (*ListSignersResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{11}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListSignersResponse) GetSigners() []*SignerDescription {
@@ -992,7 +2099,7 @@ type SignerDescription struct {
 
 func (x *SignerDescription) Reset() {
 	*x = SignerDescription{}
-	mi := &file_signet_v1_signet_proto_msgTypes[12]
+	mi := &file_signet_v1_signet_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1004,7 +2111,7 @@ func (x *SignerDescription) String() string {
 func (*SignerDescription) ProtoMessage() {}
 
 func (x *SignerDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[12]
+	mi := &file_signet_v1_signet_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1017,7 +2124,7 @@ func (x *SignerDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignerDescription.ProtoReflect.Descriptor instead.
 func (*SignerDescription) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{12}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SignerDescription) GetSignerName() string {
@@ -1123,7 +2230,7 @@ type LintGate struct {
 
 func (x *LintGate) Reset() {
 	*x = LintGate{}
-	mi := &file_signet_v1_signet_proto_msgTypes[13]
+	mi := &file_signet_v1_signet_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1135,7 +2242,7 @@ func (x *LintGate) String() string {
 func (*LintGate) ProtoMessage() {}
 
 func (x *LintGate) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[13]
+	mi := &file_signet_v1_signet_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1148,7 +2255,7 @@ func (x *LintGate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LintGate.ProtoReflect.Descriptor instead.
 func (*LintGate) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{13}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *LintGate) GetSources() []string {
@@ -1192,7 +2299,7 @@ type LintRule struct {
 
 func (x *LintRule) Reset() {
 	*x = LintRule{}
-	mi := &file_signet_v1_signet_proto_msgTypes[14]
+	mi := &file_signet_v1_signet_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1204,7 +2311,7 @@ func (x *LintRule) String() string {
 func (*LintRule) ProtoMessage() {}
 
 func (x *LintRule) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[14]
+	mi := &file_signet_v1_signet_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1217,7 +2324,7 @@ func (x *LintRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LintRule.ProtoReflect.Descriptor instead.
 func (*LintRule) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{14}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *LintRule) GetName() string {
@@ -1245,7 +2352,7 @@ type ExplainCertificateSigningRequestRequest struct {
 
 func (x *ExplainCertificateSigningRequestRequest) Reset() {
 	*x = ExplainCertificateSigningRequestRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[15]
+	mi := &file_signet_v1_signet_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1257,7 +2364,7 @@ func (x *ExplainCertificateSigningRequestRequest) String() string {
 func (*ExplainCertificateSigningRequestRequest) ProtoMessage() {}
 
 func (x *ExplainCertificateSigningRequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[15]
+	mi := &file_signet_v1_signet_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1270,7 +2377,7 @@ func (x *ExplainCertificateSigningRequestRequest) ProtoReflect() protoreflect.Me
 
 // Deprecated: Use ExplainCertificateSigningRequestRequest.ProtoReflect.Descriptor instead.
 func (*ExplainCertificateSigningRequestRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{15}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ExplainCertificateSigningRequestRequest) GetRequest() *SignCertificateSigningRequestRequest {
@@ -1295,7 +2402,7 @@ type RuleResult struct {
 
 func (x *RuleResult) Reset() {
 	*x = RuleResult{}
-	mi := &file_signet_v1_signet_proto_msgTypes[16]
+	mi := &file_signet_v1_signet_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +2414,7 @@ func (x *RuleResult) String() string {
 func (*RuleResult) ProtoMessage() {}
 
 func (x *RuleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[16]
+	mi := &file_signet_v1_signet_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +2427,7 @@ func (x *RuleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleResult.ProtoReflect.Descriptor instead.
 func (*RuleResult) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{16}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RuleResult) GetRule() string {
@@ -1363,7 +2470,7 @@ type ExplainCertificateSigningRequestResponse struct {
 
 func (x *ExplainCertificateSigningRequestResponse) Reset() {
 	*x = ExplainCertificateSigningRequestResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[17]
+	mi := &file_signet_v1_signet_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +2482,7 @@ func (x *ExplainCertificateSigningRequestResponse) String() string {
 func (*ExplainCertificateSigningRequestResponse) ProtoMessage() {}
 
 func (x *ExplainCertificateSigningRequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[17]
+	mi := &file_signet_v1_signet_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1388,7 +2495,7 @@ func (x *ExplainCertificateSigningRequestResponse) ProtoReflect() protoreflect.M
 
 // Deprecated: Use ExplainCertificateSigningRequestResponse.ProtoReflect.Descriptor instead.
 func (*ExplainCertificateSigningRequestResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{17}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ExplainCertificateSigningRequestResponse) GetAllowed() bool {
@@ -1492,9 +2599,91 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\x10begin_refresh_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0ebeginRefreshAt\"9\n" +
 	"\x16GetTrustAnchorsRequest\x12\x1f\n" +
 	"\vsigner_name\x18\x01 \x01(\tR\n" +
-	"signerName\"E\n" +
+	"signerName\"\x98\x01\n" +
 	"\x17GetTrustAnchorsResponse\x12*\n" +
-	"\x11trust_anchors_pem\x18\x01 \x01(\tR\x0ftrustAnchorsPem\"\x14\n" +
+	"\x11trust_anchors_pem\x18\x01 \x01(\tR\x0ftrustAnchorsPem\x120\n" +
+	"\aanchors\x18\x02 \x03(\v2\x16.signet.v1.TrustAnchorR\aanchors\x12\x1f\n" +
+	"\vbundle_hash\x18\x03 \x01(\tR\n" +
+	"bundleHash\"\xb0\x02\n" +
+	"\vTrustAnchor\x12'\n" +
+	"\x0fcertificate_pem\x18\x01 \x01(\tR\x0ecertificatePem\x12,\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x16.signet.v1.AnchorStateR\x05state\x120\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12 \n" +
+	"\vfingerprint\x18\x04 \x01(\tR\vfingerprint\x12\x18\n" +
+	"\asubject\x18\x05 \x01(\tR\asubject\x12#\n" +
+	"\rserial_number\x18\x06 \x01(\tR\fserialNumber\x127\n" +
+	"\tnot_after\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\"\xa7\x01\n" +
+	"\x18ReportTrustBundleRequest\x12\x1f\n" +
+	"\vsigner_name\x18\x01 \x01(\tR\n" +
+	"signerName\x12\x18\n" +
+	"\acluster\x18\x02 \x01(\tR\acluster\x12\x1f\n" +
+	"\vbundle_hash\x18\x03 \x01(\tR\n" +
+	"bundleHash\x12/\n" +
+	"\x13anchor_fingerprints\x18\x04 \x03(\tR\x12anchorFingerprints\"\x1b\n" +
+	"\x19ReportTrustBundleResponse\"8\n" +
+	"\x13GetAuthorityRequest\x12!\n" +
+	"\fsigner_names\x18\x01 \x03(\tR\vsignerNames\"L\n" +
+	"\x14GetAuthorityResponse\x124\n" +
+	"\asigners\x18\x01 \x03(\v2\x1a.signet.v1.SignerAuthorityR\asigners\"\x92\x02\n" +
+	"\x0fSignerAuthority\x12\x1f\n" +
+	"\vsigner_name\x18\x01 \x01(\tR\n" +
+	"signerName\x12(\n" +
+	"\x03cas\x18\x02 \x03(\v2\x16.signet.v1.AuthorityCAR\x03cas\x124\n" +
+	"\bclusters\x18\x03 \x03(\v2\x18.signet.v1.ClusterReportR\bclusters\x12M\n" +
+	"\x15min_propagation_delay\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x13minPropagationDelay\x12/\n" +
+	"\n" +
+	"activation\x18\x05 \x01(\v2\x0f.signet.v1.GateR\n" +
+	"activation\"\x88\x02\n" +
+	"\vAuthorityCA\x12.\n" +
+	"\x06anchor\x18\x01 \x01(\v2\x16.signet.v1.TrustAnchorR\x06anchor\x12\x17\n" +
+	"\akey_uri\x18\x02 \x01(\tR\x06keyUri\x12$\n" +
+	"\rintermediates\x18\x03 \x01(\x05R\rintermediates\x12I\n" +
+	"\x13last_leaf_not_after\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x10lastLeafNotAfter\x12/\n" +
+	"\n" +
+	"retirement\x18\x05 \x01(\v2\x0f.signet.v1.GateR\n" +
+	"retirement\x12\x0e\n" +
+	"\x02by\x18\x06 \x01(\tR\x02by\"\xdd\x02\n" +
+	"\rClusterReport\x12\x18\n" +
+	"\acluster\x18\x01 \x01(\tR\acluster\x12\x1e\n" +
+	"\n" +
+	"registered\x18\x02 \x01(\bR\n" +
+	"registered\x12\x1f\n" +
+	"\vbundle_hash\x18\x03 \x01(\tR\n" +
+	"bundleHash\x12/\n" +
+	"\x13anchor_fingerprints\x18\x04 \x03(\tR\x12anchorFingerprints\x12;\n" +
+	"\vreported_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"reportedAt\x127\n" +
+	"\tlast_seen\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12J\n" +
+	"\x13staged_published_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x11stagedPublishedAt\"s\n" +
+	"\x04Gate\x12\x14\n" +
+	"\x05ready\x18\x01 \x01(\bR\x05ready\x12\x1a\n" +
+	"\bblocking\x18\x02 \x03(\tR\bblocking\x129\n" +
+	"\n" +
+	"not_before\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tnotBefore\"\xa0\x01\n" +
+	"\x0eStageCARequest\x12\x1f\n" +
+	"\vsigner_name\x18\x01 \x01(\tR\n" +
+	"signerName\x12\x17\n" +
+	"\akey_uri\x18\x02 \x01(\tR\x06keyUri\x12'\n" +
+	"\x0fcertificate_pem\x18\x03 \x01(\tR\x0ecertificatePem\x12+\n" +
+	"\x11intermediates_pem\x18\x04 \x01(\tR\x10intermediatesPem\"K\n" +
+	"\x0fStageCAResponse\x128\n" +
+	"\tauthority\x18\x01 \x01(\v2\x1a.signet.v1.SignerAuthorityR\tauthority\"b\n" +
+	"\x11ActivateCARequest\x12\x1f\n" +
+	"\vsigner_name\x18\x01 \x01(\tR\n" +
+	"signerName\x12\x14\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"N\n" +
+	"\x12ActivateCAResponse\x128\n" +
+	"\tauthority\x18\x01 \x01(\v2\x1a.signet.v1.SignerAuthorityR\tauthority\"\xa7\x01\n" +
+	"\x0fRetireCARequest\x12\x1f\n" +
+	"\vsigner_name\x18\x01 \x01(\tR\n" +
+	"signerName\x12 \n" +
+	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\x12#\n" +
+	"\rserial_number\x18\x03 \x01(\tR\fserialNumber\x12\x14\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"L\n" +
+	"\x10RetireCAResponse\x128\n" +
+	"\tauthority\x18\x01 \x01(\v2\x1a.signet.v1.SignerAuthorityR\tauthority\"\x14\n" +
 	"\x12ListSignersRequest\"M\n" +
 	"\x13ListSignersResponse\x126\n" +
 	"\asigners\x18\x01 \x03(\v2\x1c.signet.v1.SignerDescriptionR\asigners\"\xf6\x03\n" +
@@ -1535,7 +2724,7 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12+\n" +
 	"\x05rules\x18\x04 \x03(\v2\x15.signet.v1.RuleResultR\x05rules\x125\n" +
-	"\blifetime\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\blifetime*\xe9\x03\n" +
+	"\blifetime\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\blifetime*\xca\x04\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x01\x12\"\n" +
@@ -1551,13 +2740,29 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\x12#\n" +
 	"\x1fERROR_REASON_LEDGER_UNAVAILABLE\x10\v\x12#\n" +
 	"\x1fERROR_REASON_UNKNOWN_ANNOTATION\x10\f\x12 \n" +
-	"\x1cERROR_REASON_KEY_UNAVAILABLE\x10\r2\xc2\x04\n" +
+	"\x1cERROR_REASON_KEY_UNAVAILABLE\x10\r\x12\x1f\n" +
+	"\x1bERROR_REASON_ADMIN_REQUIRED\x10\x0e\x12!\n" +
+	"\x1dERROR_REASON_ROTATION_REFUSED\x10\x0f\x12\x1b\n" +
+	"\x17ERROR_REASON_INVALID_CA\x10\x10*\x91\x01\n" +
+	"\vAnchorState\x12\x1c\n" +
+	"\x18ANCHOR_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13ANCHOR_STATE_ACTIVE\x10\x01\x12\x17\n" +
+	"\x13ANCHOR_STATE_STAGED\x10\x02\x12\x18\n" +
+	"\x14ANCHOR_STATE_RETIRED\x10\x03\x12\x18\n" +
+	"\x14ANCHOR_STATE_REMOVED\x10\x042\xa2\x05\n" +
 	"\rSignerService\x12\x82\x01\n" +
 	"\x1dSignCertificateSigningRequest\x12/.signet.v1.SignCertificateSigningRequestRequest\x1a0.signet.v1.SignCertificateSigningRequestResponse\x12v\n" +
 	"\x19SignPodCertificateRequest\x12+.signet.v1.SignPodCertificateRequestRequest\x1a,.signet.v1.SignPodCertificateRequestResponse\x12X\n" +
 	"\x0fGetTrustAnchors\x12!.signet.v1.GetTrustAnchorsRequest\x1a\".signet.v1.GetTrustAnchorsResponse\x12L\n" +
 	"\vListSigners\x12\x1d.signet.v1.ListSignersRequest\x1a\x1e.signet.v1.ListSignersResponse\x12\x8b\x01\n" +
-	" ExplainCertificateSigningRequest\x122.signet.v1.ExplainCertificateSigningRequestRequest\x1a3.signet.v1.ExplainCertificateSigningRequestResponseB7Z5github.com/signet-pki/signet/proto/signet/v1;signetv1b\x06proto3"
+	" ExplainCertificateSigningRequest\x122.signet.v1.ExplainCertificateSigningRequestRequest\x1a3.signet.v1.ExplainCertificateSigningRequestResponse\x12^\n" +
+	"\x11ReportTrustBundle\x12#.signet.v1.ReportTrustBundleRequest\x1a$.signet.v1.ReportTrustBundleResponse2\xb5\x02\n" +
+	"\x10AuthorityService\x12O\n" +
+	"\fGetAuthority\x12\x1e.signet.v1.GetAuthorityRequest\x1a\x1f.signet.v1.GetAuthorityResponse\x12@\n" +
+	"\aStageCA\x12\x19.signet.v1.StageCARequest\x1a\x1a.signet.v1.StageCAResponse\x12I\n" +
+	"\n" +
+	"ActivateCA\x12\x1c.signet.v1.ActivateCARequest\x1a\x1d.signet.v1.ActivateCAResponse\x12C\n" +
+	"\bRetireCA\x12\x1a.signet.v1.RetireCARequest\x1a\x1b.signet.v1.RetireCAResponseB7Z5github.com/signet-pki/signet/proto/signet/v1;signetv1b\x06proto3"
 
 var (
 	file_signet_v1_signet_proto_rawDescOnce sync.Once
@@ -1571,69 +2776,114 @@ func file_signet_v1_signet_proto_rawDescGZIP() []byte {
 	return file_signet_v1_signet_proto_rawDescData
 }
 
-var file_signet_v1_signet_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_signet_v1_signet_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_signet_v1_signet_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_signet_v1_signet_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_signet_v1_signet_proto_goTypes = []any{
 	(ErrorReason)(0),                                 // 0: signet.v1.ErrorReason
-	(*Requester)(nil),                                // 1: signet.v1.Requester
-	(*ExtraValue)(nil),                               // 2: signet.v1.ExtraValue
-	(*KubernetesObject)(nil),                         // 3: signet.v1.KubernetesObject
-	(*SignCertificateSigningRequestRequest)(nil),     // 4: signet.v1.SignCertificateSigningRequestRequest
-	(*SignCertificateSigningRequestResponse)(nil),    // 5: signet.v1.SignCertificateSigningRequestResponse
-	(*PodIdentity)(nil),                              // 6: signet.v1.PodIdentity
-	(*SignPodCertificateRequestRequest)(nil),         // 7: signet.v1.SignPodCertificateRequestRequest
-	(*SignPodCertificateRequestResponse)(nil),        // 8: signet.v1.SignPodCertificateRequestResponse
-	(*GetTrustAnchorsRequest)(nil),                   // 9: signet.v1.GetTrustAnchorsRequest
-	(*GetTrustAnchorsResponse)(nil),                  // 10: signet.v1.GetTrustAnchorsResponse
-	(*ListSignersRequest)(nil),                       // 11: signet.v1.ListSignersRequest
-	(*ListSignersResponse)(nil),                      // 12: signet.v1.ListSignersResponse
-	(*SignerDescription)(nil),                        // 13: signet.v1.SignerDescription
-	(*LintGate)(nil),                                 // 14: signet.v1.LintGate
-	(*LintRule)(nil),                                 // 15: signet.v1.LintRule
-	(*ExplainCertificateSigningRequestRequest)(nil),  // 16: signet.v1.ExplainCertificateSigningRequestRequest
-	(*RuleResult)(nil),                               // 17: signet.v1.RuleResult
-	(*ExplainCertificateSigningRequestResponse)(nil), // 18: signet.v1.ExplainCertificateSigningRequestResponse
-	nil,                           // 19: signet.v1.Requester.ExtraEntry
-	nil,                           // 20: signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
-	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
+	(AnchorState)(0),                                 // 1: signet.v1.AnchorState
+	(*Requester)(nil),                                // 2: signet.v1.Requester
+	(*ExtraValue)(nil),                               // 3: signet.v1.ExtraValue
+	(*KubernetesObject)(nil),                         // 4: signet.v1.KubernetesObject
+	(*SignCertificateSigningRequestRequest)(nil),     // 5: signet.v1.SignCertificateSigningRequestRequest
+	(*SignCertificateSigningRequestResponse)(nil),    // 6: signet.v1.SignCertificateSigningRequestResponse
+	(*PodIdentity)(nil),                              // 7: signet.v1.PodIdentity
+	(*SignPodCertificateRequestRequest)(nil),         // 8: signet.v1.SignPodCertificateRequestRequest
+	(*SignPodCertificateRequestResponse)(nil),        // 9: signet.v1.SignPodCertificateRequestResponse
+	(*GetTrustAnchorsRequest)(nil),                   // 10: signet.v1.GetTrustAnchorsRequest
+	(*GetTrustAnchorsResponse)(nil),                  // 11: signet.v1.GetTrustAnchorsResponse
+	(*TrustAnchor)(nil),                              // 12: signet.v1.TrustAnchor
+	(*ReportTrustBundleRequest)(nil),                 // 13: signet.v1.ReportTrustBundleRequest
+	(*ReportTrustBundleResponse)(nil),                // 14: signet.v1.ReportTrustBundleResponse
+	(*GetAuthorityRequest)(nil),                      // 15: signet.v1.GetAuthorityRequest
+	(*GetAuthorityResponse)(nil),                     // 16: signet.v1.GetAuthorityResponse
+	(*SignerAuthority)(nil),                          // 17: signet.v1.SignerAuthority
+	(*AuthorityCA)(nil),                              // 18: signet.v1.AuthorityCA
+	(*ClusterReport)(nil),                            // 19: signet.v1.ClusterReport
+	(*Gate)(nil),                                     // 20: signet.v1.Gate
+	(*StageCARequest)(nil),                           // 21: signet.v1.StageCARequest
+	(*StageCAResponse)(nil),                          // 22: signet.v1.StageCAResponse
+	(*ActivateCARequest)(nil),                        // 23: signet.v1.ActivateCARequest
+	(*ActivateCAResponse)(nil),                       // 24: signet.v1.ActivateCAResponse
+	(*RetireCARequest)(nil),                          // 25: signet.v1.RetireCARequest
+	(*RetireCAResponse)(nil),                         // 26: signet.v1.RetireCAResponse
+	(*ListSignersRequest)(nil),                       // 27: signet.v1.ListSignersRequest
+	(*ListSignersResponse)(nil),                      // 28: signet.v1.ListSignersResponse
+	(*SignerDescription)(nil),                        // 29: signet.v1.SignerDescription
+	(*LintGate)(nil),                                 // 30: signet.v1.LintGate
+	(*LintRule)(nil),                                 // 31: signet.v1.LintRule
+	(*ExplainCertificateSigningRequestRequest)(nil),  // 32: signet.v1.ExplainCertificateSigningRequestRequest
+	(*RuleResult)(nil),                               // 33: signet.v1.RuleResult
+	(*ExplainCertificateSigningRequestResponse)(nil), // 34: signet.v1.ExplainCertificateSigningRequestResponse
+	nil,                           // 35: signet.v1.Requester.ExtraEntry
+	nil,                           // 36: signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
+	(*timestamppb.Timestamp)(nil), // 37: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 38: google.protobuf.Duration
 }
 var file_signet_v1_signet_proto_depIdxs = []int32{
-	19, // 0: signet.v1.Requester.extra:type_name -> signet.v1.Requester.ExtraEntry
-	1,  // 1: signet.v1.SignCertificateSigningRequestRequest.requester:type_name -> signet.v1.Requester
-	3,  // 2: signet.v1.SignCertificateSigningRequestRequest.object:type_name -> signet.v1.KubernetesObject
-	21, // 3: signet.v1.SignCertificateSigningRequestResponse.not_before:type_name -> google.protobuf.Timestamp
-	21, // 4: signet.v1.SignCertificateSigningRequestResponse.not_after:type_name -> google.protobuf.Timestamp
-	3,  // 5: signet.v1.SignPodCertificateRequestRequest.object:type_name -> signet.v1.KubernetesObject
-	6,  // 6: signet.v1.SignPodCertificateRequestRequest.pod:type_name -> signet.v1.PodIdentity
-	20, // 7: signet.v1.SignPodCertificateRequestRequest.unverified_user_annotations:type_name -> signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
-	21, // 8: signet.v1.SignPodCertificateRequestResponse.not_before:type_name -> google.protobuf.Timestamp
-	21, // 9: signet.v1.SignPodCertificateRequestResponse.not_after:type_name -> google.protobuf.Timestamp
-	21, // 10: signet.v1.SignPodCertificateRequestResponse.begin_refresh_at:type_name -> google.protobuf.Timestamp
-	13, // 11: signet.v1.ListSignersResponse.signers:type_name -> signet.v1.SignerDescription
-	22, // 12: signet.v1.SignerDescription.max_lifetime:type_name -> google.protobuf.Duration
-	14, // 13: signet.v1.SignerDescription.lint:type_name -> signet.v1.LintGate
-	15, // 14: signet.v1.LintGate.excluded:type_name -> signet.v1.LintRule
-	15, // 15: signet.v1.LintGate.accepted:type_name -> signet.v1.LintRule
-	4,  // 16: signet.v1.ExplainCertificateSigningRequestRequest.request:type_name -> signet.v1.SignCertificateSigningRequestRequest
-	17, // 17: signet.v1.ExplainCertificateSigningRequestResponse.rules:type_name -> signet.v1.RuleResult
-	22, // 18: signet.v1.ExplainCertificateSigningRequestResponse.lifetime:type_name -> google.protobuf.Duration
-	2,  // 19: signet.v1.Requester.ExtraEntry.value:type_name -> signet.v1.ExtraValue
-	4,  // 20: signet.v1.SignerService.SignCertificateSigningRequest:input_type -> signet.v1.SignCertificateSigningRequestRequest
-	7,  // 21: signet.v1.SignerService.SignPodCertificateRequest:input_type -> signet.v1.SignPodCertificateRequestRequest
-	9,  // 22: signet.v1.SignerService.GetTrustAnchors:input_type -> signet.v1.GetTrustAnchorsRequest
-	11, // 23: signet.v1.SignerService.ListSigners:input_type -> signet.v1.ListSignersRequest
-	16, // 24: signet.v1.SignerService.ExplainCertificateSigningRequest:input_type -> signet.v1.ExplainCertificateSigningRequestRequest
-	5,  // 25: signet.v1.SignerService.SignCertificateSigningRequest:output_type -> signet.v1.SignCertificateSigningRequestResponse
-	8,  // 26: signet.v1.SignerService.SignPodCertificateRequest:output_type -> signet.v1.SignPodCertificateRequestResponse
-	10, // 27: signet.v1.SignerService.GetTrustAnchors:output_type -> signet.v1.GetTrustAnchorsResponse
-	12, // 28: signet.v1.SignerService.ListSigners:output_type -> signet.v1.ListSignersResponse
-	18, // 29: signet.v1.SignerService.ExplainCertificateSigningRequest:output_type -> signet.v1.ExplainCertificateSigningRequestResponse
-	25, // [25:30] is the sub-list for method output_type
-	20, // [20:25] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	35, // 0: signet.v1.Requester.extra:type_name -> signet.v1.Requester.ExtraEntry
+	2,  // 1: signet.v1.SignCertificateSigningRequestRequest.requester:type_name -> signet.v1.Requester
+	4,  // 2: signet.v1.SignCertificateSigningRequestRequest.object:type_name -> signet.v1.KubernetesObject
+	37, // 3: signet.v1.SignCertificateSigningRequestResponse.not_before:type_name -> google.protobuf.Timestamp
+	37, // 4: signet.v1.SignCertificateSigningRequestResponse.not_after:type_name -> google.protobuf.Timestamp
+	4,  // 5: signet.v1.SignPodCertificateRequestRequest.object:type_name -> signet.v1.KubernetesObject
+	7,  // 6: signet.v1.SignPodCertificateRequestRequest.pod:type_name -> signet.v1.PodIdentity
+	36, // 7: signet.v1.SignPodCertificateRequestRequest.unverified_user_annotations:type_name -> signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
+	37, // 8: signet.v1.SignPodCertificateRequestResponse.not_before:type_name -> google.protobuf.Timestamp
+	37, // 9: signet.v1.SignPodCertificateRequestResponse.not_after:type_name -> google.protobuf.Timestamp
+	37, // 10: signet.v1.SignPodCertificateRequestResponse.begin_refresh_at:type_name -> google.protobuf.Timestamp
+	12, // 11: signet.v1.GetTrustAnchorsResponse.anchors:type_name -> signet.v1.TrustAnchor
+	1,  // 12: signet.v1.TrustAnchor.state:type_name -> signet.v1.AnchorState
+	37, // 13: signet.v1.TrustAnchor.since:type_name -> google.protobuf.Timestamp
+	37, // 14: signet.v1.TrustAnchor.not_after:type_name -> google.protobuf.Timestamp
+	17, // 15: signet.v1.GetAuthorityResponse.signers:type_name -> signet.v1.SignerAuthority
+	18, // 16: signet.v1.SignerAuthority.cas:type_name -> signet.v1.AuthorityCA
+	19, // 17: signet.v1.SignerAuthority.clusters:type_name -> signet.v1.ClusterReport
+	38, // 18: signet.v1.SignerAuthority.min_propagation_delay:type_name -> google.protobuf.Duration
+	20, // 19: signet.v1.SignerAuthority.activation:type_name -> signet.v1.Gate
+	12, // 20: signet.v1.AuthorityCA.anchor:type_name -> signet.v1.TrustAnchor
+	37, // 21: signet.v1.AuthorityCA.last_leaf_not_after:type_name -> google.protobuf.Timestamp
+	20, // 22: signet.v1.AuthorityCA.retirement:type_name -> signet.v1.Gate
+	37, // 23: signet.v1.ClusterReport.reported_at:type_name -> google.protobuf.Timestamp
+	37, // 24: signet.v1.ClusterReport.last_seen:type_name -> google.protobuf.Timestamp
+	37, // 25: signet.v1.ClusterReport.staged_published_at:type_name -> google.protobuf.Timestamp
+	37, // 26: signet.v1.Gate.not_before:type_name -> google.protobuf.Timestamp
+	17, // 27: signet.v1.StageCAResponse.authority:type_name -> signet.v1.SignerAuthority
+	17, // 28: signet.v1.ActivateCAResponse.authority:type_name -> signet.v1.SignerAuthority
+	17, // 29: signet.v1.RetireCAResponse.authority:type_name -> signet.v1.SignerAuthority
+	29, // 30: signet.v1.ListSignersResponse.signers:type_name -> signet.v1.SignerDescription
+	38, // 31: signet.v1.SignerDescription.max_lifetime:type_name -> google.protobuf.Duration
+	30, // 32: signet.v1.SignerDescription.lint:type_name -> signet.v1.LintGate
+	31, // 33: signet.v1.LintGate.excluded:type_name -> signet.v1.LintRule
+	31, // 34: signet.v1.LintGate.accepted:type_name -> signet.v1.LintRule
+	5,  // 35: signet.v1.ExplainCertificateSigningRequestRequest.request:type_name -> signet.v1.SignCertificateSigningRequestRequest
+	33, // 36: signet.v1.ExplainCertificateSigningRequestResponse.rules:type_name -> signet.v1.RuleResult
+	38, // 37: signet.v1.ExplainCertificateSigningRequestResponse.lifetime:type_name -> google.protobuf.Duration
+	3,  // 38: signet.v1.Requester.ExtraEntry.value:type_name -> signet.v1.ExtraValue
+	5,  // 39: signet.v1.SignerService.SignCertificateSigningRequest:input_type -> signet.v1.SignCertificateSigningRequestRequest
+	8,  // 40: signet.v1.SignerService.SignPodCertificateRequest:input_type -> signet.v1.SignPodCertificateRequestRequest
+	10, // 41: signet.v1.SignerService.GetTrustAnchors:input_type -> signet.v1.GetTrustAnchorsRequest
+	27, // 42: signet.v1.SignerService.ListSigners:input_type -> signet.v1.ListSignersRequest
+	32, // 43: signet.v1.SignerService.ExplainCertificateSigningRequest:input_type -> signet.v1.ExplainCertificateSigningRequestRequest
+	13, // 44: signet.v1.SignerService.ReportTrustBundle:input_type -> signet.v1.ReportTrustBundleRequest
+	15, // 45: signet.v1.AuthorityService.GetAuthority:input_type -> signet.v1.GetAuthorityRequest
+	21, // 46: signet.v1.AuthorityService.StageCA:input_type -> signet.v1.StageCARequest
+	23, // 47: signet.v1.AuthorityService.ActivateCA:input_type -> signet.v1.ActivateCARequest
+	25, // 48: signet.v1.AuthorityService.RetireCA:input_type -> signet.v1.RetireCARequest
+	6,  // 49: signet.v1.SignerService.SignCertificateSigningRequest:output_type -> signet.v1.SignCertificateSigningRequestResponse
+	9,  // 50: signet.v1.SignerService.SignPodCertificateRequest:output_type -> signet.v1.SignPodCertificateRequestResponse
+	11, // 51: signet.v1.SignerService.GetTrustAnchors:output_type -> signet.v1.GetTrustAnchorsResponse
+	28, // 52: signet.v1.SignerService.ListSigners:output_type -> signet.v1.ListSignersResponse
+	34, // 53: signet.v1.SignerService.ExplainCertificateSigningRequest:output_type -> signet.v1.ExplainCertificateSigningRequestResponse
+	14, // 54: signet.v1.SignerService.ReportTrustBundle:output_type -> signet.v1.ReportTrustBundleResponse
+	16, // 55: signet.v1.AuthorityService.GetAuthority:output_type -> signet.v1.GetAuthorityResponse
+	22, // 56: signet.v1.AuthorityService.StageCA:output_type -> signet.v1.StageCAResponse
+	24, // 57: signet.v1.AuthorityService.ActivateCA:output_type -> signet.v1.ActivateCAResponse
+	26, // 58: signet.v1.AuthorityService.RetireCA:output_type -> signet.v1.RetireCAResponse
+	49, // [49:59] is the sub-list for method output_type
+	39, // [39:49] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_signet_v1_signet_proto_init() }
@@ -1647,10 +2897,10 @@ func file_signet_v1_signet_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_signet_v1_signet_proto_rawDesc), len(file_signet_v1_signet_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   20,
+			NumEnums:      2,
+			NumMessages:   35,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_signet_v1_signet_proto_goTypes,
 		DependencyIndexes: file_signet_v1_signet_proto_depIdxs,

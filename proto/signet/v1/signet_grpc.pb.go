@@ -36,6 +36,7 @@ const (
 	SignerService_GetTrustAnchors_FullMethodName                  = "/signet.v1.SignerService/GetTrustAnchors"
 	SignerService_ListSigners_FullMethodName                      = "/signet.v1.SignerService/ListSigners"
 	SignerService_ExplainCertificateSigningRequest_FullMethodName = "/signet.v1.SignerService/ExplainCertificateSigningRequest"
+	SignerService_ReportTrustBundle_FullMethodName                = "/signet.v1.SignerService/ReportTrustBundle"
 )
 
 // SignerServiceClient is the client API for SignerService service.
@@ -62,6 +63,10 @@ type SignerServiceClient interface {
 	// ExplainCertificateSigningRequest runs a request through the signer's checks without
 	// signing (a dry run) and reports every rule with its outcome. Nothing is recorded or issued.
 	ExplainCertificateSigningRequest(ctx context.Context, in *ExplainCertificateSigningRequestRequest, opts ...grpc.CallOption) (*ExplainCertificateSigningRequestResponse, error)
+	// ReportTrustBundle tells the server which trust bundle a client (the watcher) has
+	// published for a signer in its cluster: the proof of propagation that gates the activation
+	// of a staged CA. A client may report for the signers it may use.
+	ReportTrustBundle(ctx context.Context, in *ReportTrustBundleRequest, opts ...grpc.CallOption) (*ReportTrustBundleResponse, error)
 }
 
 type signerServiceClient struct {
@@ -122,6 +127,16 @@ func (c *signerServiceClient) ExplainCertificateSigningRequest(ctx context.Conte
 	return out, nil
 }
 
+func (c *signerServiceClient) ReportTrustBundle(ctx context.Context, in *ReportTrustBundleRequest, opts ...grpc.CallOption) (*ReportTrustBundleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportTrustBundleResponse)
+	err := c.cc.Invoke(ctx, SignerService_ReportTrustBundle_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SignerServiceServer is the server API for SignerService service.
 // All implementations must embed UnimplementedSignerServiceServer
 // for forward compatibility.
@@ -146,6 +161,10 @@ type SignerServiceServer interface {
 	// ExplainCertificateSigningRequest runs a request through the signer's checks without
 	// signing (a dry run) and reports every rule with its outcome. Nothing is recorded or issued.
 	ExplainCertificateSigningRequest(context.Context, *ExplainCertificateSigningRequestRequest) (*ExplainCertificateSigningRequestResponse, error)
+	// ReportTrustBundle tells the server which trust bundle a client (the watcher) has
+	// published for a signer in its cluster: the proof of propagation that gates the activation
+	// of a staged CA. A client may report for the signers it may use.
+	ReportTrustBundle(context.Context, *ReportTrustBundleRequest) (*ReportTrustBundleResponse, error)
 	mustEmbedUnimplementedSignerServiceServer()
 }
 
@@ -170,6 +189,9 @@ func (UnimplementedSignerServiceServer) ListSigners(context.Context, *ListSigner
 }
 func (UnimplementedSignerServiceServer) ExplainCertificateSigningRequest(context.Context, *ExplainCertificateSigningRequestRequest) (*ExplainCertificateSigningRequestResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ExplainCertificateSigningRequest not implemented")
+}
+func (UnimplementedSignerServiceServer) ReportTrustBundle(context.Context, *ReportTrustBundleRequest) (*ReportTrustBundleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportTrustBundle not implemented")
 }
 func (UnimplementedSignerServiceServer) mustEmbedUnimplementedSignerServiceServer() {}
 func (UnimplementedSignerServiceServer) testEmbeddedByValue()                       {}
@@ -282,6 +304,24 @@ func _SignerService_ExplainCertificateSigningRequest_Handler(srv interface{}, ct
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SignerService_ReportTrustBundle_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportTrustBundleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SignerServiceServer).ReportTrustBundle(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SignerService_ReportTrustBundle_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SignerServiceServer).ReportTrustBundle(ctx, req.(*ReportTrustBundleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SignerService_ServiceDesc is the grpc.ServiceDesc for SignerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -308,6 +348,256 @@ var SignerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ExplainCertificateSigningRequest",
 			Handler:    _SignerService_ExplainCertificateSigningRequest_Handler,
+		},
+		{
+			MethodName: "ReportTrustBundle",
+			Handler:    _SignerService_ReportTrustBundle_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "signet/v1/signet.proto",
+}
+
+const (
+	AuthorityService_GetAuthority_FullMethodName = "/signet.v1.AuthorityService/GetAuthority"
+	AuthorityService_StageCA_FullMethodName      = "/signet.v1.AuthorityService/StageCA"
+	AuthorityService_ActivateCA_FullMethodName   = "/signet.v1.AuthorityService/ActivateCA"
+	AuthorityService_RetireCA_FullMethodName     = "/signet.v1.AuthorityService/RetireCA"
+)
+
+// AuthorityServiceClient is the client API for AuthorityService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// AuthorityService rotates a signer's CAs in stages: stage the next CA (published, not yet
+// issuing), activate it once every cluster has published it and the propagation delay has
+// passed, and retire the previous one once no leaf it signed can still be valid. Only clients
+// with the admin role in the server's configuration may call it, for the signers they may
+// use; every call, accepted or refused, is recorded in the ledger.
+type AuthorityServiceClient interface {
+	// GetAuthority returns the CA set of each signer named (every signer the caller may
+	// administer when none is named), with the propagation reports and the gates.
+	GetAuthority(ctx context.Context, in *GetAuthorityRequest, opts ...grpc.CallOption) (*GetAuthorityResponse, error)
+	// StageCA adds the next CA to a signer: its certificate joins the trust bundle; issuance
+	// still uses the active CA. Refused when a CA is already staged.
+	StageCA(ctx context.Context, in *StageCARequest, opts ...grpc.CallOption) (*StageCAResponse, error)
+	// ActivateCA makes the staged CA the one that issues; the active CA becomes retired (still
+	// published). Refused, with the reason, until every cluster has reported a published bundle
+	// holding the staged CA and the signer's minimum propagation delay has passed since.
+	ActivateCA(ctx context.Context, in *ActivateCARequest, opts ...grpc.CallOption) (*ActivateCAResponse, error)
+	// RetireCA removes a retired (or staged) CA from the trust bundle. Refused while a leaf it
+	// signed can still be valid.
+	RetireCA(ctx context.Context, in *RetireCARequest, opts ...grpc.CallOption) (*RetireCAResponse, error)
+}
+
+type authorityServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewAuthorityServiceClient(cc grpc.ClientConnInterface) AuthorityServiceClient {
+	return &authorityServiceClient{cc}
+}
+
+func (c *authorityServiceClient) GetAuthority(ctx context.Context, in *GetAuthorityRequest, opts ...grpc.CallOption) (*GetAuthorityResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetAuthorityResponse)
+	err := c.cc.Invoke(ctx, AuthorityService_GetAuthority_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *authorityServiceClient) StageCA(ctx context.Context, in *StageCARequest, opts ...grpc.CallOption) (*StageCAResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StageCAResponse)
+	err := c.cc.Invoke(ctx, AuthorityService_StageCA_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *authorityServiceClient) ActivateCA(ctx context.Context, in *ActivateCARequest, opts ...grpc.CallOption) (*ActivateCAResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ActivateCAResponse)
+	err := c.cc.Invoke(ctx, AuthorityService_ActivateCA_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *authorityServiceClient) RetireCA(ctx context.Context, in *RetireCARequest, opts ...grpc.CallOption) (*RetireCAResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RetireCAResponse)
+	err := c.cc.Invoke(ctx, AuthorityService_RetireCA_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// AuthorityServiceServer is the server API for AuthorityService service.
+// All implementations must embed UnimplementedAuthorityServiceServer
+// for forward compatibility.
+//
+// AuthorityService rotates a signer's CAs in stages: stage the next CA (published, not yet
+// issuing), activate it once every cluster has published it and the propagation delay has
+// passed, and retire the previous one once no leaf it signed can still be valid. Only clients
+// with the admin role in the server's configuration may call it, for the signers they may
+// use; every call, accepted or refused, is recorded in the ledger.
+type AuthorityServiceServer interface {
+	// GetAuthority returns the CA set of each signer named (every signer the caller may
+	// administer when none is named), with the propagation reports and the gates.
+	GetAuthority(context.Context, *GetAuthorityRequest) (*GetAuthorityResponse, error)
+	// StageCA adds the next CA to a signer: its certificate joins the trust bundle; issuance
+	// still uses the active CA. Refused when a CA is already staged.
+	StageCA(context.Context, *StageCARequest) (*StageCAResponse, error)
+	// ActivateCA makes the staged CA the one that issues; the active CA becomes retired (still
+	// published). Refused, with the reason, until every cluster has reported a published bundle
+	// holding the staged CA and the signer's minimum propagation delay has passed since.
+	ActivateCA(context.Context, *ActivateCARequest) (*ActivateCAResponse, error)
+	// RetireCA removes a retired (or staged) CA from the trust bundle. Refused while a leaf it
+	// signed can still be valid.
+	RetireCA(context.Context, *RetireCARequest) (*RetireCAResponse, error)
+	mustEmbedUnimplementedAuthorityServiceServer()
+}
+
+// UnimplementedAuthorityServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedAuthorityServiceServer struct{}
+
+func (UnimplementedAuthorityServiceServer) GetAuthority(context.Context, *GetAuthorityRequest) (*GetAuthorityResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetAuthority not implemented")
+}
+func (UnimplementedAuthorityServiceServer) StageCA(context.Context, *StageCARequest) (*StageCAResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StageCA not implemented")
+}
+func (UnimplementedAuthorityServiceServer) ActivateCA(context.Context, *ActivateCARequest) (*ActivateCAResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ActivateCA not implemented")
+}
+func (UnimplementedAuthorityServiceServer) RetireCA(context.Context, *RetireCARequest) (*RetireCAResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RetireCA not implemented")
+}
+func (UnimplementedAuthorityServiceServer) mustEmbedUnimplementedAuthorityServiceServer() {}
+func (UnimplementedAuthorityServiceServer) testEmbeddedByValue()                          {}
+
+// UnsafeAuthorityServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to AuthorityServiceServer will
+// result in compilation errors.
+type UnsafeAuthorityServiceServer interface {
+	mustEmbedUnimplementedAuthorityServiceServer()
+}
+
+func RegisterAuthorityServiceServer(s grpc.ServiceRegistrar, srv AuthorityServiceServer) {
+	// If the following call panics, it indicates UnimplementedAuthorityServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&AuthorityService_ServiceDesc, srv)
+}
+
+func _AuthorityService_GetAuthority_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetAuthorityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthorityServiceServer).GetAuthority(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuthorityService_GetAuthority_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthorityServiceServer).GetAuthority(ctx, req.(*GetAuthorityRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AuthorityService_StageCA_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StageCARequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthorityServiceServer).StageCA(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuthorityService_StageCA_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthorityServiceServer).StageCA(ctx, req.(*StageCARequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AuthorityService_ActivateCA_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ActivateCARequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthorityServiceServer).ActivateCA(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuthorityService_ActivateCA_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthorityServiceServer).ActivateCA(ctx, req.(*ActivateCARequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AuthorityService_RetireCA_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RetireCARequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthorityServiceServer).RetireCA(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuthorityService_RetireCA_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthorityServiceServer).RetireCA(ctx, req.(*RetireCARequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// AuthorityService_ServiceDesc is the grpc.ServiceDesc for AuthorityService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var AuthorityService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "signet.v1.AuthorityService",
+	HandlerType: (*AuthorityServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "GetAuthority",
+			Handler:    _AuthorityService_GetAuthority_Handler,
+		},
+		{
+			MethodName: "StageCA",
+			Handler:    _AuthorityService_StageCA_Handler,
+		},
+		{
+			MethodName: "ActivateCA",
+			Handler:    _AuthorityService_ActivateCA_Handler,
+		},
+		{
+			MethodName: "RetireCA",
+			Handler:    _AuthorityService_RetireCA_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,328 @@
+// Package rotation keeps each signer's CA set across restarts and takes it through the
+// stages of a CA rotation: stage the next CA (published, not issuing), activate it once every
+// cluster has reported a bundle holding it and the propagation delay has passed, and remove
+// the previous one from the bundle once no leaf it signed can still be valid.
+//
+// The ledger is the state: every change of a set is a Rotated record holding the whole set
+// after it, and while a CA is staged every newly published bundle a cluster reports is a
+// Published record. At start the Manager rebuilds the sets, the reports and each CA's last
+// leaf from the records the ledger replays; a signer that was never rotated has no record,
+// and its set is its configuration, as before rotation existed.
+package rotation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/signet-pki/signet/server/authority"
+	"github.com/signet-pki/signet/server/ledger"
+)
+
+// DefaultMinPropagationDelay is how long after the last cluster published a staged CA it may
+// be activated, unless the signer's configuration says otherwise: consumers read bundles
+// late (the kubelet's projected-volume refresh of a changed bundle was measured at over 5
+// minutes).
+const DefaultMinPropagationDelay = time.Hour
+
+// Config is one signer's rotation configuration.
+type Config struct {
+	// Clusters must each publish a staged CA before it is activated; reports from other
+	// clusters are refused. Empty: every cluster that reports counts.
+	Clusters []string
+	// MinPropagationDelay is how long after the last cluster published the staged CA
+	// activation waits.
+	MinPropagationDelay time.Duration
+}
+
+// Installer opens a signer's CAs and swaps them in (the server). Prepare opens and checks
+// the CAs of set without changing anything; commit serves them, abort closes them.
+type Installer interface {
+	Prepare(ctx context.Context, signer string, set authority.Set) (commit, abort func(), err error)
+}
+
+// Metrics receives what the Manager does (*metrics.Metrics); nil means none.
+type Metrics interface {
+	SetAnchors(signer string, byState map[string]int)
+	ObserveReport(signer, cluster, hash string, at time.Time)
+	ObserveRotation(signer, step string, forced bool)
+}
+
+// Options are the Manager's collaborators.
+type Options struct {
+	Ledger    *ledger.Ledger
+	Installer Installer
+	Clock     clock.PassiveClock
+	Log       *slog.Logger
+	Metrics   Metrics
+}
+
+// signerState is what the Manager knows of one signer.
+type signerState struct {
+	cfg Config
+	// recorded: set comes from the ledger; else from the configuration.
+	recorded bool
+	set      authority.Set
+	reports  map[string]authority.Report
+	// leaves is, per CA fingerprint, the latest NotAfter of a leaf it signed; legacy the
+	// latest of leaves recorded before records named their CA.
+	leaves map[string]time.Time
+	legacy time.Time
+}
+
+// Manager is the CA rotation of a server's signers.
+type Manager struct {
+	opts Options
+	// op serializes the changes of sets (the rotation steps and reconfiguration); take it
+	// before the server's own lock (Exclusive).
+	op sync.Mutex
+	// mu guards signers; held only briefly, never across a call out.
+	mu      sync.Mutex
+	signers map[string]*signerState
+}
+
+// New returns a Manager; feed it the ledger's records with Replay before Resolve.
+func New(opts Options) *Manager {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = noMetrics{}
+	}
+	return &Manager{opts: opts, signers: map[string]*signerState{}}
+}
+
+// SetLedger sets the ledger the Manager records into (opened after the replay).
+func (m *Manager) SetLedger(l *ledger.Ledger) { m.opts.Ledger = l }
+
+// SetInstaller sets the Installer of the rotation steps.
+func (m *Manager) SetInstaller(i Installer) { m.opts.Installer = i }
+
+// Exclusive takes the lock that serializes changes of the sets and returns its release: the
+// server holds it while it reloads a signer's configuration.
+func (m *Manager) Exclusive() func() {
+	m.op.Lock()
+	return m.op.Unlock
+}
+
+// state returns signer's state, creating it; m.mu must be held.
+func (m *Manager) state(signer string) *signerState {
+	s, ok := m.signers[signer]
+	if !ok {
+		s = &signerState{reports: map[string]authority.Report{}, leaves: map[string]time.Time{}}
+		m.signers[signer] = s
+	}
+	return s
+}
+
+// Replay takes one record of the ledger, in order, while it opens.
+func (m *Manager) Replay(r ledger.Record) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch r.Decision {
+	case ledger.Issued:
+		m.issuedLocked(r)
+	case ledger.Rotated:
+		set, err := authority.SetFromRecord(r.Authority)
+		if err != nil {
+			return fmt.Errorf("ledger record %d (signer %s): %w", r.Seq, r.Signer, err)
+		}
+		s := m.state(r.Signer)
+		s.adopt(set)
+	case ledger.Published:
+		s := m.state(r.Signer)
+		s.report(authority.Report{Cluster: r.Cluster, BundleHash: r.BundleHash, Anchors: r.Anchors}, r.Time)
+	}
+	return nil
+}
+
+// Issued takes a durable issued record: its CA's last leaf moves on.
+func (m *Manager) Issued(r ledger.Record) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.issuedLocked(r)
+}
+
+func (m *Manager) issuedLocked(r ledger.Record) {
+	s := m.state(r.Signer)
+	if r.CA == "" {
+		if r.NotAfter.After(s.legacy) {
+			s.legacy = r.NotAfter
+		}
+		return
+	}
+	if r.NotAfter.After(s.leaves[r.CA]) {
+		s.leaves[r.CA] = r.NotAfter
+	}
+}
+
+// adopt makes set the signer's recorded set; a newly staged CA starts its reports' proof
+// afresh.
+func (s *signerState) adopt(set authority.Set) {
+	before := stagedFP(s.set)
+	s.set, s.recorded = set, true
+	after := stagedFP(set)
+	if after == before {
+		return
+	}
+	for c, r := range s.reports {
+		r.StagedAt = time.Time{}
+		if after != "" && r.Holds(after) {
+			r.StagedAt = r.LastSeen
+		}
+		s.reports[c] = r
+	}
+}
+
+// report takes a cluster's report at now and returns whether it is news worth recording: a
+// bundle hash the cluster had not reported before while a CA is staged.
+func (s *signerState) report(r authority.Report, now time.Time) bool {
+	prev, seen := s.reports[r.Cluster]
+	r.ReportedAt, r.LastSeen = now, now
+	news := !seen || prev.BundleHash != r.BundleHash
+	if !news {
+		r.ReportedAt = prev.ReportedAt
+	}
+	if fp := stagedFP(s.set); fp != "" && r.Holds(fp) {
+		r.StagedAt = now
+		if seen && prev.Holds(fp) && !prev.StagedAt.IsZero() {
+			r.StagedAt = prev.StagedAt
+		}
+	}
+	s.reports[r.Cluster] = r
+	return news && stagedFP(s.set) != ""
+}
+
+// stagedFP is the fingerprint of the staged CA of set, or "".
+func stagedFP(set authority.Set) string {
+	if st := set.InState(authority.Staged); len(st) > 0 {
+		return st[0].Fingerprint
+	}
+	return ""
+}
+
+// Plan is how a signer's configured CAs become its set.
+type Plan struct {
+	Signer string
+	Set    authority.Set
+	// Changed: the set must be recorded (the configuration changed a recorded set).
+	Changed bool
+	// Notes say where the configuration and the recorded set differ.
+	Notes []string
+}
+
+// Resolve returns the set signer serves with given its configured CAs: the configuration for
+// a signer never rotated, else the recorded set reconciled with it (authority.Set.Reconcile).
+// Nothing changes until Adopt.
+func (m *Manager) Resolve(signer string, cfg Config, configured []authority.CASpec) Plan {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.state(signer)
+	s.cfg = cfg
+	if !s.recorded {
+		return Plan{Signer: signer, Set: authority.NewSet(configured)}
+	}
+	set, changed, notes := s.set.Reconcile(configured, m.opts.Clock.Now())
+	return Plan{Signer: signer, Set: set, Changed: changed, Notes: notes}
+}
+
+// Adopt records a plan's change, if any, and makes its set the signer's. Call it once the
+// plan's CAs are open; on error serve the previous set.
+func (m *Manager) Adopt(ctx context.Context, p Plan) error {
+	for _, n := range p.Notes {
+		m.opts.Log.Info("signer configuration differs from its recorded CA set", "signer", p.Signer, "detail", n)
+	}
+	if p.Changed {
+		msg := "the configuration changed the CA set"
+		if err := m.record(ctx, p.Signer, authority.ByConfiguration, p.Set, msg, ""); err != nil {
+			return err
+		}
+		m.opts.Log.Warn("CA set changed by the configuration, without the propagation gate of signetctl ca", "signer", p.Signer)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.state(p.Signer)
+	if p.Changed {
+		s.adopt(p.Set)
+	} else if !s.recorded {
+		s.set = p.Set
+	} else {
+		s.set = p.Set // same CAs, with the configuration's key URIs and sources
+	}
+	m.opts.Metrics.SetAnchors(p.Signer, countStates(s.set))
+	return nil
+}
+
+// record appends a Rotated record of set for signer.
+func (m *Manager) record(ctx context.Context, signer, by string, set authority.Set, message, grounds string) error {
+	if m.opts.Ledger == nil {
+		return errors.New("recording the CA set: no ledger")
+	}
+	_, err := m.opts.Ledger.Append(ctx, ledger.Record{
+		Decision: ledger.Rotated, Signer: signer, Client: by, Message: message, Grounds: grounds, Authority: set.Record(),
+	})
+	if err != nil {
+		return fmt.Errorf("recording the CA set of %s: %w", signer, err)
+	}
+	return nil
+}
+
+// Report takes a cluster's report of the bundle it published for signer. While a CA is
+// staged, a bundle the cluster had not reported before is recorded (the proof that
+// activation waits for). A cluster the signer's configuration does not list is refused.
+func (m *Manager) Report(ctx context.Context, client string, r authority.Report, signer string) error {
+	m.mu.Lock()
+	s := m.state(signer)
+	if len(s.cfg.Clusters) > 0 && !slices.Contains(s.cfg.Clusters, r.Cluster) {
+		m.mu.Unlock()
+		return fmt.Errorf("%w: cluster %q is not registered for signer %s (signers[].rotation.clusters lists %q); set the watcher's clusterName to one of them",
+			authority.ErrRotationRefused, r.Cluster, signer, s.cfg.Clusters)
+	}
+	now := m.opts.Clock.Now()
+	probe := &signerState{set: s.set, reports: maps.Clone(s.reports)}
+	news := probe.report(r, now)
+	m.mu.Unlock()
+	if news {
+		if m.opts.Ledger == nil {
+			return errors.New("recording a trust bundle report: no ledger")
+		}
+		// Recorded before it counts, so the proof survives a restart.
+		if _, err := m.opts.Ledger.Append(ctx, ledger.Record{
+			Decision: ledger.Published, Signer: signer, Client: client, Cluster: r.Cluster,
+			BundleHash: r.BundleHash, Anchors: r.Anchors, Message: "the cluster published a bundle holding the staged CA",
+		}); err != nil {
+			return fmt.Errorf("recording the trust bundle report of cluster %s: %w", r.Cluster, err)
+		}
+		m.opts.Log.Info("cluster published a new trust bundle while a CA is staged", "signer", signer, "cluster", r.Cluster, "bundle_hash", r.BundleHash)
+	}
+	m.mu.Lock()
+	s.report(r, now)
+	m.mu.Unlock()
+	m.opts.Metrics.ObserveReport(signer, r.Cluster, r.BundleHash, now)
+	return nil
+}
+
+// countStates counts set's CAs by state.
+func countStates(set authority.Set) map[string]int {
+	out := map[string]int{}
+	for _, st := range []authority.State{authority.Active, authority.Staged, authority.Retired, authority.Removed} {
+		out[string(st)] = len(set.InState(st))
+	}
+	return out
+}
+
+type noMetrics struct{}
+
+func (noMetrics) SetAnchors(string, map[string]int)                {}
+func (noMetrics) ObserveReport(string, string, string, time.Time) {}
+func (noMetrics) ObserveRotation(string, string, bool)             {}
