@@ -5,22 +5,29 @@ import (
 	"encoding/pem"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"strings"
+	"text/tabwriter"
 	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/signet-pki/signet/internal/cacert"
 	"github.com/signet-pki/signet/keystore"
+	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 )
 
-// caCommand is "signetctl ca": the certificates of a CA whose key is in a keystore.
+// caCommand is "signetctl ca": the certificates of a CA whose key is in a keystore, and the
+// rotation of a signer's CAs on the server (ca_rotate.go).
 func caCommand() command {
-	subs := []command{
+	subs := append([]command{
 		{name: "init", summary: "make a self-signed root CA certificate with a key (HSM, TPM or file)", run: runCAInit},
 		{name: "csr", summary: "make a certificate request for an intermediate CA, for an offline root to sign", run: runCACSR},
-	}
+	}, rotateCommands()...)
 	return command{
 		name:    "ca",
-		summary: "make a signer's CA certificate with its key (init, csr)",
+		summary: "make a signer's CA certificate with its key (init, csr); rotate a signer's CAs (stage, activate, retire, status)",
 		run: func(ctx context.Context, s streams, args []string) int {
 			return dispatch(ctx, s, "signetctl ca", subs, args)
 		},
@@ -136,4 +143,101 @@ func runCACSR(ctx context.Context, s streams, args []string) int {
 		return 1
 	}
 	return f.write(s, prog, out)
+}
+
+// writeAuthority prints one signer's CA set for people: a table of its CAs, what blocks the
+// retirement of each, a table of its clusters' reports, and the activation gate.
+func writeAuthority(w io.Writer, a *signetv1.SignerAuthority) {
+	fmt.Fprintln(w, a.GetSignerName())
+	fmt.Fprintln(w, "  CAs:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "    STATE\tSINCE\tBY\tSUBJECT\tSERIAL\tFINGERPRINT\tKEY\tLAST LEAF NOT AFTER\tRETIREMENT")
+	for _, ca := range a.GetCas() {
+		an := ca.GetAnchor()
+		fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", stateName(an.GetState()), timestamp(an.GetSince()),
+			orDash(ca.GetBy()), orDash(an.GetSubject()), orDash(an.GetSerialNumber()), orDash(shortHex(an.GetFingerprint())),
+			orDash(ca.GetKeyUri()), timestamp(ca.GetLastLeafNotAfter()), gateWord(ca.GetRetirement()))
+	}
+	tw.Flush()
+	for _, ca := range a.GetCas() {
+		if g := ca.GetRetirement(); g != nil && !g.GetReady() {
+			writeGate(w, fmt.Sprintf("  Retirement of %s (%s)", shortHex(ca.GetAnchor().GetFingerprint()), stateName(ca.GetAnchor().GetState())), g)
+		}
+	}
+	delay := "-"
+	if d := a.GetMinPropagationDelay(); d != nil {
+		delay = d.AsDuration().String()
+	}
+	fmt.Fprintf(w, "  Clusters (minimum propagation delay %s):\n", delay)
+	if len(a.GetClusters()) == 0 {
+		fmt.Fprintln(w, "    none registered or reported")
+	} else {
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "    CLUSTER\tREGISTERED\tBUNDLE\tSTAGED PUBLISHED AT\tLAST SEEN")
+		for _, cl := range a.GetClusters() {
+			registered := "no"
+			if cl.GetRegistered() {
+				registered = "yes"
+			}
+			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\n", cl.GetCluster(), registered, orDash(shortHex(cl.GetBundleHash())),
+				timestamp(cl.GetStagedPublishedAt()), timestamp(cl.GetLastSeen()))
+		}
+		tw.Flush()
+	}
+	writeGate(w, "  Activation", a.GetActivation())
+}
+
+// writeGate prints "label: ready", or "label: blocked" followed by each blocking sentence
+// and, when time alone blocks, from when the step is possible.
+func writeGate(w io.Writer, label string, g *signetv1.Gate) {
+	fmt.Fprintf(w, "%s: %s\n", label, gateWord(g))
+	if g == nil || g.GetReady() {
+		return
+	}
+	for _, b := range g.GetBlocking() {
+		fmt.Fprintf(w, "    - %s\n", b)
+	}
+	if g.GetNotBefore() != nil {
+		fmt.Fprintf(w, "    not before %s\n", timestamp(g.GetNotBefore()))
+	}
+}
+
+// gateWord is "ready", "blocked" or, without a gate, "-".
+func gateWord(g *signetv1.Gate) string {
+	switch {
+	case g == nil:
+		return "-"
+	case g.GetReady():
+		return "ready"
+	}
+	return "blocked"
+}
+
+// stateName is an AnchorState without its prefix, lower case: "active", "staged", ...
+func stateName(s signetv1.AnchorState) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "ANCHOR_STATE_"))
+}
+
+// timestamp formats ts in UTC (RFC 3339), "-" when unset.
+func timestamp(ts *timestamppb.Timestamp) string {
+	if ts == nil {
+		return "-"
+	}
+	return ts.AsTime().UTC().Format(time.RFC3339)
+}
+
+// shortHex is the first 16 digits of a fingerprint or hash, as the server's messages show it.
+func shortHex(h string) string {
+	if len(h) > 16 {
+		return h[:16]
+	}
+	return h
+}
+
+// orDash is v, or "-" when empty.
+func orDash(v string) string {
+	if v == "" {
+		return "-"
+	}
+	return v
 }
