@@ -38,7 +38,8 @@ const Component = "signet-watcher"
 // watch and update their status. Otherwise it logs once why it signs CSRs only. With
 // trustBundles enabled and ClusterTrustBundles served (v1, else v1beta1; see
 // trustbundle.Discover) it also publishes every signer's trust anchors as a signer-linked
-// ClusterTrustBundle (trustbundle.Publisher); otherwise it logs once why not. It returns nil
+// ClusterTrustBundle (trustbundle.Publisher) and reports each published bundle to the signing
+// server under clusterName; otherwise it logs once why not. It returns nil
 // after a clean stop and an error if the configuration is invalid, discovery keeps failing,
 // the client cannot be built, the metrics listener cannot bind, or a controller fails.
 //
@@ -206,6 +207,8 @@ func (c *Config) buildControllers(d controllerDeps) ([]controller, error) {
 			Clock:       d.clock,
 			Recorder:    d.recorder,
 			Metrics:     d.metrics.TrustBundles(),
+			Reporter:    d.client,
+			ClusterName: c.ClusterName,
 		})
 		if err != nil {
 			return nil, err

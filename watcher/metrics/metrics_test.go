@@ -63,10 +63,11 @@ func TestMetricsExposition(t *testing.T) {
 	pcr.ObserveIssuanceLatency("example.com/b", 300*time.Millisecond)
 	pcr.SetQueue(fakeQueue{depth: 3, oldest: map[string]time.Duration{"example.com/b": 42 * time.Second}})
 	bundles := m.TrustBundles()
-	bundles.ObservePublished("example.com/a", 2, time.Unix(1700000000, 500_000_000))
+	bundles.ObservePublished("example.com/a", "0a1b", map[string]int{TrustBundleActive: 2}, time.Unix(1700000000, 500_000_000))
 	bundles.ObserveWrite("example.com/a", TrustBundleCreated)
-	bundles.ObserveError("example.com/b", "Forbidden")
-	bundles.ObserveError("example.com/b", "Forbidden")
+	bundles.ObserveError("example.com/b", "Forbidden", time.Unix(1700000001, 0))
+	bundles.ObserveError("example.com/b", "Forbidden", time.Unix(1700000002, 0))
+	bundles.ObserveReport("example.com/a", TrustBundleReported)
 
 	checkLines(t, scrape(t, m),
 		"# TYPE signet_watcher_leader gauge",
@@ -106,7 +107,10 @@ func TestMetricsExposition(t *testing.T) {
 		"# TYPE signet_watcher_trust_bundle_published_timestamp_seconds gauge",
 		`signet_watcher_trust_bundle_published_timestamp_seconds{signer="example.com/a"} 1.7000000005e+09`,
 		"# TYPE signet_watcher_trust_bundle_anchors gauge",
-		`signet_watcher_trust_bundle_anchors{signer="example.com/a"} 2`,
+		`signet_watcher_trust_bundle_anchors{signer="example.com/a",state="active"} 2`,
+		`signet_watcher_trust_bundle_anchors{signer="example.com/a",state="staged"} 0`,
+		"# TYPE signet_watcher_trust_bundle_info gauge",
+		`signet_watcher_trust_bundle_info{hash="0a1b",signer="example.com/a"} 1`,
 		"# TYPE signet_watcher_trust_bundle_writes_total counter",
 		`signet_watcher_trust_bundle_writes_total{operation="created",signer="example.com/a"} 1`,
 		`signet_watcher_trust_bundle_writes_total{operation="updated",signer="example.com/a"} 0`,
@@ -115,6 +119,13 @@ func TestMetricsExposition(t *testing.T) {
 		`signet_watcher_trust_bundle_publish_errors_total{reason="Forbidden",signer="example.com/a"} 0`,
 		`signet_watcher_trust_bundle_publish_errors_total{reason="Forbidden",signer="example.com/b"} 2`,
 		`signet_watcher_trust_bundle_publish_errors_total{reason="NotOwned",signer="example.com/b"} 0`,
+		"# TYPE signet_watcher_trust_bundle_publish_error_timestamp_seconds gauge",
+		`signet_watcher_trust_bundle_publish_error_timestamp_seconds{reason="Forbidden",signer="example.com/b"} 1.700000002e+09`,
+		"# TYPE signet_watcher_trust_bundle_reports_total counter",
+		`signet_watcher_trust_bundle_reports_total{outcome="reported",signer="example.com/a"} 1`,
+		`signet_watcher_trust_bundle_reports_total{outcome="refused",signer="example.com/a"} 0`,
+		`signet_watcher_trust_bundle_reports_total{outcome="failed",signer="example.com/b"} 0`,
+		`signet_watcher_trust_bundle_reports_total{outcome="unsupported",signer="example.com/b"} 0`,
 	)
 	if got := scrape(t, m); strings.Contains(got, `signet_watcher_trust_bundle_published_timestamp_seconds{signer="example.com/b"}`) {
 		t.Error("a signer never published has a published timestamp")
@@ -158,7 +169,49 @@ func TestNilMetricsRecordsNothing(t *testing.T) {
 	pcr.ObserveIssuanceLatency("s", time.Second)
 	pcr.SetQueue(nil)
 	bundles := m.TrustBundles()
-	bundles.ObservePublished("s", 1, time.Now())
+	bundles.ObservePublished("s", "00", map[string]int{TrustBundleActive: 1}, time.Now())
 	bundles.ObserveWrite("s", TrustBundleUpdated)
-	bundles.ObserveError("s", "Forbidden")
+	bundles.ObserveError("s", "Forbidden", time.Now())
+	bundles.ObserveReport("s", TrustBundleReported)
+}
+
+// TestTrustBundleMetrics: anchors are counted by state, the info series follows the hash
+// (the old one deleted), and a signer never published or never failed has no such series.
+func TestTrustBundleMetrics(t *testing.T) {
+	m := New([]string{"example.com/a", "example.com/b"}, nil, nil, []string{"APIError"})
+	bundles := m.TrustBundles()
+	bundles.ObservePublished("example.com/a", "1111", map[string]int{TrustBundleActive: 1}, time.Unix(1700000000, 0))
+	bundles.ObservePublished("example.com/a", "2222",
+		map[string]int{TrustBundleActive: 1, TrustBundleStaged: 1, TrustBundleRetired: 2, "bogus": 7}, time.Unix(1700000010, 0))
+	got := scrape(t, m)
+	checkLines(t, got,
+		`signet_watcher_trust_bundle_published_timestamp_seconds{signer="example.com/a"} 1.70000001e+09`,
+		`signet_watcher_trust_bundle_anchors{signer="example.com/a",state="active"} 1`,
+		`signet_watcher_trust_bundle_anchors{signer="example.com/a",state="staged"} 1`,
+		`signet_watcher_trust_bundle_anchors{signer="example.com/a",state="retired"} 2`,
+		`signet_watcher_trust_bundle_anchors{signer="example.com/a",state="unknown"} 0`,
+		`signet_watcher_trust_bundle_info{hash="2222",signer="example.com/a"} 1`,
+		`signet_watcher_trust_bundle_reports_total{outcome="reported",signer="example.com/b"} 0`,
+	)
+	for _, absent := range []string{`hash="1111"`, `state="bogus"`, `trust_bundle_anchors{signer="example.com/b"`,
+		`trust_bundle_info{hash="2222",signer="example.com/b"}`, "trust_bundle_publish_error_timestamp_seconds{"} {
+		if strings.Contains(got, absent) {
+			t.Errorf("/metrics holds %s:\n%s", absent, got)
+		}
+	}
+
+	// Back to the first bundle, then a failure: the timestamp of the last one per reason.
+	bundles.ObservePublished("example.com/a", "1111", map[string]int{TrustBundleActive: 1}, time.Unix(1700000020, 0))
+	bundles.ObserveError("example.com/b", "APIError", time.Unix(1700000030, 0))
+	bundles.ObserveError("example.com/b", "APIError", time.Unix(1700000040, 0))
+	got = scrape(t, m)
+	checkLines(t, got,
+		`signet_watcher_trust_bundle_info{hash="1111",signer="example.com/a"} 1`,
+		`signet_watcher_trust_bundle_anchors{signer="example.com/a",state="staged"} 0`,
+		`signet_watcher_trust_bundle_publish_errors_total{reason="APIError",signer="example.com/b"} 2`,
+		`signet_watcher_trust_bundle_publish_error_timestamp_seconds{reason="APIError",signer="example.com/b"} 1.70000004e+09`,
+	)
+	if strings.Contains(got, `hash="2222"`) {
+		t.Errorf("the replaced hash's info series is still there:\n%s", got)
+	}
 }

@@ -8,7 +8,11 @@
 // trustBundle or labels drifted, and writes nothing when the bundle is already right. It never
 // touches a bundle without its ManagedByLabel, and never any other name: another signer's
 // bundle, an unlinked bundle, or a bundle of the same name created by someone else (that one is
-// reported, not overwritten). Only the leader runs it.
+// reported, not overwritten). After each successful pass for a signer it reports the bundle
+// as it stands in the cluster to the signing server (ReportTrustBundle: the hash of its
+// trustBundle and the fingerprint of each anchor, under the cluster's name; see Digest), the
+// proof of propagation the server waits for before it activates a staged CA. Only the leader
+// runs it.
 package trustbundle
 
 import (

@@ -15,25 +15,31 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/signet-pki/signet/signerclient"
 	"github.com/signet-pki/signet/watcher/kubeclient"
 )
 
-// Anchors returns a signer's trust anchors, PEM, from the signing server
-// (*signerclient.Client).
+// Anchors returns a signer's trust anchors from the signing server: the bundle's PEM and,
+// from a server that says, each anchor's state (*signerclient.Client).
 type Anchors interface {
-	TrustAnchors(ctx context.Context, signerName string) ([]byte, error)
+	TrustAnchorSet(ctx context.Context, signerName string) (signerclient.Anchors, error)
 }
 
 // Metrics receives what the publisher observes (*metrics.TrustBundleMetrics). Implementations
 // must be safe for concurrent use.
 type Metrics interface {
-	// ObservePublished: signer's bundle holds anchors certificates, written or found up to
-	// date at when.
-	ObservePublished(signer string, anchors int, when time.Time)
+	// ObservePublished: signer's bundle, whose trustBundle hashes to hash (Digest), holds
+	// anchors[state] certificates of each state (one of States), written or found up to date
+	// at when.
+	ObservePublished(signer, hash string, anchors map[string]int, when time.Time)
 	// ObserveWrite: signer's bundle was written, OperationCreated or OperationUpdated.
 	ObserveWrite(signer, operation string)
-	// ObserveError: an attempt to publish signer's bundle failed for reason (one of Reasons).
-	ObserveError(signer, reason string)
+	// ObserveError: an attempt to publish signer's bundle failed, at when, for reason (one of
+	// Reasons).
+	ObserveError(signer, reason string, when time.Time)
+	// ObserveReport: signer's published bundle was reported to the signing server with
+	// outcome (one of ReportOutcomes).
+	ObserveReport(signer, outcome string)
 }
 
 // Operations passed to Metrics.ObserveWrite.
@@ -89,8 +95,14 @@ type Options struct {
 	// Recorder receives the Events on bundles: Normal on a write, Warning when publishing a
 	// signer's bundle starts failing or fails for another reason; nil means none.
 	Recorder record.EventRecorder
-	// Metrics receives every publication, write and failure; nil means none.
+	// Metrics receives every publication, write, failure and report; nil means none.
 	Metrics Metrics
+	// Reporter receives, after every successful pass for a signer, the bundle as it stands in
+	// the cluster (Digest), under ClusterName; nil means no reports.
+	Reporter Reporter
+	// ClusterName is the name of the cluster as the signing server knows it; required with
+	// Reporter.
+	ClusterName string
 }
 
 // Publisher keeps a signer-linked ClusterTrustBundle per signer equal to the signer's trust
@@ -104,10 +116,13 @@ type Publisher struct {
 	clock    clock.WithTicker
 	recorder record.EventRecorder
 	metrics  Metrics
+	reporter Reporter
+	cluster  string
 
 	// failing is, per signer, the reason its last publication failed; absent after a
-	// success. Only Run's goroutine uses it.
+	// success. Only Run's goroutine uses it, as reports.
 	failing map[string]string
+	reports reportState
 }
 
 // New returns a Publisher of opts.SignerNames' anchors, read from anchors, into kube's
@@ -119,13 +134,17 @@ func New(kube kubeclient.Interface, anchors Anchors, opts Options) (*Publisher, 
 	if opts.Period <= 0 {
 		return nil, fmt.Errorf("creating trust bundle publisher: period %s is not positive", opts.Period)
 	}
+	if opts.Reporter != nil && opts.ClusterName == "" {
+		return nil, errors.New("creating trust bundle publisher: reports need a cluster name")
+	}
 	b, err := newBundles(kube, opts.Version)
 	if err != nil {
 		return nil, fmt.Errorf("creating trust bundle publisher: %w", err)
 	}
 	p := &Publisher{bundles: b, anchors: anchors, version: opts.Version, period: opts.Period,
 		signers: append([]string(nil), opts.SignerNames...), clock: opts.Clock, recorder: opts.Recorder,
-		metrics: opts.Metrics, failing: map[string]string{}}
+		metrics: opts.Metrics, reporter: opts.Reporter, cluster: opts.ClusterName, failing: map[string]string{},
+		reports: reportState{failing: map[string]string{}}}
 	if p.clock == nil {
 		p.clock = clock.RealClock{}
 	}
@@ -146,7 +165,8 @@ func (p *Publisher) HasSynced() bool { return true }
 // returns nil then. A failure is reported and retried the next period, never returned.
 func (p *Publisher) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	logger.Info("Publishing trust bundles", "signerNames", p.signers, "apiVersion", p.version, "period", p.period)
+	logger.Info("Publishing trust bundles", "signerNames", p.signers, "apiVersion", p.version, "period", p.period,
+		"reporting", p.reporter != nil, "clusterName", p.cluster)
 	for {
 		p.PublishAll(ctx)
 		timer := p.clock.NewTimer(p.period)
@@ -170,18 +190,21 @@ func (p *Publisher) PublishAll(ctx context.Context) {
 }
 
 // outcome is one signer's publication: what was written (nothing, OperationCreated or
-// OperationUpdated), the bundle as it stands, its anchor count, or why it failed.
+// OperationUpdated), the bundle as it stands, its anchor count, the anchors as the server
+// described them, or why it failed.
 type outcome struct {
 	operation string
 	bundle    *bundle
 	anchors   int
+	described []signerclient.Anchor
 	reason    string
 	err       error
 }
 
 // publishAndReport publishes signer's bundle and reports the outcome in the log, the metrics
 // and Events: a write gets a Normal Event; a failure a Warning Event and an error log when it
-// is the first or its reason changed, a verbose log line otherwise.
+// is the first or its reason changed, a verbose log line otherwise. After a success it reports
+// the bundle to the signing server (see report).
 func (p *Publisher) publishAndReport(ctx context.Context, signer string) {
 	logger := klog.FromContext(ctx).WithValues("signerName", signer, "clusterTrustBundle", Name(signer))
 	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
@@ -191,7 +214,7 @@ func (p *Publisher) publishAndReport(ctx context.Context, signer string) {
 		if ctx.Err() != nil {
 			return // stopping: the failure is the cancellation's
 		}
-		p.metrics.ObserveError(signer, o.reason)
+		p.metrics.ObserveError(signer, o.reason, p.clock.Now())
 		if p.failing[signer] == o.reason {
 			logger.V(1).Info("Publishing the trust bundle still fails", "reason", o.reason, "err", o.err)
 			return
@@ -202,7 +225,8 @@ func (p *Publisher) publishAndReport(ctx context.Context, signer string) {
 			"Publishing the trust anchors of signer %s failed (retrying every %s): %v", signer, p.period, o.err)
 		return
 	}
-	p.metrics.ObservePublished(signer, o.anchors, p.clock.Now())
+	hash, fingerprints := Digest(o.bundle.trustBundle)
+	p.metrics.ObservePublished(signer, hash, anchorStates(fingerprints, o.described), p.clock.Now())
 	if _, failed := p.failing[signer]; failed {
 		delete(p.failing, signer)
 		logger.Info("Publishing the trust bundle works again", "anchors", o.anchors)
@@ -221,6 +245,7 @@ func (p *Publisher) publishAndReport(ctx context.Context, signer string) {
 	default:
 		logger.V(4).Info("The trust bundle is up to date", "anchors", o.anchors)
 	}
+	p.report(syncCtx, ctx, logger, signer, o.bundle, hash, fingerprints)
 }
 
 // errNotOwned is the error of a bundle of the publisher's name that it did not create.
@@ -232,18 +257,18 @@ var errNotOwned = errors.New("a ClusterTrustBundle of this name exists without t
 // publisher's labels differ. A conflict or a bundle created meanwhile is retried at once
 // with a fresh read. The ladder returns early, with the reason, at the first failure.
 func (p *Publisher) publish(ctx context.Context, signer string) outcome {
-	raw, err := p.anchors.TrustAnchors(ctx, signer)
+	set, err := p.anchors.TrustAnchorSet(ctx, signer)
 	if err != nil {
 		return outcome{reason: ReasonAnchorsUnavailable, err: err}
 	}
-	content, n, err := Normalize(raw)
+	content, n, err := Normalize(set.PEM)
 	if err != nil {
 		return outcome{reason: ReasonInvalidAnchors, err: fmt.Errorf("normalizing the anchors of %s: %w", signer, err)}
 	}
 	name := Name(signer)
 	var o outcome
 	err = retry.OnError(retry.DefaultRetry, retriable, func() error {
-		o = outcome{anchors: n}
+		o = outcome{anchors: n, described: set.Anchors}
 		current, err := p.bundles.get(ctx, name)
 		if apierrors.IsNotFound(err) {
 			o.operation = OperationCreated
@@ -319,6 +344,7 @@ func (p *Publisher) reference(signer string, b *bundle) *corev1.ObjectReference 
 // noMetrics records nothing.
 type noMetrics struct{}
 
-func (noMetrics) ObservePublished(string, int, time.Time) {}
-func (noMetrics) ObserveWrite(string, string)             {}
-func (noMetrics) ObserveError(string, string)             {}
+func (noMetrics) ObservePublished(string, string, map[string]int, time.Time) {}
+func (noMetrics) ObserveWrite(string, string)                                {}
+func (noMetrics) ObserveError(string, string, time.Time)                     {}
+func (noMetrics) ObserveReport(string, string)                               {}

@@ -24,25 +24,27 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/signet-pki/signet/internal/testpki"
+	"github.com/signet-pki/signet/signerclient"
 	"github.com/signet-pki/signet/watcher/metrics"
 )
 
 const signer = "example.com/serving"
 
-// fakeAnchors answers TrustAnchors from a map, or with err.
+// fakeAnchors answers TrustAnchorSet from a map of PEM and one of descriptions, or with err.
 type fakeAnchors struct {
-	mu      sync.Mutex
-	anchors map[string]string
-	err     error
+	mu        sync.Mutex
+	anchors   map[string]string
+	described map[string][]signerclient.Anchor
+	err       error
 }
 
-func (f *fakeAnchors) TrustAnchors(_ context.Context, name string) ([]byte, error) {
+func (f *fakeAnchors) TrustAnchorSet(_ context.Context, name string) (signerclient.Anchors, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
-		return nil, f.err
+		return signerclient.Anchors{}, f.err
 	}
-	return []byte(f.anchors[name]), nil
+	return signerclient.Anchors{PEM: []byte(f.anchors[name]), Anchors: f.described[name]}, nil
 }
 
 func (f *fakeAnchors) set(name, pem string, err error) {
@@ -51,21 +53,43 @@ func (f *fakeAnchors) set(name, pem string, err error) {
 	f.anchors[name], f.err = pem, err
 }
 
+func (f *fakeAnchors) describe(name string, anchors ...signerclient.Anchor) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.described == nil {
+		f.described = map[string][]signerclient.Anchor{}
+	}
+	f.described[name] = anchors
+}
+
 // fakeMetrics records what the publisher observes.
 type fakeMetrics struct {
 	mu        sync.Mutex
-	published map[string]int // signer → anchors
-	writes    []string       // "signer operation"
-	errors    []string       // "signer reason"
+	published map[string]int            // signer → anchors
+	states    map[string]map[string]int // signer → state → anchors
+	hashes    map[string]string         // signer → hash
+	writes    []string                  // "signer operation"
+	errors    []string                  // "signer reason"
+	reports   []string                  // "signer outcome"
 }
 
-func (m *fakeMetrics) ObservePublished(signer string, anchors int, _ time.Time) {
+func (m *fakeMetrics) ObservePublished(signer, hash string, states map[string]int, _ time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.published == nil {
-		m.published = map[string]int{}
+		m.published, m.states, m.hashes = map[string]int{}, map[string]map[string]int{}, map[string]string{}
 	}
-	m.published[signer] = anchors
+	n := 0
+	for _, c := range states {
+		n += c
+	}
+	m.published[signer], m.states[signer], m.hashes[signer] = n, states, hash
+}
+
+func (m *fakeMetrics) ObserveReport(signer, outcome string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reports = append(m.reports, signer+" "+outcome)
 }
 
 func (m *fakeMetrics) ObserveWrite(signer, operation string) {
@@ -74,7 +98,7 @@ func (m *fakeMetrics) ObserveWrite(signer, operation string) {
 	m.writes = append(m.writes, signer+" "+operation)
 }
 
-func (m *fakeMetrics) ObserveError(signer, reason string) {
+func (m *fakeMetrics) ObserveError(signer, reason string, _ time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.errors = append(m.errors, signer+" "+reason)
@@ -85,6 +109,7 @@ type fixture struct {
 	kube     *fake.Clientset
 	anchors  *fakeAnchors
 	metrics  *fakeMetrics
+	reporter *fakeReporter
 	recorder *record.FakeRecorder
 	pub      *Publisher
 	ctx      context.Context
@@ -99,13 +124,14 @@ func newFixture(t *testing.T, version APIVersion, objs ...runtime.Object) *fixtu
 		kube:     fake.NewClientset(objs...),
 		anchors:  &fakeAnchors{anchors: map[string]string{signer: string(ca.CertPEM())}},
 		metrics:  &fakeMetrics{},
+		reporter: &fakeReporter{},
 		recorder: record.NewFakeRecorder(100),
 		ctx:      ctx,
 		caPEM:    string(ca.CertPEM()),
 	}
 	var err error
 	f.pub, err = New(f.kube, f.anchors, Options{Version: version, SignerNames: []string{signer}, Period: time.Second,
-		Recorder: f.recorder, Metrics: f.metrics})
+		Recorder: f.recorder, Metrics: f.metrics, Reporter: f.reporter, ClusterName: testCluster})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,6 +411,8 @@ func TestNewErrors(t *testing.T) {
 		"no period":  {Version: V1, SignerNames: []string{signer}},
 		"not served": {Version: NotServed, SignerNames: []string{signer}, Period: time.Second},
 		"v1alpha1":   {Version: "v1alpha1", SignerNames: []string{signer}, Period: time.Second},
+		"reports without a cluster name": {Version: V1, SignerNames: []string{signer}, Period: time.Second,
+			Reporter: &fakeReporter{}},
 	} {
 		if _, err := New(kube, &fakeAnchors{}, opts); err == nil {
 			t.Errorf("%s: New accepted %+v", name, opts)
@@ -396,6 +424,12 @@ func TestNewErrors(t *testing.T) {
 func TestMetricsNames(t *testing.T) {
 	if OperationCreated != metrics.TrustBundleCreated || OperationUpdated != metrics.TrustBundleUpdated {
 		t.Error("operation names differ from watcher/metrics")
+	}
+	if fmt.Sprint(States()) != fmt.Sprint(metrics.TrustBundleStates()) {
+		t.Errorf("States() = %v, watcher/metrics has %v", States(), metrics.TrustBundleStates())
+	}
+	if fmt.Sprint(ReportOutcomes()) != fmt.Sprint(metrics.TrustBundleReportOutcomes()) {
+		t.Errorf("ReportOutcomes() = %v, watcher/metrics has %v", ReportOutcomes(), metrics.TrustBundleReportOutcomes())
 	}
 	var _ Metrics = (*metrics.TrustBundleMetrics)(nil)
 }
