@@ -106,7 +106,8 @@ type Options struct {
 }
 
 // Publisher keeps a signer-linked ClusterTrustBundle per signer equal to the signer's trust
-// anchors. Run it on the leader only.
+// anchors, and reports each bundle it published or confirmed to the signing server. Run it on
+// the leader only.
 type Publisher struct {
 	bundles  bundles
 	anchors  Anchors
@@ -120,7 +121,7 @@ type Publisher struct {
 	cluster  string
 
 	// failing is, per signer, the reason its last publication failed; absent after a
-	// success. Only Run's goroutine uses it, as reports.
+	// success. reports is what the reports remember. Only Run's goroutine uses either.
 	failing map[string]string
 	reports reportState
 }
