@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/hex"
 	"net"
 	"os"
@@ -22,9 +24,11 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/internal/mtlstest"
 	"github.com/signet-pki/signet/internal/testpki"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/server/config"
 )
 
 const testSigner = "example.com/serving"
@@ -418,4 +422,54 @@ func TestCAUsage(t *testing.T) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2", args, code, out, errOut)
 		}
 	}
+}
+
+// TestCARotationOnRealServer runs the commands against a real signet-server: status of a
+// signer needs the admin role; a CA is staged, its activation refused by the propagation gate, then
+// forced; the old CA, which signed no leaf, is retired by its certificate.
+func TestCARotationOnRealServer(t *testing.T) {
+	t.Setenv("COLUMNS", "")
+	addr, dir := devServer(t)
+	conn := []string{"--server", addr, "--dev-state-dir", dir}
+	if code, out, errOut := caCmd(conn, "status"); code != 0 || out != "no signers: this client administers none\n" {
+		t.Errorf("status of every signer without the admin role: exit %d, stdout %q, stderr:\n%s", code, out, errOut)
+	}
+	if code, _, errOut := caCmd(conn, "status", "--signer", devpki.DefaultSigner); code != 1 || !strings.Contains(errOut, "refused (ADMIN_REQUIRED): ") {
+		t.Errorf("status of a signer without the admin role: exit %d, stderr:\n%s", code, errOut)
+	}
+
+	addr, dir = devServer(t, func(cfg *config.Config) { cfg.Clients[0].Admin = true })
+	conn = []string{"--server", addr, "--dev-state-dir", dir}
+	code, out, errOut := caCmd(conn, "status")
+	if code != 0 || !strings.HasPrefix(out, devpki.DefaultSigner+"\n  CAs:\n") || !strings.Contains(out, "\n    active ") || !strings.Contains(out, "Activation: blocked") {
+		t.Fatalf("status: exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	next := testpki.CA(t, func(c *x509.Certificate) { c.Subject = pkix.Name{CommonName: "next signer CA"} })
+	keyFile := writeTemp(t, "next.key", testpki.KeyPEM(t, next.Key))
+	certFile := writeTemp(t, "next.crt", next.CertPEM())
+	if code, out, errOut = caCmd(conn, "stage", "--signer", devpki.DefaultSigner, "--key", keyFile, "--cert", certFile); code != 0 || !strings.Contains(out, "\n    staged ") {
+		t.Fatalf("stage: exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if code, out, errOut = caCmd(conn, "activate", "--signer", devpki.DefaultSigner); code != 1 || out != "" || !strings.Contains(errOut, "refused (ROTATION_REFUSED): ") {
+		t.Errorf("activate before the delay: exit %d, stdout %q, stderr:\n%s", code, out, errOut)
+	}
+	t.Logf("refusal: %s", errOut)
+	if code, out, errOut = caCmd(conn, "activate", "--signer", devpki.DefaultSigner, "--force", "--reason", "test", "-o", "json"); code != 0 {
+		t.Fatalf("forced activate: exit %d, stderr:\n%s", code, errOut)
+	}
+	var activated signetv1.ActivateCAResponse
+	if err := protojson.Unmarshal([]byte(out), &activated); err != nil {
+		t.Fatalf("activate -o json: %v\n%s", err, out)
+	}
+	sum := sha256.Sum256(next.Cert.Raw)
+	for _, ca := range activated.GetAuthority().GetCas() {
+		if a := ca.GetAnchor(); a.GetState() == signetv1.AnchorState_ANCHOR_STATE_ACTIVE && a.GetFingerprint() != hex.EncodeToString(sum[:]) {
+			t.Errorf("active CA after activation is %s (%s), want the staged one", a.GetFingerprint(), a.GetSubject())
+		}
+	}
+	old := filepath.Join(dir, devpki.SignerCACert)
+	if code, out, errOut = caCmd(conn, "retire", "--signer", devpki.DefaultSigner, "--cert", old); code != 0 || !strings.Contains(out, "\n    removed ") {
+		t.Errorf("retire the old CA: exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	t.Logf("after retirement:\n%s", out)
 }
