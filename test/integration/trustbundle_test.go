@@ -240,8 +240,9 @@ func checkTrustMetrics(t *testing.T, leaderAddr, standbyAddr string) {
 		t.Errorf("last publication of %s confirmed %s ago, want within a few periods", trustSigner, age)
 	}
 	for series, want := range map[string]float64{
-		`signet_watcher_trust_bundle_anchors{signer="` + trustSigner + `"}`:                                 1,
-		`signet_watcher_trust_bundle_anchors{signer="` + trustPodSigner + `"}`:                              1,
+		`signet_watcher_trust_bundle_anchors{signer="` + trustSigner + `",state="active"}`:                  1,
+		`signet_watcher_trust_bundle_anchors{signer="` + trustSigner + `",state="staged"}`:                  0,
+		`signet_watcher_trust_bundle_anchors{signer="` + trustPodSigner + `",state="active"}`:               1,
 		`signet_watcher_trust_bundle_writes_total{operation="created",signer="` + trustSigner + `"}`:        2,
 		`signet_watcher_trust_bundle_writes_total{operation="updated",signer="` + trustSigner + `"}`:        1,
 		`signet_watcher_trust_bundle_publish_errors_total{reason="Forbidden",signer="` + trustSigner + `"}`: 0,
@@ -250,6 +251,9 @@ func checkTrustMetrics(t *testing.T, leaderAddr, standbyAddr string) {
 		if got := m.value(t, series); got != want {
 			t.Errorf("%s = %v, want %v", series, got, want)
 		}
+	}
+	if got := m.value(t, `signet_watcher_trust_bundle_reports_total{outcome="reported",signer="`+trustSigner+`"}`); got < 2 {
+		t.Errorf("reports of %s's bundle taken by the server = %v, want one per period", trustSigner, got)
 	}
 	if got := m.value(t, `signet_watcher_trust_bundle_publish_errors_total{reason="NotOwned",signer="`+trustPodSigner+`"}`); got < 2 {
 		t.Errorf("NotOwned errors for %s = %v, want one per period since its bundle was replaced", trustPodSigner, got)
