@@ -36,7 +36,7 @@ func (s *signerState) status(signer string, now time.Time) authority.Status {
 	for _, state := range []authority.State{authority.Active, authority.Staged, authority.Retired, authority.Removed} {
 		for _, e := range s.set.InState(state) {
 			cs := authority.CAStatus{Entry: e, LastLeaf: s.lastLeaf(e)}
-			if state != authority.Active {
+			if state == authority.Retired || state == authority.Staged {
 				cs.Retirement = authority.RetirementGate(e, cs.LastLeaf, now)
 			}
 			st.CAs = append(st.CAs, cs)

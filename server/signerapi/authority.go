@@ -128,7 +128,7 @@ func signerAuthority(st authority.Status) *signetv1.SignerAuthority {
 	for _, ca := range st.CAs {
 		c := &signetv1.AuthorityCA{Anchor: trustAnchor(ca.Entry), KeyUri: keystore.Redact(ca.KeyURI),
 			Intermediates: int32(len(ca.Intermediates)), LastLeafNotAfter: stamp(ca.LastLeaf), By: ca.By}
-		if ca.State != authority.Active {
+		if ca.State == authority.Retired || ca.State == authority.Staged {
 			c.Retirement = gate(ca.Retirement)
 		}
 		out.Cas = append(out.Cas, c)
