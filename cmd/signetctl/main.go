@@ -1,12 +1,14 @@
 // Command signetctl is the operator's tool for Signet: it inspects what the signing service
-// keeps on its host.
+// keeps on its host, and asks a running server about its signers and rotates their CAs.
 //
 //	signetctl ledger verify --dir /var/lib/signet/ledger
 //	signetctl keys create --uri 'tpm:blob=/var/lib/signet/ca.tpmkey'
 //	signetctl ca init --key 'tpm:blob=/var/lib/signet/ca.tpmkey' --subject 'CN=Kubernetes CA'
+//	signetctl ca stage --signer example.com/serving --key URI --cert next.crt (then ca status, ca activate, ca retire)
 //	signetctl help
 //
-// Exit codes: 0 success, 1 the check failed (or could not run), 2 usage error.
+// Exit codes: 0 success, 1 the check failed or the server refused, 2 usage error (or, for
+// commands that call the server, no answer from it).
 package main
 
 import (

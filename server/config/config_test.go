@@ -147,7 +147,8 @@ func TestValidateListsEveryProblem(t *testing.T) {
 			{Name: "not a signer", Key: "k", Certificate: "c", Profile: legacy},
 			{Name: "example.com/a", Key: "k", Certificate: "c", Profile: legacy},
 			{Name: "example.com/a", Profile: legacy},
-			{Name: "example.com/b", Key: "k", Certificate: "c", MaxLifetime: &metav1.Duration{Duration: time.Minute}, Profile: profile.Spec{Name: "nope"}},
+			{Name: "example.com/b", Key: "k", Certificate: "c", MaxLifetime: &metav1.Duration{Duration: time.Minute}, Profile: profile.Spec{Name: "nope"},
+				Rotation: config.Rotation{Clusters: []string{"east", "East_1", "east"}, MinPropagationDelay: &metav1.Duration{Duration: -time.Second}}},
 		},
 	}
 	err := cfg.Validate()
@@ -165,6 +166,9 @@ func TestValidateListsEveryProblem(t *testing.T) {
 		"signers[2].certificate is required",
 		"signers[3].maxLifetime 1m0s is below the 10m floor",
 		"signers[3].profile: name",
+		`signers[3].rotation.clusters[1] "East_1" is not a cluster name`,
+		`signers[3].rotation.clusters[2] "east" is listed twice`,
+		"signers[3].rotation.minPropagationDelay -1s is negative",
 		"ledger.dir is required",
 	} {
 		if !strings.Contains(err.Error(), want) {
@@ -174,8 +178,8 @@ func TestValidateListsEveryProblem(t *testing.T) {
 	if strings.Contains(err.Error(), "tls.certFile") || strings.Contains(err.Error(), "signers[1]") {
 		t.Errorf("Validate reports fields that are fine:\n%v", err)
 	}
-	if got := strings.Count(err.Error(), "\n") + 1; got != 11 {
-		t.Errorf("Validate reported %d problems, want 11:\n%v", got, err)
+	if got := strings.Count(err.Error(), "\n") + 1; got != 14 {
+		t.Errorf("Validate reported %d problems, want 14:\n%v", got, err)
 	}
 	if err := (&config.Config{}).Validate(); err == nil || !strings.Contains(err.Error(), "at least one signer") {
 		t.Errorf("Validate(zero config) = %v, want it to ask for a signer", err)
@@ -300,7 +304,8 @@ func TestDeployExampleLoads(t *testing.T) {
 	if err != nil {
 		t.Fatalf("deploy/server/server.yaml: %v", err)
 	}
-	if len(cfg.Signers) != 3 || cfg.Signers[1].Profile.Custom == nil || len(cfg.Clients) != 1 {
+	if len(cfg.Signers) != 3 || cfg.Signers[1].Profile.Custom == nil || len(cfg.Clients) != 2 || !cfg.Clients[1].Admin ||
+		len(cfg.Signers[1].Rotation.Clusters) != 1 || cfg.Signers[1].Rotation.PropagationDelay() != time.Hour {
 		t.Errorf("example parsed as %+v", cfg)
 	}
 	if pi := cfg.Signers[2].Profile.PodIdentity; cfg.Signers[2].Profile.Name != profile.NamePodIdentity || pi == nil ||
