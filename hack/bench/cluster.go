@@ -63,12 +63,16 @@ type clusterOpts struct {
 	scenarioLimit time.Duration
 	rounds        int    // every scenario runs this many times, interleaved; the median run is reported
 	kubeVersion   string // Kubernetes version of the control plane and kube-controller-manager
+	trustBundles  []bool // Signet runs once per setting of the watcher's trust bundle publishing (trustcost.go)
+	admin         bool   // the dev client has the admin role on the server (-rotation)
 }
 
 type signerKind struct {
 	label string
 	kind  string // "ceiling", "kcm" or "signet"
 	qps   int    // KCM --kube-api-qps; 0 = default
+	// trustBundlesOff runs Signet's watcher with trustBundles.enabled false (trustcost.go).
+	trustBundlesOff bool
 }
 
 type workload struct {
@@ -124,6 +128,7 @@ func (r result) throughput() float64 { return float64(r.signed) / r.total.Second
 type signerProc struct {
 	pids    []int
 	metrics []string // /metrics URLs to break a run's time down by (Signet's processes)
+	grpc    string   // the signing server's gRPC address (Signet)
 	stop    func()
 }
 
@@ -208,8 +213,8 @@ func runCluster(ctx context.Context, opts clusterOpts) (err error) {
 		{label: "apiserver-only ceiling (generator writes the cert)", kind: "ceiling"},
 		{label: "KCM csrsigning, default QPS 20/burst 30", kind: "kcm"},
 		{label: "KCM csrsigning, QPS 1000/burst 2000", kind: "kcm", qps: 1000},
-		{label: "Signet (signet-server + signet-watcher)", kind: "signet"},
 	}
+	signers = append(signers, signetSigners(opts.trustBundles)...)
 	signers = slices.DeleteFunc(signers, func(s signerKind) bool { return !want(s.kind) })
 	var loads []workload
 	for _, n := range opts.burst {
@@ -222,6 +227,7 @@ func runCluster(ctx context.Context, opts clusterOpts) (err error) {
 		loads = append(loads, workload{label: fmt.Sprintf("PCR burst %d", n), n: n, pcr: true})
 	}
 	var results []result
+	var costRows string // Signet with trust bundle publishing on against off, when both run
 	for _, l := range loads {
 		runs := make([][]result, len(signers))
 		for round := range max(opts.rounds, 1) {
@@ -247,8 +253,9 @@ func runCluster(ctx context.Context, opts clusterOpts) (err error) {
 				results = append(results, medianRun(rs))
 			}
 		}
+		costRows += trustBundleCost(l, signers, runs)
 	}
-	table := clusterTable(results, opts.kubeVersion, time.Since(started)) + "\n" + binaries
+	table := clusterTable(results, opts.kubeVersion, time.Since(started)) + trustBundleTable(costRows) + "\n" + binaries
 	fmt.Print(table)
 	if opts.out != "" {
 		if err := os.WriteFile(opts.out, []byte(table), 0o644); err != nil {
@@ -289,7 +296,7 @@ func (b *clusterBench) setup() error {
 	if err != nil {
 		return err
 	}
-	if err := writeSignetConfig(cfgPath); err != nil {
+	if err := writeSignetConfig(cfgPath, b.opts.admin); err != nil {
 		return err
 	}
 	kcm, err := b.cluster.AddSigner("kcm-csrsigning", []string{clientSigner})
@@ -339,8 +346,8 @@ func (b *clusterBench) makeRequests(n int) error {
 
 // writeSignetConfig rewrites the devpki configuration at path to serve clientSigner with the
 // kube-apiserver-client profile and podSigner with the pod-identity profile, both from the dev
-// signer CA.
-func writeSignetConfig(path string) error {
+// signer CA; admin gives the dev client the admin role (it may rotate the signers' CAs).
+func writeSignetConfig(path string, admin bool) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -356,6 +363,9 @@ func writeSignetConfig(path string) error {
 	csrSigner.Name, csrSigner.Profile = clientSigner, profile.Spec{Name: profile.NameKubeAPIServerClient}
 	pcrSigner.Name, pcrSigner.Profile = podSigner, profile.Spec{Name: profile.NamePodIdentity}
 	cfg.Signers = []config.Signer{csrSigner, pcrSigner}
+	for i := range cfg.Clients {
+		cfg.Clients[i].Admin = admin
+	}
 	out, err := yaml.Marshal(&cfg)
 	if err != nil {
 		return err
@@ -415,6 +425,7 @@ func (b *clusterBench) startSigner(ctx context.Context, kcmPath string, s signer
 		return nil
 	}
 	var metrics []string
+	var grpcAddr string
 	switch s.kind {
 	case "kcm":
 		args := []string{"--kubeconfig=" + b.kcmKC, "--controllers=csrsigning", "--leader-elect=false",
@@ -431,18 +442,25 @@ func (b *clusterBench) startSigner(ctx context.Context, kcmPath string, s signer
 		if addrs, err = freePorts(3); err != nil {
 			break
 		}
-		grpcAddr, httpAddr, watcherMetrics := addrs[0], addrs[1], addrs[2]
+		grpcAddr = addrs[0]
+		httpAddr, watcherMetrics := addrs[1], addrs[2]
 		metrics = []string{"http://" + httpAddr + "/metrics", "http://" + watcherMetrics + "/metrics"}
 		if err = start(filepath.Join(b.opts.bin, "signet-server"), "--config", filepath.Join(b.state, devpki.ConfigFile),
 			"--listen", grpcAddr, "--http-listen", httpAddr); err != nil {
 			break
 		}
-		err = start(filepath.Join(b.opts.bin, "signet-watcher"), "--kubeconfig", b.watchKC, "--signer-name", clientSigner, "--signer-name", podSigner,
+		var extra []string
+		if s.trustBundlesOff {
+			if extra, err = b.noTrustBundlesFlags(); err != nil {
+				break
+			}
+		}
+		err = start(filepath.Join(b.opts.bin, "signet-watcher"), append([]string{"--kubeconfig", b.watchKC, "--signer-name", clientSigner, "--signer-name", podSigner,
 			"--server", grpcAddr, "--tls-ca", filepath.Join(b.state, devpki.TLSCACert),
 			"--tls-cert", filepath.Join(b.state, devpki.ClientCert), "--tls-key", filepath.Join(b.state, devpki.ClientKey),
-			"--leader-elect=false", "--metrics-address="+watcherMetrics)
+			"--leader-elect=false", "--metrics-address=" + watcherMetrics}, extra...)...)
 	}
-	p := &signerProc{stop: stop, metrics: metrics}
+	p := &signerProc{stop: stop, metrics: metrics, grpc: grpcAddr}
 	for _, c := range cmds {
 		p.pids = append(p.pids, c.Process.Pid)
 	}

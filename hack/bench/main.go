@@ -18,6 +18,11 @@
 // a round measures all four one right after another, and the table reports each column's
 // median and the median of the rounds' gRPC/bare ratios, with their range.
 //
+// -rotation measures, on a real cluster, how long a CA staged on the server takes to reach the
+// signer's ClusterTrustBundle and a retired one to leave it (rotation.go); -cluster with
+// -cluster-trust-bundles on,off runs Signet's bursts with the watcher's trust bundle
+// publishing on and off (trustcost.go).
+//
 // -hardware measures CA keys in hardware instead (keys.go): the raw signatures per second of
 // each keystore backend (file, encrypted file, SoftHSM2, the in-process TPM simulator, swtpm)
 // and the server's issuances per second over gRPC with that key as its CA key.
@@ -57,6 +62,7 @@ import (
 	"github.com/signet-pki/signet/server/lint"
 	"github.com/signet-pki/signet/server/profile"
 	"github.com/signet-pki/signet/server/signerapi"
+	"github.com/signet-pki/signet/watcher"
 )
 
 const signerName = "bench.signet.dev/clients"
@@ -87,8 +93,22 @@ func main() {
 	hardwareBackends := flag.String("hardware-backends", strings.Join(hardwareBackendNames, ","), "with -hardware, the comma-separated backends to measure")
 	hardwareRounds := flag.Int("hardware-rounds", 3, "with -hardware, measure everything this many times, interleaved, and report the medians")
 	hardwareBenchtime := flag.Duration("hardware-benchtime", 500*time.Millisecond, "with -hardware, time per measurement")
+	trustBundles := flag.String("cluster-trust-bundles", "on", "with -cluster, run Signet with the watcher's ClusterTrustBundle publishing on, off, or both in the same rounds (on,off)")
+	rotation := flag.Bool("rotation", false, "measure how long a CA staged on the signing server takes to reach the cluster's ClusterTrustBundle, and a retired one to leave it, with the watcher's default trust bundle settings, instead")
+	rotationN := flag.Int("rotation-n", 10, "with -rotation, stage and retire this many CAs")
+	rotationJitter := flag.Duration("rotation-jitter", watcher.DefaultTrustBundlePeriod, "with -rotation, pause a random time in [0, this) before each stage and retire, so that it lands anywhere in the publisher's period (0: right after the last change was seen)")
 	flag.Parse()
+	if *rotation {
+		if err := runRotation(context.Background(), rotationOpts{bin: *bin, kubeVersion: *kubeVersion, out: *out, n: *rotationN, jitter: *rotationJitter}); err != nil {
+			fail(err)
+		}
+		return
+	}
 	if *clusterMode {
+		tb, err := parseTrustBundles(*trustBundles)
+		if err != nil {
+			fail(err)
+		}
 		bursts, err := parseInts(*clusterBurst)
 		if err != nil {
 			fail(fmt.Errorf("-cluster-burst: %w", err))
@@ -98,7 +118,7 @@ func main() {
 			fail(fmt.Errorf("-cluster-pcr-burst: %w", err))
 		}
 		if err := runCluster(context.Background(), clusterOpts{bin: *bin, burst: bursts, pcrBurst: pcrBursts, pacedN: *clusterPaced, pacedRate: *clusterRate,
-			out: *out, plot: *plot, scenarioLimit: 5 * time.Minute, rounds: *rounds, kubeVersion: *kubeVersion}); err != nil {
+			out: *out, plot: *plot, scenarioLimit: 5 * time.Minute, rounds: *rounds, kubeVersion: *kubeVersion, trustBundles: tb}); err != nil {
 			fail(err)
 		}
 		return

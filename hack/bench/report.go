@@ -47,7 +47,7 @@ func clusterTable(results []result, kubeVersion string, elapsed time.Duration) s
 		var signet *result
 		for i := range rs {
 			r := rs[i]
-			if r.signer.kind == "signet" {
+			if r.signer.kind == "signet" && !r.signer.trustBundlesOff { // the default deployment's
 				signet = &rs[i]
 			}
 			cpu, rss := "–", "–"
@@ -91,7 +91,7 @@ func clusterTable(results []result, kubeVersion string, elapsed time.Duration) s
 	sb.WriteString("\n\nSignet's CPU by process (server on its own host in production; only the watcher shares the control plane's cores):")
 	for _, r := range results {
 		if r.signer.kind == "signet" && len(r.cpuEach) == 2 && r.signed > 0 {
-			fmt.Fprintf(&sb, " %s server %.2f s, watcher %.2f s (%.2f / %.2f ms per object);", r.load.label, r.cpuEach[0], r.cpuEach[1],
+			fmt.Fprintf(&sb, " %s%s server %.2f s, watcher %.2f s (%.2f / %.2f ms per object);", r.load.label, offNote(r.signer), r.cpuEach[0], r.cpuEach[1],
 				1000*r.cpuEach[0]/float64(r.signed), 1000*r.cpuEach[1]/float64(r.signed))
 		}
 	}
@@ -99,7 +99,7 @@ func clusterTable(results []result, kubeVersion string, elapsed time.Duration) s
 	var parts []string
 	for _, r := range results {
 		if r.breakdown.calls > 0 {
-			parts = append(parts, fmt.Sprintf(" %s: %s;", r.load.label, r.breakdown))
+			parts = append(parts, fmt.Sprintf(" %s%s: %s;", r.load.label, offNote(r.signer), r.breakdown))
 		}
 	}
 	if len(parts) > 0 {
@@ -142,7 +142,7 @@ func targets(results []result) string {
 	find := func(load, kind string, qps int) *result {
 		for i := range results {
 			r := &results[i]
-			if r.load.label == load && r.signer.kind == kind && r.signer.qps == qps {
+			if r.load.label == load && r.signer.kind == kind && r.signer.qps == qps && !r.signer.trustBundlesOff {
 				return r
 			}
 		}
