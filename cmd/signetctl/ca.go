@@ -173,13 +173,16 @@ func writeAuthority(w io.Writer, a *signetv1.SignerAuthority) {
 		fmt.Fprintln(w, "    none registered or reported")
 	} else {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "    CLUSTER\tREGISTERED\tBUNDLE\tSTAGED PUBLISHED AT\tLAST SEEN")
+		fmt.Fprintln(tw, "    CLUSTER\tREGISTERED\tBUNDLE\tUP TO DATE\tSTAGED PUBLISHED AT\tLAST SEEN")
 		for _, cl := range a.GetClusters() {
-			registered := "no"
+			registered, current := "no", "no"
 			if cl.GetRegistered() {
 				registered = "yes"
 			}
-			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\n", cl.GetCluster(), registered, orDash(shortHex(cl.GetBundleHash())),
+			if cl.GetBundleHash() != "" && cl.GetBundleHash() == a.GetBundleHash() {
+				current = "yes"
+			}
+			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\t%s\n", cl.GetCluster(), registered, orDash(shortHex(cl.GetBundleHash())), current,
 				timestamp(cl.GetStagedPublishedAt()), timestamp(cl.GetLastSeen()))
 		}
 		tw.Flush()

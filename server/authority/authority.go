@@ -70,7 +70,7 @@ func (s CASpec) name(i int) string {
 // CA is an opened CA.
 type CA struct {
 	CASpec
-	// Key is the opened key, nil for a retired CA configured without one.
+	// Key is the opened key, nil for a retired CA.
 	Key keystore.Key
 }
 
@@ -80,8 +80,9 @@ type Authority struct {
 	active *CA
 }
 
-// Open opens the keys of specs and checks the set: exactly one active CA; every CA with a key
-// can sign certificates with it (its key matches its certificate, which is a CA). On error
+// Open opens the keys of specs and checks the set: exactly one active CA; the active and the
+// staged CA can sign certificates with their keys (each key matches its certificate, which is
+// a CA). A retired CA's key is not opened. On error
 // the keys opened so far are closed. keys is how every key is opened.
 func Open(ctx context.Context, specs []CASpec, keys keystore.Options) (*Authority, error) {
 	a := &Authority{}
@@ -107,10 +108,12 @@ func (a *Authority) open(ctx context.Context, specs []CASpec, keys keystore.Opti
 			}
 			a.active = ca
 		}
+		if spec.State == Retired {
+			// A retired CA signs nothing: its key is not opened, so a key removed from its
+			// HSM or TPM after retirement does not stop the server.
+			continue
+		}
 		if spec.KeyURI == "" {
-			if spec.State == Retired {
-				continue
-			}
 			return fmt.Errorf("%s: a key is required", spec.name(i))
 		}
 		key, err := keystore.Open(ctx, spec.KeyURI, keys)

@@ -124,7 +124,14 @@ func (a *AuthorityService) RetireCA(ctx context.Context, req *signetv1.RetireCAR
 
 // signerAuthority is st on the wire.
 func signerAuthority(st authority.Status) *signetv1.SignerAuthority {
-	out := &signetv1.SignerAuthority{SignerName: st.Signer, MinPropagationDelay: durationpb.New(st.Delay), Activation: gate(st.Activation)}
+	var published []authority.Entry
+	for _, ca := range st.CAs {
+		if ca.State != authority.Removed {
+			published = append(published, ca.Entry)
+		}
+	}
+	out := &signetv1.SignerAuthority{SignerName: st.Signer, MinPropagationDelay: durationpb.New(st.Delay), Activation: gate(st.Activation),
+		BundleHash: bundleHash(published)}
 	for _, ca := range st.CAs {
 		c := &signetv1.AuthorityCA{Anchor: trustAnchor(ca.Entry), KeyUri: keystore.Redact(ca.KeyURI),
 			Intermediates: int32(len(ca.Intermediates)), LastLeafNotAfter: stamp(ca.LastLeaf), By: ca.By}
@@ -140,6 +147,15 @@ func signerAuthority(st authority.Status) *signetv1.SignerAuthority {
 		})
 	}
 	return out
+}
+
+// bundleHash is the hash of the bundle of anchors as a ClusterTrustBundle holds it.
+func bundleHash(anchors []authority.Entry) string {
+	ders := make([][]byte, len(anchors))
+	for i, a := range anchors {
+		ders[i] = a.Certificate.Raw
+	}
+	return signetv1.BundleHash(signetv1.CanonicalBundle(ders))
 }
 
 // trustAnchor is one CA on the wire.

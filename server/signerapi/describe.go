@@ -2,8 +2,6 @@ package signerapi
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -19,8 +17,7 @@ func (s *Service) GetTrustAnchors(ctx context.Context, req *signetv1.GetTrustAnc
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	sum := sha256.Sum256(bundle)
-	resp := &signetv1.GetTrustAnchorsResponse{TrustAnchorsPem: string(bundle), BundleHash: hex.EncodeToString(sum[:])}
+	resp := &signetv1.GetTrustAnchorsResponse{TrustAnchorsPem: string(bundle), BundleHash: bundleHash(anchors)}
 	for _, a := range anchors {
 		resp.Anchors = append(resp.Anchors, trustAnchor(a))
 	}

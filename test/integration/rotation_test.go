@@ -121,6 +121,9 @@ func TestCARotation(t *testing.T) {
 		historyOne.waitFor(t, sg, 20*time.Second, next[sg])
 		historyTwo.waitFor(t, sg, 20*time.Second, next[sg])
 	}
+	for _, sg := range signers {
+		waitUpToDate(t, admin, sg, 20*time.Second)
+	}
 	load.halt()
 	checkLoad(t, load, historyOne, old, next)
 	for _, sg := range signers {
@@ -191,6 +194,29 @@ func waitPublishedToAll(t *testing.T, admin signetv1.AuthorityServiceClient, sig
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: %d of 2 clusters reported the staged CA within %s: %v", signer, n, timeout, authorityOf(t, admin, signer).GetClusters())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitUpToDate waits until both clusters reported the bundle the server publishes now: the
+// hash a watcher reports of its ClusterTrustBundle is the server's own bundle hash.
+func waitUpToDate(t *testing.T, admin signetv1.AuthorityServiceClient, signer string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		a := authorityOf(t, admin, signer)
+		n := 0
+		for _, c := range a.GetClusters() {
+			if c.GetBundleHash() == a.GetBundleHash() {
+				n++
+			}
+		}
+		if n == 2 && a.GetBundleHash() != "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d of 2 clusters report the server's bundle %s within %s: %v", signer, n, a.GetBundleHash(), timeout, a.GetClusters())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

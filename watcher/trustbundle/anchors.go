@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 )
 
 // MaxBundleSize is the largest spec.trustBundle the API server accepts (1 MiB).
@@ -51,12 +53,9 @@ func Normalize(pemData []byte) (string, int, error) {
 	}
 	slices.SortFunc(ders, bytes.Compare)
 	ders = slices.CompactFunc(ders, bytes.Equal)
-	var out bytes.Buffer
-	for _, der := range ders {
-		_ = pem.Encode(&out, &pem.Block{Type: "CERTIFICATE", Bytes: der}) // a bytes.Buffer does not fail
+	out := signetv1.CanonicalBundle(ders)
+	if len(out) > MaxBundleSize {
+		return "", 0, fmt.Errorf("%d anchors take %d bytes, more than a ClusterTrustBundle holds (%d)", len(ders), len(out), MaxBundleSize)
 	}
-	if out.Len() > MaxBundleSize {
-		return "", 0, fmt.Errorf("%d anchors take %d bytes, more than a ClusterTrustBundle holds (%d)", len(ders), out.Len(), MaxBundleSize)
-	}
-	return out.String(), len(ders), nil
+	return out, len(ders), nil
 }

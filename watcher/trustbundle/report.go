@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/signerclient"
 )
 
@@ -80,7 +81,6 @@ type reportState struct {
 // and that of the DER of each CERTIFICATE block in it, in order: the fingerprints of its
 // anchors.
 func Digest(trustBundle string) (hash string, fingerprints []string) {
-	sum := sha256.Sum256([]byte(trustBundle))
 	rest := []byte(trustBundle)
 	for {
 		var block *pem.Block
@@ -93,7 +93,7 @@ func Digest(trustBundle string) (hash string, fingerprints []string) {
 			fingerprints = append(fingerprints, hex.EncodeToString(fp[:]))
 		}
 	}
-	return hex.EncodeToString(sum[:]), fingerprints
+	return signetv1.BundleHash(trustBundle), fingerprints
 }
 
 // anchorStates counts the anchors of fingerprints by their state in described (the server's

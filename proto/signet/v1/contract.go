@@ -1,6 +1,11 @@
 package signetv1
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/pem"
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -54,4 +59,26 @@ func ConditionReason(reason string) string {
 		}
 	}
 	return b.String()
+}
+
+// CanonicalBundle is a trust bundle as a ClusterTrustBundle holds it, and as bundle hashes
+// (GetTrustAnchorsResponse.bundle_hash, ReportTrustBundleRequest.bundle_hash) are computed:
+// the DER certificates ders, each once, sorted by their bytes, PEM-encoded without headers.
+func CanonicalBundle(ders [][]byte) string {
+	sorted := slices.Clone(ders)
+	slices.SortFunc(sorted, bytes.Compare)
+	sorted = slices.CompactFunc(sorted, bytes.Equal)
+	var out bytes.Buffer
+	for _, der := range sorted {
+		_ = pem.Encode(&out, &pem.Block{Type: "CERTIFICATE", Bytes: der}) // a bytes.Buffer does not fail
+	}
+	return out.String()
+}
+
+// BundleHash is the lower-case hex SHA-256 of a bundle's text: of CanonicalBundle for the
+// server, of a ClusterTrustBundle's spec.trustBundle for a watcher's report. The two are equal
+// when the cluster publishes exactly the server's anchors.
+func BundleHash(bundle string) string {
+	sum := sha256.Sum256([]byte(bundle))
+	return hex.EncodeToString(sum[:])
 }

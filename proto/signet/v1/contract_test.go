@@ -64,3 +64,21 @@ func TestHealthServiceIsTheServiceName(t *testing.T) {
 		t.Errorf("HealthService = %q, want %q", signetv1.HealthService, signetv1.SignerService_ServiceDesc.ServiceName)
 	}
 }
+
+// TestCanonicalBundle: each certificate once, sorted by DER, PEM; the hash is of that text,
+// whatever order or repetition the certificates came in.
+func TestCanonicalBundle(t *testing.T) {
+	t.Parallel()
+	a, b := []byte{0x30, 0x01, 0x02}, []byte{0x30, 0x01, 0x01}
+	got := signetv1.CanonicalBundle([][]byte{a, b, a})
+	want := "-----BEGIN CERTIFICATE-----\nMAEB\n-----END CERTIFICATE-----\n-----BEGIN CERTIFICATE-----\nMAEC\n-----END CERTIFICATE-----\n"
+	if got != want {
+		t.Fatalf("CanonicalBundle = %q, want %q", got, want)
+	}
+	if h := signetv1.BundleHash(signetv1.CanonicalBundle([][]byte{b, a})); h != signetv1.BundleHash(got) || len(h) != 64 {
+		t.Fatalf("BundleHash depends on order, or is not hex SHA-256: %q", h)
+	}
+	if signetv1.BundleHash("") != "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" {
+		t.Fatal("BundleHash is not the SHA-256 of the text")
+	}
+}

@@ -917,7 +917,9 @@ type GetTrustAnchorsResponse struct {
 	TrustAnchorsPem string `protobuf:"bytes,1,opt,name=trust_anchors_pem,json=trustAnchorsPem,proto3" json:"trust_anchors_pem,omitempty"`
 	// anchors describes each certificate of the bundle, in the same order.
 	Anchors []*TrustAnchor `protobuf:"bytes,2,rep,name=anchors,proto3" json:"anchors,omitempty"`
-	// bundle_hash is the lower-case hex SHA-256 of trust_anchors_pem.
+	// bundle_hash is the lower-case hex SHA-256 of the bundle as a ClusterTrustBundle holds it:
+	// the certificates each once, sorted by DER, PEM-encoded (signetv1.CanonicalBundle). A
+	// watcher that publishes exactly these anchors reports the same hash.
 	BundleHash    string `protobuf:"bytes,3,opt,name=bundle_hash,json=bundleHash,proto3" json:"bundle_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1293,7 +1295,10 @@ type SignerAuthority struct {
 	// activated.
 	MinPropagationDelay *durationpb.Duration `protobuf:"bytes,4,opt,name=min_propagation_delay,json=minPropagationDelay,proto3" json:"min_propagation_delay,omitempty"`
 	// activation is whether ActivateCA would succeed now, and why not.
-	Activation    *Gate `protobuf:"bytes,5,opt,name=activation,proto3" json:"activation,omitempty"`
+	Activation *Gate `protobuf:"bytes,5,opt,name=activation,proto3" json:"activation,omitempty"`
+	// bundle_hash is the hash of the bundle the server publishes now (as in
+	// GetTrustAnchorsResponse): a cluster whose last report carries it is up to date.
+	BundleHash    string `protobuf:"bytes,6,opt,name=bundle_hash,json=bundleHash,proto3" json:"bundle_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1361,6 +1366,13 @@ func (x *SignerAuthority) GetActivation() *Gate {
 		return x.Activation
 	}
 	return nil
+}
+
+func (x *SignerAuthority) GetBundleHash() string {
+	if x != nil {
+		return x.BundleHash
+	}
+	return ""
 }
 
 // AuthorityCA is one CA of a signer.
@@ -2624,7 +2636,7 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\x13GetAuthorityRequest\x12!\n" +
 	"\fsigner_names\x18\x01 \x03(\tR\vsignerNames\"L\n" +
 	"\x14GetAuthorityResponse\x124\n" +
-	"\asigners\x18\x01 \x03(\v2\x1a.signet.v1.SignerAuthorityR\asigners\"\x92\x02\n" +
+	"\asigners\x18\x01 \x03(\v2\x1a.signet.v1.SignerAuthorityR\asigners\"\xb3\x02\n" +
 	"\x0fSignerAuthority\x12\x1f\n" +
 	"\vsigner_name\x18\x01 \x01(\tR\n" +
 	"signerName\x12(\n" +
@@ -2633,7 +2645,9 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\x15min_propagation_delay\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x13minPropagationDelay\x12/\n" +
 	"\n" +
 	"activation\x18\x05 \x01(\v2\x0f.signet.v1.GateR\n" +
-	"activation\"\x88\x02\n" +
+	"activation\x12\x1f\n" +
+	"\vbundle_hash\x18\x06 \x01(\tR\n" +
+	"bundleHash\"\x88\x02\n" +
 	"\vAuthorityCA\x12.\n" +
 	"\x06anchor\x18\x01 \x01(\v2\x16.signet.v1.TrustAnchorR\x06anchor\x12\x17\n" +
 	"\akey_uri\x18\x02 \x01(\tR\x06keyUri\x12$\n" +
