@@ -12,11 +12,13 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/internal/testpki"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/server/access"
 	"github.com/signet-pki/signet/server/config"
 	"github.com/signet-pki/signet/server/ledger"
 )
@@ -281,4 +283,37 @@ func TestRotationNeedsAdmin(t *testing.T) {
 	}
 	wantStatus(t, report(t, signer, "north", old), codes.FailedPrecondition, "ROTATION_REFUSED")
 	wantStatus(t, report(t, signer, "Not A Label", old), codes.InvalidArgument, "MALFORMED_REQUEST")
+}
+
+// TestRotationCallsAreRateLimited: refused rotation calls and reports spend the client's rate
+// limit, so a client cannot fill the ledger with refusals faster than its limit allows.
+func TestRotationCallsAreRateLimited(t *testing.T) {
+	t.Parallel()
+	r := newRotationServer(t, time.Hour, func(cfg *config.Config) {
+		cfg.Clients[0].Admin = false
+		cfg.Clients[0].RateLimit = &access.Rate{PerSecond: 0.01, Burst: 3}
+	})
+	_, admin := r.clients()
+	limited := 0
+	for range 10 {
+		_, err := admin.ActivateCA(callContext(t), &signetv1.ActivateCARequest{SignerName: devpki.DefaultSigner})
+		if status.Code(err) == codes.ResourceExhausted {
+			limited++
+			continue
+		}
+		wantStatus(t, err, codes.PermissionDenied, "ADMIN_REQUIRED")
+	}
+	if limited != 7 {
+		t.Fatalf("%d of 10 calls rate limited; want 7 (burst 3)", limited)
+	}
+	refused := 0
+	_ = ledger.Replay(r.cfg.Ledger.Dir, time.Time{}, func(rec ledger.Record) error {
+		if rec.Decision == ledger.Refused {
+			refused++
+		}
+		return nil
+	})
+	if refused != 3 {
+		t.Fatalf("%d refusals recorded; want 3, one per call within the limit", refused)
+	}
 }

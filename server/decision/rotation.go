@@ -39,10 +39,17 @@ var (
 )
 
 // ReportTrustBundle takes a client's report that it published signer's trust bundle in a
-// cluster: the client must be allowed to use the signer, and the report well formed.
+// cluster: the client must be allowed to use the signer, within its rate limit, and the report
+// well formed.
 func (c *Core) ReportTrustBundle(ctx context.Context, identity, signer string, r authority.Report) error {
-	if _, err := c.lookupSigner(identity, signer); err != nil {
+	// A report costs a rate-limit token: while a CA is staged a new bundle hash is a ledger
+	// record, and a client must not write records faster than its limit allows.
+	sg, limit, err := c.limitedSigner(identity, signer, func() error { return nil })
+	switch {
+	case err != nil:
 		return err
+	case sg == nil:
+		return fmt.Errorf("%w: the %s rate limit is exhausted; retry later", errRateLimited, limit)
 	}
 	if err := checkReport(r); err != nil {
 		return err
@@ -136,10 +143,18 @@ func (c *Core) RetireCA(ctx context.Context, identity, signer, fingerprint, seri
 	})
 }
 
-// administer runs one rotation step for an admin of signer; a refusal is logged and recorded
-// in the ledger (the step itself records what it does).
+// administer runs one rotation step for an admin of signer, within the client's rate limit; a
+// refusal is logged and recorded in the ledger (the step itself records what it does).
 func (c *Core) administer(ctx context.Context, identity, signer, step string, run func() error) error {
-	err := c.lookupAdmin(identity, signer)
+	// A step costs a token of the client's (and the signer's) rate limit, as a signing call
+	// does, so that refused calls cannot fill the ledger faster than the limit allows.
+	sg, limit, err := c.limitedSigner(identity, signer, func() error { return nil })
+	if err == nil && sg == nil {
+		return fmt.Errorf("%w: the %s rate limit is exhausted; retry later", errRateLimited, limit)
+	}
+	if err == nil {
+		err = c.lookupAdmin(identity, signer)
+	}
 	if err == nil {
 		err = run()
 	}
