@@ -398,13 +398,14 @@ func parseInts(list string) ([]int, error) {
 // server-alone anchor, in-process, gRPC and health-check calls): each round starts one later
 // than the round before, and odd rounds run backwards, so that none always runs first or last,
 // or right after the same other one (the machine drifts within a round, and on the control
-// plane etcd keeps the history of earlier scenarios until the API server compacts it).
+// plane etcd keeps the history of earlier scenarios until the API server compacts it). Two
+// measurements are only rotated, so that they alternate: reversing too would undo it.
 func roundOrder(n, round int) []int {
 	order := make([]int, n)
 	for k := range order {
 		order[k] = (round + k) % n
 	}
-	if round%2 == 1 {
+	if round%2 == 1 && n > 2 {
 		slices.Reverse(order)
 	}
 	return order

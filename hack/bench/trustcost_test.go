@@ -100,3 +100,13 @@ func TestTrustBundleCost(t *testing.T) {
 		t.Errorf("trustBundleTable =\n%s", table)
 	}
 }
+
+// TestRoundOrderTwo: Signet with publishing on and off (two signers) take turns running
+// first; rotating and then reversing odd rounds would keep the same order in every round.
+func TestRoundOrderTwo(t *testing.T) {
+	for round, want := range [][]int{{0, 1}, {1, 0}, {0, 1}, {1, 0}} {
+		if got := roundOrder(2, round); !slices.Equal(got, want) {
+			t.Errorf("roundOrder(2, %d) = %v, want %v", round, got, want)
+		}
+	}
+}
