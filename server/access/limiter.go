@@ -132,6 +132,26 @@ func (l *Limiter) Allow(identity, signer string, authorize func() error) (ok boo
 	return true, "", nil
 }
 
+// AllowClient takes one token from the client's bucket only, then calls authorize (when not
+// nil): for calls that are not issuance (trust bundle reports, CA rotation steps), which must
+// not spend a signer's shared issuance budget but must not flood the service either. It
+// returns false and nil when the client's bucket is empty, false and authorize's error when
+// that fails (the token stays spent), true otherwise.
+func (l *Limiter) AllowClient(identity string, authorize func() error) (bool, error) {
+	if l == nil {
+		l = unlimited
+	}
+	if _, ok := take(l.clients[identity], l.clock.Now()); !ok {
+		return false, nil
+	}
+	if authorize != nil {
+		if err := authorize(); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
 // unlimited is what a nil *Limiter limits by: no bucket, so nothing.
 var unlimited = &Limiter{clock: clock.RealClock{}}
 

@@ -1,6 +1,7 @@
 package access
 
 import (
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -170,5 +171,29 @@ func TestLimiterConcurrent(t *testing.T) {
 	wg.Wait()
 	if allowed > 60 {
 		t.Fatalf("%d requests allowed, the signer's burst is 60", allowed)
+	}
+}
+
+// TestLimiterAllowClientLeavesSignerBudget: AllowClient spends only the client's bucket (a
+// report or a rotation step does not spend a signer's issuance budget), keeps the token when
+// authorization fails, and a nil Limiter allows everything.
+func TestLimiterAllowClientLeavesSignerBudget(t *testing.T) {
+	l, _ := newTestLimiter(t,
+		map[string]Rate{clientA: {PerSecond: 1, Burst: 2}},
+		map[string]Rate{signerServing: {PerSecond: 1, Burst: 1}},
+	)
+	if ok, err := l.AllowClient(clientA, func() error { return errors.New("not allowed") }); ok || err == nil {
+		t.Fatalf("AllowClient with a failing authorization = %v, %v", ok, err)
+	}
+	if ok, err := l.AllowClient(clientA, nil); !ok || err != nil {
+		t.Fatalf("AllowClient = %v, %v; want the second token", ok, err)
+	}
+	if ok, err := l.AllowClient(clientA, nil); ok || err != nil {
+		t.Fatalf("AllowClient past the burst = %v, %v; want refused", ok, err)
+	}
+	expect(t, l, clientB, signerServing, true, "") // the signer's token is still there
+	var none *Limiter
+	if ok, err := none.AllowClient(clientA, nil); !ok || err != nil {
+		t.Fatalf("nil Limiter: %v, %v", ok, err)
 	}
 }

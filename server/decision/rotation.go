@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 
+	"github.com/signet-pki/signet/server/access"
 	"github.com/signet-pki/signet/server/authority"
 	"github.com/signet-pki/signet/server/issuance"
 	"github.com/signet-pki/signet/server/ledger"
@@ -42,14 +43,11 @@ var (
 // cluster: the client must be allowed to use the signer, within its rate limit, and the report
 // well formed.
 func (c *Core) ReportTrustBundle(ctx context.Context, identity, signer string, r authority.Report) error {
-	// A report costs a rate-limit token: while a CA is staged a new bundle hash is a ledger
-	// record, and a client must not write records faster than its limit allows.
-	sg, limit, err := c.limitedSigner(identity, signer, func() error { return nil })
-	switch {
-	case err != nil:
+	// A report costs a token of the client's rate limit (not of the signer's issuance budget):
+	// while a CA is staged a new bundle hash is a ledger record, and a client must not write
+	// records faster than its limit allows.
+	if err := c.clientLimited(identity, signer); err != nil {
 		return err
-	case sg == nil:
-		return fmt.Errorf("%w: the %s rate limit is exhausted; retry later", errRateLimited, limit)
 	}
 	if err := checkReport(r); err != nil {
 		return err
@@ -58,6 +56,19 @@ func (c *Core) ReportTrustBundle(ctx context.Context, identity, signer string, r
 		return nil
 	}
 	return c.opts.Rotation.Report(ctx, identity, r, signer)
+}
+
+// clientLimited spends a token of identity's rate limit and checks that it may use signer:
+// errRateLimited when the bucket is empty, the authorization error, or nil.
+func (c *Core) clientLimited(identity, signer string) error {
+	ok, err := c.access.Load().Limiter.AllowClient(identity, func() error {
+		_, err := c.lookupSigner(identity, signer)
+		return err
+	})
+	if !ok && err == nil {
+		return fmt.Errorf("%w: the %s rate limit is exhausted; retry later", errRateLimited, access.LimitClient)
+	}
+	return err
 }
 
 // checkReport refuses a report that cannot be what a watcher published.
@@ -146,11 +157,11 @@ func (c *Core) RetireCA(ctx context.Context, identity, signer, fingerprint, seri
 // administer runs one rotation step for an admin of signer, within the client's rate limit; a
 // refusal is logged and recorded in the ledger (the step itself records what it does).
 func (c *Core) administer(ctx context.Context, identity, signer, step string, run func() error) error {
-	// A step costs a token of the client's (and the signer's) rate limit, as a signing call
-	// does, so that refused calls cannot fill the ledger faster than the limit allows.
-	sg, limit, err := c.limitedSigner(identity, signer, func() error { return nil })
-	if err == nil && sg == nil {
-		return fmt.Errorf("%w: the %s rate limit is exhausted; retry later", errRateLimited, limit)
+	// A step costs a token of the client's rate limit, as a signing call does, so that refused
+	// calls cannot fill the ledger faster than the limit allows.
+	err := c.clientLimited(identity, signer)
+	if errors.Is(err, errRateLimited) {
+		return err
 	}
 	if err == nil {
 		err = c.lookupAdmin(identity, signer)

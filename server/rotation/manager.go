@@ -323,6 +323,6 @@ func countStates(set authority.Set) map[string]int {
 
 type noMetrics struct{}
 
-func (noMetrics) SetAnchors(string, map[string]int)                {}
+func (noMetrics) SetAnchors(string, map[string]int)               {}
 func (noMetrics) ObserveReport(string, string, string, time.Time) {}
-func (noMetrics) ObserveRotation(string, string, bool)             {}
+func (noMetrics) ObserveRotation(string, string, bool)            {}
