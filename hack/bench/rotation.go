@@ -352,12 +352,15 @@ func rotationTable(samples []rotationSample, kubeVersion string, jitter, elapsed
 		{"RetireCA call (included above)", pick(func(s rotationSample) time.Duration { return s.retireCall }),
 			"the CA set written to the ledger (fsync)"},
 	}
+	phase := fmt.Sprintf("before each call a pause drawn uniformly from [0, %s), so that calls land anywhere in the publisher's cycle", jitter)
+	if jitter <= 0 {
+		phase = "no pause: each call right after the watch saw the previous change, that is right after the publisher's pass, the worst phase"
+	}
 	var sb []byte
 	sb = fmt.Appendf(sb, "One etcd + kube-apiserver (%s); signet-server and signet-watcher as in -cluster, the watcher with its default trustBundles (on, period %s, not set). "+
-		"%d CAs (self-signed P-256, key in a 0600 file) staged on kubernetes.io/kube-apiserver-client with StageCA, each retired with RetireCA once seen; "+
-		"before each call a pause drawn uniformly from [0, %s), so that calls land anywhere in the publisher's cycle. "+
+		"%d CAs (self-signed P-256, key in a 0600 file) staged on kubernetes.io/kube-apiserver-client with StageCA, each retired with RetireCA once seen; %s. "+
 		"Times run from just before the call to the event of a certificates.k8s.io/v1 ClusterTrustBundle watch (on the signer's bundle) that shows the change. Whole run: %s.\n\n",
-		kubeVersion, period, len(samples), jitter, elapsed.Round(time.Second))
+		kubeVersion, period, len(samples), phase, elapsed.Round(time.Second))
 	sb = append(sb, "| step | n | p50 ms | p90 ms | max ms | what bounds it |\n|---|---|---|---|---|---|\n"...)
 	for _, r := range rows {
 		p50, p90, top := summarize(r.times)

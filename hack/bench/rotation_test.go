@@ -79,4 +79,7 @@ func TestRotationTable(t *testing.T) {
 			t.Errorf("rotationTable lacks %q:\n%s", want, got)
 		}
 	}
+	if got := rotationTable(samples, "v1.37.1", 0, time.Minute); !strings.Contains(got, "; no pause: each call right after the watch saw the previous change") {
+		t.Errorf("rotationTable without jitter does not say so:\n%s", got)
+	}
 }
