@@ -229,17 +229,22 @@ func TestServerOutage(t *testing.T) {
 			t.Errorf("CSR %s ended Failed because of the outage", name)
 		}
 	}
+	// Events are written asynchronously (the recorder's broadcaster): wait for them.
 	_, admin := cluster.Admin()
-	events, err := admin.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + during[0]})
+	var joined string
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		events, err := admin.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + during[0]})
+		if err != nil {
+			return false, err
+		}
+		var reasons []string
+		for _, e := range events.Items {
+			reasons = append(reasons, e.Reason+": "+e.Message)
+		}
+		joined = strings.Join(reasons, "\n")
+		return strings.Contains(joined, "SignerUnavailable") && strings.Contains(joined, "retrying in") && strings.Contains(joined, "Signed"), nil
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	var reasons []string
-	for _, e := range events.Items {
-		reasons = append(reasons, e.Reason+": "+e.Message)
-	}
-	joined := strings.Join(reasons, "\n")
-	if !strings.Contains(joined, "SignerUnavailable") || !strings.Contains(joined, "retrying in") || !strings.Contains(joined, "Signed") {
-		t.Errorf("events of %s do not show the retries and the signing:\n%s", during[0], joined)
+		t.Errorf("events of %s do not show the retries and the signing within 30s (%v):\n%s", during[0], err, joined)
 	}
 }
