@@ -23,11 +23,20 @@ daemon_ldflags = -X=runtime.godebugDefault=$$(d=$$($(GO) list -f '{{.DefaultGODE
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# What every binary reports in --version and the build_info metrics (internal/version); set
+# VERSION, COMMIT or COMMIT_DATE to override, e.g. outside a git checkout. COMMIT_DATE is the
+# commit's (in UTC), not the build's, so the same commit builds the same binary.
+VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT      ?= $(shell git rev-parse HEAD 2>/dev/null)
+COMMIT_DATE ?= $(shell TZ=UTC0 git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null)
+VERSION_PKG := github.com/signet-pki/signet/internal/version
+version_ldflags = -X=$(VERSION_PKG).version=$(VERSION) -X=$(VERSION_PKG).commit=$(COMMIT) -X=$(VERSION_PKG).commitDate=$(COMMIT_DATE)
+
 .PHONY: build
-build: ## Build the binaries into bin/.
+build: ## Build the binaries into bin/ (--version and build_info say VERSION, COMMIT: git describe, rev-parse).
 	@mkdir -p $(BIN)
-	$(GO) build -ldflags="$(daemon_ldflags)" -o $(BIN)/ $(addprefix ./cmd/,$(DAEMONS))
-	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(filter-out $(DAEMONS),$(CMDS)))
+	$(GO) build -ldflags="$(daemon_ldflags) $(version_ldflags)" -o $(BIN)/ $(addprefix ./cmd/,$(DAEMONS))
+	$(GO) build -ldflags="$(version_ldflags)" -o $(BIN)/ $(addprefix ./cmd/,$(filter-out $(DAEMONS),$(CMDS)))
 
 .PHONY: kube-bins
 kube-bins: ## Build kube-apiserver and etcd (KUBE_VERSION, default v1.37.1) from Go modules into .cache/ (slow once, then cached).

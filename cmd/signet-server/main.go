@@ -3,78 +3,111 @@
 //
 //	signet-server --config /etc/signet/server.yaml
 //	signet-server --dev                     # throwaway CAs and mTLS certificates in ./.signet-dev
+//	signet-server --validate-config /etc/signet/server.yaml   # check a file, then exit 0 or 1
+//	signet-server --version
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/signet-pki/signet/internal/devpki"
+	"github.com/signet-pki/signet/internal/version"
 	"github.com/signet-pki/signet/server"
 	"github.com/signet-pki/signet/server/config"
 )
 
-func main() {
-	os.Exit(run())
+// options are the command-line flags.
+type options struct {
+	configPath     string
+	dev            bool
+	devDir         string
+	devSigner      string
+	devPod         string
+	listen         string
+	httpListen     string
+	reflect        bool
+	logFormat      string
+	logLevel       string
+	validateConfig bool
+	version        bool
 }
 
-func run() int {
-	var (
-		configPath = flag.String("config", "", "path of the ServerConfiguration file")
-		dev        = flag.Bool("dev", false, "development mode: create a CA, server and client certificates and a config in --dev-state-dir on first start, then serve them")
-		devDir     = flag.String("dev-state-dir", ".signet-dev", "state folder of --dev")
-		devSigner  = flag.String("dev-signer-name", devpki.DefaultSigner, "signer name served in --dev mode")
-		devPod     = flag.String("dev-pod-identity-signer", devpki.DefaultPodIdentitySigner, "pod-identity signer (PodCertificateRequests) also served in --dev mode; empty for none")
-		listen     = flag.String("listen", "", "gRPC listen address host:port (overrides grpc.address)")
-		httpListen = flag.String("http-listen", "", "listen address of /metrics, /livez and /readyz (overrides http.address)")
-		reflect    = flag.Bool("enable-reflection", false, "turn on the gRPC reflection service")
-		logFormat  = flag.String("log-format", "text", "log format: text or json")
-		logLevel   = flag.String("log-level", "info", "log level: debug, info, warn or error")
-	)
-	flag.Parse()
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
 
-	log, err := newLogger(*logFormat, *logLevel)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "signet-server:", err)
+// run parses the command line args, then prints the version (--version), checks the
+// configuration (--validate-config) or runs the server until SIGINT or SIGTERM. It returns the
+// process exit code: 0, 1 on failure, 2 on a usage error.
+func run(args []string, stdout, stderr io.Writer) int {
+	flags, opts := newFlagSet(stderr)
+	if err := flags.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
-	if *dev {
-		if *configPath != "" {
-			fmt.Fprintln(os.Stderr, "signet-server: --dev and --config are exclusive")
+	if opts.version {
+		fmt.Fprintln(stdout, version.String())
+		return 0
+	}
+	if opts.validateConfig {
+		if flags.NArg() == 1 && opts.configPath == "" {
+			opts.configPath = flags.Arg(0) // signet-server --validate-config FILE
+		} else if flags.NArg() > 0 {
+			fmt.Fprintf(stderr, "signet-server: unexpected argument %q\n", flags.Arg(0))
 			return 2
 		}
-		p, err := devpki.Ensure(devpki.Options{Dir: *devDir, SignerName: *devSigner, PodIdentitySigner: *devPod, Address: *listen})
+		if opts.dev || opts.configPath == "" {
+			fmt.Fprintln(stderr, "signet-server: --validate-config checks a file: --validate-config FILE or --config FILE --validate-config")
+			return 2
+		}
+		return validateConfig(*opts, stdout, stderr)
+	}
+	if flags.NArg() > 0 {
+		fmt.Fprintf(stderr, "signet-server: unexpected argument %q\n", flags.Arg(0))
+		return 2
+	}
+
+	log, err := newLogger(opts.logFormat, opts.logLevel, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "signet-server:", err)
+		return 2
+	}
+	if opts.dev {
+		if opts.configPath != "" {
+			fmt.Fprintln(stderr, "signet-server: --dev and --config are exclusive")
+			return 2
+		}
+		p, err := devpki.Ensure(devpki.Options{Dir: opts.devDir, SignerName: opts.devSigner, PodIdentitySigner: opts.devPod, Address: opts.listen})
 		if err != nil {
 			log.Error("preparing dev state", "error", err.Error())
 			return 1
 		}
-		log.Warn("development mode: keys are unprotected files; never use --dev for a real cluster", "state_dir", *devDir, "config", p)
-		*configPath = p
+		log.Warn("development mode: keys are unprotected files; never use --dev for a real cluster", "state_dir", opts.devDir, "config", p)
+		opts.configPath = p
 	}
-	if *configPath == "" {
-		fmt.Fprintln(os.Stderr, "signet-server: --config (or --dev) is required")
+	if opts.configPath == "" {
+		fmt.Fprintln(stderr, "signet-server: --config (or --dev) is required")
 		return 2
 	}
-	cfg, err := config.Load(*configPath)
+	cfg, err := loadConfig(*opts)
 	if err != nil {
 		log.Error("loading config", "error", err.Error())
 		return 1
 	}
-	if *listen != "" {
-		cfg.GRPC.Address = *listen
-	}
-	if *httpListen != "" {
-		cfg.HTTP.Address = *httpListen
-	}
-	if *reflect {
-		cfg.GRPC.Reflection = true
-	}
 
+	server.Version = version.Version
+	log.Info("starting signet-server", "version", version.Version, "commit", version.Commit)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := server.Run(ctx, cfg, log); err != nil {
@@ -84,7 +117,81 @@ func run() int {
 	return 0
 }
 
-func newLogger(format, level string) (*slog.Logger, error) {
+// newFlagSet defines the command-line flags on a new FlagSet that writes its usage and errors
+// to stderr.
+func newFlagSet(stderr io.Writer) (*flag.FlagSet, *options) {
+	fs := flag.NewFlagSet("signet-server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	opts := &options{}
+	fs.StringVar(&opts.configPath, "config", "", "path of the ServerConfiguration file")
+	fs.BoolVar(&opts.dev, "dev", false, "development mode: create a CA, server and client certificates and a config in --dev-state-dir on first start, then serve them")
+	fs.StringVar(&opts.devDir, "dev-state-dir", ".signet-dev", "state folder of --dev")
+	fs.StringVar(&opts.devSigner, "dev-signer-name", devpki.DefaultSigner, "signer name served in --dev mode")
+	fs.StringVar(&opts.devPod, "dev-pod-identity-signer", devpki.DefaultPodIdentitySigner, "pod-identity signer (PodCertificateRequests) also served in --dev mode; empty for none")
+	fs.StringVar(&opts.listen, "listen", "", "gRPC listen address host:port (overrides grpc.address)")
+	fs.StringVar(&opts.httpListen, "http-listen", "", "listen address of /metrics, /livez and /readyz (overrides http.address)")
+	fs.BoolVar(&opts.reflect, "enable-reflection", false, "turn on the gRPC reflection service")
+	fs.StringVar(&opts.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&opts.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.BoolVar(&opts.validateConfig, "validate-config", false, "validate the configuration (--config, or a FILE argument) with the flags applied, print every problem, and exit 0 or 1; opens no key and listens on nothing")
+	fs.BoolVar(&opts.version, "version", false, "print the version and exit")
+	return fs, opts
+}
+
+// loadConfig loads and validates the configuration file, applies the flag overrides and
+// validates the result again.
+func loadConfig(opts options) (*config.Config, error) {
+	cfg, err := config.Load(opts.configPath)
+	if err != nil {
+		return nil, err
+	}
+	if opts.listen != "" {
+		cfg.GRPC.Address = opts.listen
+	}
+	if opts.httpListen != "" {
+		cfg.HTTP.Address = opts.httpListen
+	}
+	if opts.reflect {
+		cfg.GRPC.Reflection = true
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("config %s with the flags applied: %w", opts.configPath, err)
+	}
+	return cfg, nil
+}
+
+// validateConfig checks the configuration as signet-watcher --validate-config does: a file
+// that cannot be read is reported as is; otherwise "configuration is valid" on stdout and 0, or
+// "invalid configuration:" and every problem, one a line, on stderr and 1. No key is opened,
+// nothing listens.
+func validateConfig(opts options, stdout, stderr io.Writer) int {
+	if _, err := loadConfig(opts); err != nil {
+		if _, ok := errors.AsType[*fs.PathError](err); ok {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		fmt.Fprintln(stderr, "invalid configuration:")
+		for _, p := range problems(err) {
+			fmt.Fprintln(stderr, p)
+		}
+		return 1
+	}
+	fmt.Fprintln(stdout, "configuration is valid")
+	return 0
+}
+
+// problems returns the errors joined under err's context ("config PATH: …"), each of which
+// names its field; err alone if it joins none.
+func problems(err error) []error {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if joined, ok := e.(interface{ Unwrap() []error }); ok {
+			return joined.Unwrap()
+		}
+	}
+	return []error{err}
+}
+
+func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
@@ -92,9 +199,9 @@ func newLogger(format, level string) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: lvl}
 	switch format {
 	case "text":
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	default:
 		return nil, fmt.Errorf("--log-format %q: want text or json", format)
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/signet-pki/signet/internal/version"
 	"github.com/signet-pki/signet/watcher"
 	"github.com/signet-pki/signet/watcher/kubeclient"
 )
@@ -50,42 +52,50 @@ type options struct {
 	kubeBurst        int
 	kubeContentType  string
 	validateConfig   bool
+	version          bool
 }
 
 func main() {
-	os.Exit(run())
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run parses flags, builds the configuration and the clientset, and runs the watcher until
+// run parses the command line args, prints the version (--version), checks the configuration
+// (--validate-config) or builds the configuration and the clientset and runs the watcher until
 // SIGINT or SIGTERM. It returns the process exit code.
-func run() int {
+func run(args []string, stdout, stderr io.Writer) int {
 	fs, opts := newFlagSet()
-	_ = fs.Parse(os.Args[1:]) // ExitOnError: Parse exits on failure.
+	fs.SetOutput(stderr)
+	_ = fs.Parse(args) // ExitOnError: Parse exits on failure.
 	defer klog.Flush()
 	logger := klog.Background().WithName("signet-watcher")
+	if opts.version {
+		fmt.Fprintln(stdout, version.String())
+		return 0
+	}
 
 	cfg, err := buildConfig(*opts)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	if opts.kubeQPS <= 0 || opts.kubeBurst < 1 {
 		// client-go reads a QPS of 0 as its default of 5, and a negative one as unlimited.
-		fmt.Fprintf(os.Stderr, "--kube-api-qps (%v) and --kube-api-burst (%d) must be positive\n", opts.kubeQPS, opts.kubeBurst)
+		fmt.Fprintf(stderr, "--kube-api-qps (%v) and --kube-api-burst (%d) must be positive\n", opts.kubeQPS, opts.kubeBurst)
 		return 1
 	}
 	if opts.kubeContentType != runtime.ContentTypeProtobuf && opts.kubeContentType != runtime.ContentTypeJSON {
-		fmt.Fprintf(os.Stderr, "--kube-api-content-type %q: want %s or %s\n", opts.kubeContentType, runtime.ContentTypeProtobuf, runtime.ContentTypeJSON)
+		fmt.Fprintf(stderr, "--kube-api-content-type %q: want %s or %s\n", opts.kubeContentType, runtime.ContentTypeProtobuf, runtime.ContentTypeJSON)
 		return 1
 	}
 	if opts.validateConfig {
 		if err := cfg.Validate(); err != nil {
-			fmt.Fprintf(os.Stderr, "invalid configuration:\n%v\n", err)
+			fmt.Fprintf(stderr, "invalid configuration:\n%v\n", err)
 			return 1
 		}
-		fmt.Println("configuration is valid")
+		fmt.Fprintln(stdout, "configuration is valid")
 		return 0
 	}
+	logger.Info("Starting signet-watcher", "version", version.Version, "commit", version.Commit)
 
 	kube, err := newClientset(opts.kubeconfig, float32(opts.kubeQPS), opts.kubeBurst, opts.kubeContentType)
 	if err != nil {
@@ -122,6 +132,7 @@ func newFlagSet() (*flag.FlagSet, *options) {
 	fs.IntVar(&opts.kubeBurst, "kube-api-burst", defaultKubeBurst, "client-side burst of queries to the kube-apiserver")
 	fs.StringVar(&opts.kubeContentType, "kube-api-content-type", runtime.ContentTypeProtobuf, "content type of requests to the kube-apiserver (application/vnd.kubernetes.protobuf or application/json)")
 	fs.BoolVar(&opts.validateConfig, "validate-config", false, "validate the configuration, print any problems, and exit")
+	fs.BoolVar(&opts.version, "version", false, "print the version and exit")
 	klog.InitFlags(fs)
 	return fs, opts
 }

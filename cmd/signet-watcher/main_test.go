@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/signet-pki/signet/internal/version"
 	"github.com/signet-pki/signet/watcher"
 )
 
@@ -142,5 +145,41 @@ func TestLeaderElectFlagOverridesFile(t *testing.T) {
 	}
 	if cfg.LeaderElection.IsEnabled() {
 		t.Error("--leader-elect=false did not override the file")
+	}
+}
+
+// runMain runs the command in-process and returns its exit code, stdout and stderr.
+func runMain(args ...string) (int, string, string) {
+	var stdout, stderr bytes.Buffer
+	code := run(args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func TestVersionFlag(t *testing.T) {
+	for _, arg := range []string{"--version", "-version"} {
+		code, stdout, stderr := runMain(arg)
+		if code != 0 || stdout != version.String()+"\n" || stderr != "" {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want 0, %q, nothing", arg, code, stdout, stderr, version.String())
+		}
+	}
+}
+
+// TestValidateConfig: the file with the flags applied; "configuration is valid" and 0, or every
+// problem with its field and 1.
+func TestValidateConfig(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	content := "apiVersion: signet.dev/v1alpha1\nkind: WatcherConfiguration\nsignerNames: [example.com/a]\n" +
+		"server: {address: signet:8443, caFile: ca.pem, certFile: cert.pem, keyFile: key.pem}\n"
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runMain("--config", path, "--validate-config")
+	if code != 0 || stdout != "configuration is valid\n" || stderr != "" {
+		t.Errorf("valid file: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	code, stdout, stderr = runMain("--config", path, "--validate-config", "--signer-name", "nope", "--server", "no-port")
+	if code != 1 || stdout != "" || !strings.HasPrefix(stderr, "invalid configuration:\n") ||
+		!strings.Contains(stderr, "\nsignerNames[0]: ") || !strings.Contains(stderr, "\nserver.address: ") {
+		t.Errorf("invalid flags: exit %d, stdout %q, stderr %q; want 1 and each field named", code, stdout, stderr)
 	}
 }

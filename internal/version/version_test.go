@@ -1,6 +1,8 @@
 package version
 
 import (
+	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -125,5 +127,23 @@ func TestCurrent(t *testing.T) {
 	}
 	if !strings.HasPrefix(String(), "signet ") || !strings.Contains(String(), runtime.Version()) {
 		t.Errorf("String() = %q, want signet … %s", String(), runtime.Version())
+	}
+}
+
+// TestMakefileSetsTheLinkTimeValues: `make build` sets this package's variables by name; a
+// rename here must be made there.
+func TestMakefileSetsTheLinkTimeValues(t *testing.T) {
+	makefile, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"VERSION_PKG := github.com/signet-pki/signet/internal/version\n",
+		"-X=$(VERSION_PKG).version=$(VERSION)", "-X=$(VERSION_PKG).commit=$(COMMIT)", "-X=$(VERSION_PKG).commitDate=$(COMMIT_DATE)",
+		`-ldflags="$(daemon_ldflags) $(version_ldflags)"`, `-ldflags="$(version_ldflags)"`,
+	} {
+		if !strings.Contains(string(makefile), want) {
+			t.Errorf("Makefile does not contain %q", want)
+		}
 	}
 }
