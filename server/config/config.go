@@ -38,6 +38,17 @@ const (
 	DefaultMinPropagationDelay = time.Hour
 )
 
+// The webhook's request body limits. The default sits above the JSON of the largest object an
+// apiserver can store (etcd's 1.5 MiB, with bytes fields base64-encoded), as gRPC's receive
+// limit does, so that every CertificateSigningRequest a cluster can hold gets an answer with a
+// reason from Signet, not a 413. The floor fits a CSR at Signet's own limit on the PKCS#10
+// request (64 KiB, base64-encoded) with room for its metadata.
+const (
+	DefaultWebhookMaxRequestBytes = 4 << 20
+	MinWebhookRequestBytes        = 128 << 10
+	MaxWebhookRequestBytes        = 64 << 20
+)
+
 // Config is the signet-server configuration.
 type Config struct {
 	APIVersion string `json:"apiVersion"`
@@ -63,7 +74,24 @@ type Config struct {
 	ReloadInterval metav1.Duration `json:"reloadInterval,omitempty"`
 	// Keys configures how CA keys in HSMs and TPMs are used.
 	Keys Keys `json:"keys,omitempty"`
+	// Webhook is the HTTPS signing webhook, next to gRPC; off unless its address is set.
+	Webhook Webhook `json:"webhook,omitempty"`
 }
+
+// Webhook configures the HTTPS signing webhook (docs/webhook.md): the front door for clients
+// of k8s.io/apiserver's generic webhook, served with the same TLS certificate, client CA and
+// client rules as gRPC.
+type Webhook struct {
+	// Address is host:port to listen on. Empty (the default) turns the webhook off.
+	Address string `json:"address,omitempty"`
+	// MaxRequestBytes bounds a request body; a larger one is refused with 413 before it is
+	// read whole. Default 4 MiB (DefaultWebhookMaxRequestBytes), when the webhook is on;
+	// at least MinWebhookRequestBytes, at most MaxWebhookRequestBytes.
+	MaxRequestBytes int64 `json:"maxRequestBytes,omitempty"`
+}
+
+// Enabled reports whether the webhook is served.
+func (w Webhook) Enabled() bool { return w.Address != "" }
 
 // Keys configures the CA keys of every signer.
 type Keys struct {
@@ -222,6 +250,9 @@ func (c *Config) Default() {
 	if c.ReloadInterval.Duration == 0 {
 		c.ReloadInterval.Duration = DefaultReloadInterval
 	}
+	if c.Webhook.Enabled() && c.Webhook.MaxRequestBytes == 0 {
+		c.Webhook.MaxRequestBytes = DefaultWebhookMaxRequestBytes
+	}
 	for i := range c.Signers {
 		if c.Signers[i].MaxLifetime == nil {
 			c.Signers[i].MaxLifetime = &metav1.Duration{Duration: DefaultMaxLifetime}
@@ -259,6 +290,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("http.address: %w", err))
 		}
 	}
+	errs = append(errs, c.Webhook.validate(c.GRPC.Address, c.HTTP.Address)...)
 	if c.Ledger.Dir == "" {
 		errs = append(errs, errors.New("ledger.dir is required (no certificate is issued without a durable record)"))
 	}
@@ -299,6 +331,27 @@ func (c *Config) Validate() error {
 		errs = append(errs, s.Rotation.validate(at+".rotation")...)
 	}
 	return errors.Join(errs...)
+}
+
+// validate checks the webhook's address (host:port, not the gRPC or HTTP one) and its body
+// limit. A limit without an address is an error: it would suggest a webhook that is off.
+func (w Webhook) validate(grpcAddress, httpAddress string) []error {
+	var errs []error
+	if w.Address == "" {
+		if w.MaxRequestBytes != 0 {
+			errs = append(errs, errors.New("webhook.maxRequestBytes is set but webhook.address is not (the webhook is off without an address)"))
+		}
+		return errs
+	}
+	if _, port, err := net.SplitHostPort(w.Address); err != nil {
+		errs = append(errs, fmt.Errorf("webhook.address: %w", err))
+	} else if port != "0" && (w.Address == grpcAddress || w.Address == httpAddress) {
+		errs = append(errs, fmt.Errorf("webhook.address %s is also the grpc or http address; the webhook needs its own", w.Address))
+	}
+	if n := w.MaxRequestBytes; n != 0 && (n < MinWebhookRequestBytes || n > MaxWebhookRequestBytes) {
+		errs = append(errs, fmt.Errorf("webhook.maxRequestBytes %d is outside [%d, %d]", n, MinWebhookRequestBytes, MaxWebhookRequestBytes))
+	}
+	return errs
 }
 
 // validateCAs checks the signer's CAs: key and certificate, or cas with exactly one active CA

@@ -381,3 +381,46 @@ func TestSignerCAs(t *testing.T) {
 		}
 	}
 }
+
+// TestWebhook: the webhook is off without an address; with one, its body limit defaults to
+// DefaultWebhookMaxRequestBytes and must lie within the documented bounds; its address must
+// be host:port and not the gRPC or HTTP one.
+func TestWebhook(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Load(writeConfig(t, minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Webhook.Enabled() || cfg.Webhook.MaxRequestBytes != 0 {
+		t.Errorf("webhook defaults to %+v, want it off with no limit set", cfg.Webhook)
+	}
+	cfg, err = config.Load(writeConfig(t, minimal+"webhook: {address: \"127.0.0.1:8444\"}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Webhook.Enabled() || cfg.Webhook.MaxRequestBytes != config.DefaultWebhookMaxRequestBytes {
+		t.Errorf("webhook with an address = %+v, want it on with the default limit %d", cfg.Webhook, config.DefaultWebhookMaxRequestBytes)
+	}
+	cfg, err = config.Load(writeConfig(t, minimal+"webhook: {address: \"0.0.0.0:8444\", maxRequestBytes: 131072}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Webhook.MaxRequestBytes != 128<<10 {
+		t.Errorf("webhook.maxRequestBytes = %d, want the value set", cfg.Webhook.MaxRequestBytes)
+	}
+	for _, tc := range []struct{ webhook, want string }{
+		{`{address: "no-port"}`, "webhook.address"},
+		{`{address: "127.0.0.1:8443"}`, "webhook.address 127.0.0.1:8443 is also the grpc or http address"},
+		{`{address: "127.0.0.1:9464"}`, "webhook.address 127.0.0.1:9464 is also the grpc or http address"},
+		{`{address: "127.0.0.1:8444", maxRequestBytes: 1024}`, "webhook.maxRequestBytes 1024 is outside [131072, 67108864]"},
+		{`{address: "127.0.0.1:8444", maxRequestBytes: 134217728}`, "webhook.maxRequestBytes 134217728 is outside"},
+		{`{address: "127.0.0.1:8444", maxRequestBytes: -1}`, "webhook.maxRequestBytes -1 is outside"},
+		{`{maxRequestBytes: 131072}`, "webhook.maxRequestBytes is set but webhook.address is not"},
+		{`{adress: "127.0.0.1:8444"}`, `unknown field "webhook.adress"`},
+	} {
+		_, err := config.Load(writeConfig(t, minimal+"webhook: "+tc.webhook+"\n"))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("webhook %s: Load = %v, want an error containing %q", tc.webhook, err, tc.want)
+		}
+	}
+}
