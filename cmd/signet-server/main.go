@@ -107,6 +107,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 
 	server.Version = version.Version
+	server.Commit = version.Commit
 	log.Info("starting signet-server", "version", version.Version, "commit", version.Commit)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

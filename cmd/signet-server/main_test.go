@@ -196,9 +196,9 @@ func TestBuiltBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(metrics), `signet_server_build_info{go_version="`) ||
+	if !strings.Contains(string(metrics), `signet_server_build_info{commit="`+commit+`",go_version="`) ||
 		!strings.Contains(string(metrics), `version="`+want+`"} 1`) {
-		t.Errorf("build_info does not carry version %s:\n%s", want, grepLines(string(metrics), "build_info"))
+		t.Errorf("build_info does not carry version %s and commit %s:\n%s", want, commit, grepLines(string(metrics), "build_info"))
 	}
 }
 

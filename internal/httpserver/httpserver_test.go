@@ -245,7 +245,7 @@ func TestListenAndServe(t *testing.T) {
 }
 
 func TestMetricsEndpointServesRegistry(t *testing.T) {
-	m := metrics.New("test", []string{"example.com/serving"})
+	m := metrics.New("test", "", []string{"example.com/serving"})
 	m.ObserveLedgerAppend(time.Millisecond)
 	s := New("127.0.0.1:0", m.Handler(), nil, slog.New(slog.DiscardHandler))
 	base, stop := serve(t, s)

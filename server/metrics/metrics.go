@@ -64,9 +64,9 @@ type Metrics struct {
 }
 
 // New creates the metrics on a new registry holding them, the Go runtime and process
-// collectors, and signet_server_build_info{version, go_version} = 1. signers are the served
+// collectors, and signet_server_build_info{version, commit, go_version} = 1. signers are the served
 // signer names.
-func New(version string, signers []string) *Metrics {
+func New(version, commit string, signers []string) *Metrics {
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
 		signers:  make(map[string]bool, len(signers)),
@@ -120,8 +120,8 @@ func New(version string, signers []string) *Metrics {
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Subsystem: subsystem, Name: "build_info",
 		Help: "Always 1; the labels name the running build.",
-	}, []string{"version", "go_version"})
-	buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
+	}, []string{"version", "commit", "go_version"})
+	buildInfo.WithLabelValues(version, commit, runtime.Version()).Set(1)
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -22,7 +22,7 @@ const (
 
 func newTest(t *testing.T) *Metrics {
 	t.Helper()
-	return New("v1.2.3", []string{serving, client})
+	return New("v1.2.3", "abc1234", []string{serving, client})
 }
 
 // The helpers below do what prometheus/testutil does (ToFloat64, CollectAndCount,
@@ -204,13 +204,13 @@ func TestCountersAndGauges(t *testing.T) {
 		t.Errorf("ledger_append_duration_seconds: count %d sum %v, want 2 and 0.007", h.GetSampleCount(), h.GetSampleSum())
 	}
 	info := gather(t, m.Registry(), "signet_server_build_info")
-	if want := "go_version=" + runtime.Version() + ",version=v1.2.3"; len(info) != 1 || info[want] != 1 {
+	if want := "commit=abc1234,go_version=" + runtime.Version() + ",version=v1.2.3"; len(info) != 1 || info[want] != 1 {
 		t.Errorf("signet_server_build_info = %v, want {%s: 1}", info, want)
 	}
 }
 
 func TestUnservedSignersAreUnknown(t *testing.T) {
-	m := New("v1.2.3", []string{serving})
+	m := New("v1.2.3", "abc1234", []string{serving})
 	if n, want := count(t, m.requests), 2*len(Outcomes); n != want {
 		t.Errorf("requests_total has %d series, want %d (serving and unknown, every outcome)", n, want)
 	}

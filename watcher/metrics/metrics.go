@@ -9,6 +9,7 @@ package metrics
 
 import (
 	"net/http"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -17,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc/codes"
+
+	"github.com/signet-pki/signet/internal/version"
 )
 
 const (
@@ -157,6 +160,12 @@ func New(signers, outcomes, pcrOutcomes, trustBundleReasons []string) *Metrics {
 		m.pcrs.handled, m.pcrs.issuance, m.pcrs,
 	)
 	m.registry.MustRegister(m.trustBundles.collectors()...)
+	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Subsystem: subsystem, Name: "build_info",
+		Help: "Always 1; the labels name the running build.",
+	}, []string{"version", "commit", "go_version"})
+	buildInfo.WithLabelValues(version.Version, version.Commit, runtime.Version()).Set(1)
+	m.registry.MustRegister(buildInfo)
 	return m
 }
 

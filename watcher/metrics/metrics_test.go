@@ -3,11 +3,14 @@ package metrics
 import (
 	"io"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/signet-pki/signet/internal/version"
 )
 
 // fakeQueue is a controller's queue as the gauges see it.
@@ -70,6 +73,8 @@ func TestMetricsExposition(t *testing.T) {
 	bundles.ObserveReport("example.com/a", TrustBundleReported)
 
 	checkLines(t, scrape(t, m),
+		"# TYPE signet_watcher_build_info gauge",
+		`signet_watcher_build_info{commit="` + version.Commit + `",go_version="` + runtime.Version() + `",version="` + version.Version + `"} 1`,
 		"# TYPE signet_watcher_leader gauge",
 		"signet_watcher_leader 1",
 		"# TYPE signet_watcher_objects_handled_total counter",
