@@ -260,7 +260,7 @@ func TestMetricsEndpointServesRegistry(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	for _, want := range []string{"signet_server_ledger_records_total 1", `signet_server_build_info{go_version=`, "go_goroutines "} {
+	for _, want := range []string{"signet_server_ledger_records_total 1", `signet_server_build_info{commit="",go_version=`, "go_goroutines "} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("GET /metrics lacks %q", want)
 		}
