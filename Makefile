@@ -79,7 +79,7 @@ bench: build kube-bins ## Server issuance vs the bare parse+sign anchor (same ru
 	@echo "tables written to docs/benchmarks-server.md, docs/benchmarks-watcher-memory.md, docs/benchmarks-cluster.md and docs/benchmarks-hardware.md (plot: docs/benchmarks-cluster-latency.png)"
 
 .PHONY: generate
-generate: ## Regenerate the gRPC code from proto/.
+generate: ## Regenerate the gRPC code and the API reference (docs/api.md) from proto/.
 	$(TOOLS) buf generate
 
 .PHONY: lint
@@ -91,5 +91,5 @@ lint: ## buf lint (STANDARD) and go vet.
 verify: generate lint ## Fail if generated code, go.mod or gofmt is stale.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) mod tidy -diff
-	@git diff --exit-code -- proto/ || { echo "generated code is stale: run 'make generate' and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- proto/)" || { echo "untracked generated files in proto/"; git status --porcelain -- proto/; exit 1; }
+	@git diff --exit-code -- proto/ docs/api.md || { echo "generated code or the API reference is stale: run 'make generate' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- proto/ docs/api.md)" || { echo "untracked generated files"; git status --porcelain -- proto/ docs/api.md; exit 1; }
