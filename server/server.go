@@ -30,6 +30,7 @@ import (
 	"github.com/signet-pki/signet/server/metrics"
 	"github.com/signet-pki/signet/server/rotation"
 	"github.com/signet-pki/signet/server/signerapi"
+	"github.com/signet-pki/signet/server/webhook"
 )
 
 // maxRecvMsgSize bounds one request. It sits above the largest object an apiserver can
@@ -60,8 +61,12 @@ const (
 // shutdownGrace is how long in-flight calls may run after the context ends.
 const shutdownGrace = 10 * time.Second
 
-// Version is reported in the build-info metric.
-var Version = "dev"
+// Version and Commit are reported in the build-info metric (set by signet-server's main from
+// internal/version).
+var (
+	Version = "dev"
+	Commit  = ""
+)
 
 // ErrClosed is returned by Serve after Close, and is the readiness error of a closed Server.
 var ErrClosed = errors.New("server closed")
@@ -91,6 +96,10 @@ type Server struct {
 	closing   context.Context
 	stopServe context.CancelFunc
 	closeOnce sync.Once
+
+	// webhook and webhookLis serve the HTTPS signing webhook; nil when it is off.
+	webhook    *webhook.Server
+	webhookLis net.Listener
 }
 
 // New loads every signer's CA and profile (refusing to start if a key does not match its
@@ -113,7 +122,7 @@ func (s *Server) build(ctx context.Context) error {
 	for i, sc := range cfg.Signers {
 		names[i] = sc.Name
 	}
-	s.metrics = metrics.New(Version, names)
+	s.metrics = metrics.New(Version, Commit, names)
 	s.rotation = rotation.New(rotation.Options{Log: log, Metrics: s.metrics})
 	// The idempotency answers and the CA sets are rebuilt from the records Open verifies, in
 	// the same read.
@@ -207,7 +216,33 @@ func (s *Server) build(ctx context.Context) error {
 	if s.httpLis, err = net.Listen("tcp", cfg.HTTP.Address); err != nil {
 		return fmt.Errorf("listening on %s (http.address): %w", cfg.HTTP.Address, err)
 	}
+	return s.buildWebhook()
+}
+
+// buildWebhook builds the signing webhook when it is configured: the same decision core as
+// gRPC, behind the same TLS source (server certificate, client CA, the client check, reloads).
+func (s *Server) buildWebhook() error {
+	wc := s.cfg.Webhook
+	if !wc.Enabled() {
+		return nil
+	}
+	var err error
+	s.webhook, err = webhook.New(webhook.Options{Core: s.core, TLS: s.tls.config(), MaxRequestBytes: wc.MaxRequestBytes, Log: s.log})
+	if err != nil {
+		return err
+	}
+	if s.webhookLis, err = net.Listen("tcp", wc.Address); err != nil {
+		return fmt.Errorf("listening on %s (webhook.address): %w", wc.Address, err)
+	}
 	return nil
+}
+
+// WebhookAddr is the address the signing webhook is served on, "" when it is off.
+func (s *Server) WebhookAddr() string {
+	if s.webhookLis == nil {
+		return ""
+	}
+	return s.webhookLis.Addr().String()
 }
 
 // HTTPAddr is the address /metrics, /livez and /readyz are served on.
@@ -298,17 +333,24 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	defer loops.Wait()
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- s.http.Serve(ctx, s.httpLis) }()
+	webhookDone := make(chan error, 1)
+	if s.webhook != nil {
+		go func() { webhookDone <- s.webhook.Serve(ctx, s.webhookLis) }()
+	} else {
+		webhookDone <- nil
+	}
 	err := s.grpc.Serve(lis)
 	cancel()
 	<-done
 	httpErr := <-httpDone
+	webhookErr := <-webhookDone // its handlers have returned: Close may release keys and ledger
 	if err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return fmt.Errorf("serving gRPC: %w", err)
 	}
 	if httpErr != nil {
 		return fmt.Errorf("serving HTTP: %w", httpErr)
 	}
-	return nil
+	return webhookErr
 }
 
 // beginServe counts a Serve call in, unless Close has begun.
@@ -339,6 +381,9 @@ func (s *Server) close() {
 	defer s.mu.Unlock()
 	if s.httpLis != nil {
 		_ = s.httpLis.Close() // already closed when Serve ran
+	}
+	if s.webhookLis != nil {
+		_ = s.webhookLis.Close() // already closed when Serve ran
 	}
 	if s.ledger != nil { // kept, closed: a late /readyz sees ErrClosed, a late append fails
 		if err := s.ledger.Close(); err != nil {

@@ -1,0 +1,129 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	rpccode "google.golang.org/genproto/googleapis/rpc/code"
+
+	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/server/decision"
+	"github.com/signet-pki/signet/server/wire"
+)
+
+// Retry-After of the transient answers, in seconds: a rate limit refills within a second or
+// so; a ledger or key that cannot be used needs the server a few seconds to recover (the
+// health loop and the key's re-open run every second).
+const (
+	retryAfterRateLimited = 1
+	retryAfterUnavailable = 5
+)
+
+// errorInfoType is the type URL of the ErrorInfo detail in an error body.
+const errorInfoType = "type.googleapis.com/google.rpc.ErrorInfo"
+
+// ErrorBody is the body of every non-2xx answer, the Google API error shape:
+//
+//	{"error":{"code":403,"message":"...","status":"FAILED_PRECONDITION",
+//	  "details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"POLICY_VIOLATION","domain":"signet.dev"}]}}
+type ErrorBody struct {
+	Error Status `json:"error"`
+}
+
+// Status is the error: the HTTP status code, the message (the gRPC service's for the same
+// refusal), the gRPC code's name, and the ErrorInfo with Signet's reason when there is one.
+type Status struct {
+	Code    int         `json:"code"`
+	Message string      `json:"message"`
+	Status  string      `json:"status"`
+	Details []ErrorInfo `json:"details,omitempty"`
+}
+
+// ErrorInfo is google.rpc.ErrorInfo as the JSON mapping of the Google APIs writes it.
+type ErrorInfo struct {
+	Type   string `json:"@type"`
+	Reason string `json:"reason"`
+	Domain string `json:"domain"`
+}
+
+// answer is one error answer.
+type answer struct {
+	httpStatus int
+	status     string // the gRPC code's name, e.g. FAILED_PRECONDITION
+	reason     string // Signet's ErrorInfo reason; "" for none
+	message    string
+	retryAfter int // seconds; 0 for no Retry-After
+}
+
+// codeName is the name of a gRPC code as the Google API error shape writes it
+// (FAILED_PRECONDITION, not FailedPrecondition).
+func codeName(c uint32) string {
+	if name, ok := rpccode.Code_name[int32(c)]; ok {
+		return name
+	}
+	return rpccode.Code_UNKNOWN.String()
+}
+
+// answerFor is the answer to an error of the decision core, or of the webhook's own checks
+// (which wrap the core's sentinels): the HTTP status, gRPC code and reason of server/wire's
+// table for its Reason, decision.PublicMessage as the message, and a Retry-After for the
+// transient ones (429 and 503). A caller that went away gets CANCELLED (499, as the Google
+// APIs answer) or DEADLINE_EXCEEDED (504), which no one reads.
+func answerFor(err error) answer {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return answer{httpStatus: 499, status: rpccode.Code_CANCELLED.String(), message: "the request was cancelled"}
+	case errors.Is(err, context.DeadlineExceeded):
+		return answer{httpStatus: http.StatusGatewayTimeout, status: rpccode.Code_DEADLINE_EXCEEDED.String(), message: "the request's deadline passed"}
+	}
+	reason, _ := decision.Classify(err)
+	a := wire.For(reason)
+	ans := answer{
+		httpStatus: a.HTTPStatus,
+		status:     codeName(uint32(a.Code)),
+		reason:     signetv1.ReasonName(a.Reason),
+		message:    decision.PublicMessage(err),
+	}
+	switch a.HTTPStatus {
+	case http.StatusTooManyRequests:
+		ans.retryAfter = retryAfterRateLimited
+	case http.StatusServiceUnavailable:
+		ans.retryAfter = retryAfterUnavailable
+	}
+	return ans
+}
+
+// unavailable is a 503 of the webhook itself (the server is stopping).
+func unavailable(message string) answer {
+	return answer{httpStatus: http.StatusServiceUnavailable, status: rpccode.Code_UNAVAILABLE.String(), message: message, retryAfter: retryAfterUnavailable}
+}
+
+// writeError writes a as the error body.
+func writeError(w http.ResponseWriter, a answer) {
+	body := ErrorBody{Error: Status{Code: a.httpStatus, Message: a.message, Status: a.status}}
+	if a.reason != "" {
+		body.Error.Details = []ErrorInfo{{Type: errorInfoType, Reason: a.reason, Domain: signetv1.ErrorDomain}}
+	}
+	if a.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(a.retryAfter))
+	}
+	writeJSON(w, a.httpStatus, body)
+}
+
+// writeJSON writes v as the JSON body with status code.
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		// Only the types of this package are written; they always encode.
+		code, data = http.StatusInternalServerError, []byte(`{"error":{"code":500,"message":"internal error","status":"INTERNAL"}}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(data, '\n'))
+}

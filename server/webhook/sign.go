@@ -1,0 +1,230 @@
+package webhook
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strconv"
+	"unicode/utf8"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	sigsjson "sigs.k8s.io/json"
+
+	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/server/access"
+	"github.com/signet-pki/signet/server/decision"
+	"github.com/signet-pki/signet/server/issuance"
+	"github.com/signet-pki/signet/signerclient"
+)
+
+// The object the webhook accepts and answers.
+const (
+	APIVersion = "certificates.k8s.io/v1"
+	Kind       = "CertificateSigningRequest"
+)
+
+// errNotJSON is a request whose content type is not JSON (415).
+var errNotJSON = errors.New("not JSON")
+
+// sign answers one POST: the caller's identity from its verified certificate; the body, at
+// most maxBytes (413 past it, before it is read whole); a certificates.k8s.io/v1
+// CertificateSigningRequest in JSON; approved, neither denied nor failed, and not signed yet;
+// then the core's decision on the request the watcher would forward for it. The answer is the
+// object as posted with status.certificate set to the chain, or the error body.
+//
+// The webhook's own refusals (content type, size, JSON, kind, state) are logged; they never
+// reach the core, as a request gRPC cannot decode never does, so they are not in the ledger.
+// Every refusal of the core is, with the client's identity.
+func (s *Server) sign(w http.ResponseWriter, r *http.Request) {
+	identity := clientIdentity(r)
+	log := s.log.With(logKeyClient, identity)
+	if identity == "" {
+		// The handshake requires a verified, configured client certificate; this is only
+		// reached if the server is wired without it.
+		writeError(w, answer{httpStatus: http.StatusUnauthorized, status: "UNAUTHENTICATED", message: "no verified client certificate"})
+		return
+	}
+	csr, ans, err := s.readCSR(w, r)
+	if err == nil {
+		err = checkState(csr)
+	}
+	if err != nil {
+		if ans.httpStatus == 0 {
+			ans = answerFor(err)
+		}
+		log.Info("webhook request refused", logKeyStatus, ans.httpStatus, logKeyReason, ans.reason,
+			logKeyObject, short(csr.Name), logKeyUID, short(string(csr.UID)), logKeyError, err.Error())
+		writeError(w, ans)
+		return
+	}
+	issued, err := s.core.SignCSR(r.Context(), identity, CSRRequest(csr))
+	if err != nil {
+		// The core has logged and recorded the refusal.
+		writeError(w, answerFor(err))
+		return
+	}
+	csr.Status.Certificate = issued.Chain
+	writeJSON(w, http.StatusOK, csr)
+}
+
+// clientIdentity names the caller from its verified certificate (access.Identity), or "".
+func clientIdentity(r *http.Request) string {
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
+		return ""
+	}
+	return access.Identity(r.TLS.VerifiedChains[0][0])
+}
+
+// readCSR reads and decodes the body. A body over maxBytes (by its Content-Length, or once
+// that many bytes have been read) is refused with 413, and a content type other than JSON with
+// 415 (both in ans); other errors wrap issuance.ErrMalformedRequest.
+func (s *Server) readCSR(w http.ResponseWriter, r *http.Request) (*certificatesv1.CertificateSigningRequest, answer, error) {
+	csr := &certificatesv1.CertificateSigningRequest{}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			err := fmt.Errorf("%w: %w: content type %s; the webhook accepts application/json", issuance.ErrMalformedRequest, errNotJSON, quote(ct))
+			return csr, s.withStatus(err, http.StatusUnsupportedMediaType), err
+		}
+	}
+	if r.ContentLength > s.maxBytes {
+		err := s.tooLarge(fmt.Sprintf("%d bytes", r.ContentLength))
+		return csr, s.withStatus(err, http.StatusRequestEntityTooLarge), err
+	}
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength))
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.maxBytes))
+	body := buf.Bytes()
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		err := s.tooLarge("more")
+		return csr, s.withStatus(err, http.StatusRequestEntityTooLarge), err
+	case err != nil:
+		return csr, answer{}, fmt.Errorf("%w: reading the body: %w", issuance.ErrMalformedRequest, err)
+	}
+	if err := decodeCSR(body, csr); err != nil {
+		return &certificatesv1.CertificateSigningRequest{}, answer{}, err
+	}
+	return csr, answer{}, nil
+}
+
+// tooLarge is the refusal of a body of size (words) over the limit.
+func (s *Server) tooLarge(size string) error {
+	return fmt.Errorf("%w: the body is %s, more than the %d bytes this webhook accepts (webhook.maxRequestBytes)", issuance.ErrMalformedRequest, size, s.maxBytes)
+}
+
+// withStatus is err's answer with another HTTP status: a transport-level refusal (413, 415)
+// that is otherwise a MALFORMED_REQUEST.
+func (s *Server) withStatus(err error, httpStatus int) answer {
+	a := answerFor(err)
+	a.httpStatus = httpStatus
+	return a
+}
+
+// decodeCSR decodes data into csr as Kubernetes decodes JSON (field names case-sensitive,
+// integers kept), refusing duplicate fields and anything but one certificates.k8s.io/v1
+// CertificateSigningRequest. Unknown fields are ignored, as an older apiserver ignores the
+// fields of a newer client. Errors wrap issuance.ErrMalformedRequest.
+func decodeCSR(data []byte, csr *certificatesv1.CertificateSigningRequest) error {
+	strict, err := sigsjson.UnmarshalStrict(data, csr, sigsjson.DisallowDuplicateFields)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: the body is not a JSON CertificateSigningRequest: %w", issuance.ErrMalformedRequest, err)
+	case len(strict) > 0:
+		return fmt.Errorf("%w: the body is not a JSON CertificateSigningRequest: %w", issuance.ErrMalformedRequest, strict[0])
+	case csr.APIVersion != APIVersion || csr.Kind != Kind:
+		return fmt.Errorf("%w: the body is apiVersion %s, kind %s; the webhook accepts apiVersion %q, kind %q",
+			issuance.ErrMalformedRequest, quote(csr.APIVersion), quote(csr.Kind), APIVersion, Kind)
+	}
+	return nil
+}
+
+// checkState refuses, with a POLICY_VIOLATION (403, FAILED_PRECONDITION), a CSR that the
+// watcher would skip: not approved, denied, failed, or already signed. A condition counts
+// when its status is True or unset, as for the watcher.
+func checkState(csr *certificatesv1.CertificateSigningRequest) error {
+	var problem string
+	switch {
+	case !hasCondition(csr, certificatesv1.CertificateApproved):
+		problem = "is not approved"
+	case hasCondition(csr, certificatesv1.CertificateDenied):
+		problem = "is denied"
+	case hasCondition(csr, certificatesv1.CertificateFailed):
+		problem = "has failed"
+	case len(csr.Status.Certificate) > 0:
+		problem = "already has a certificate"
+	default:
+		return nil
+	}
+	return fmt.Errorf("%w: CertificateSigningRequest %s %s; Signet signs only a CSR with the Approved condition, without Denied or Failed, and no status.certificate",
+		issuance.ErrPolicyViolation, quote(csr.Name), problem)
+}
+
+// shownBytes bounds what messages and log lines show of a caller's string: an object name
+// (253 bytes in Kubernetes) fits.
+const shownBytes = 256
+
+// short is s cut to shownBytes (on a rune boundary), marked with "…" when cut.
+func short(s string) string {
+	if len(s) <= shownBytes {
+		return s
+	}
+	cut := shownBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// quote is short(s), quoted with Go escapes (no control character reaches a message).
+func quote(s string) string { return strconv.Quote(short(s)) }
+
+// hasCondition reports whether csr has a condition of type t whose status is True or unset.
+func hasCondition(csr *certificatesv1.CertificateSigningRequest, t certificatesv1.RequestConditionType) bool {
+	for _, c := range csr.Status.Conditions {
+		if c.Type == t && (c.Status == corev1.ConditionTrue || c.Status == "") {
+			return true
+		}
+	}
+	return false
+}
+
+// CSRRequest is the core's request for csr: the request the watcher forwards for it
+// (signerclient.BuildRequest: spec and requester fields, object UID and name), converted as the
+// gRPC service converts it.
+func CSRRequest(csr *certificatesv1.CertificateSigningRequest) decision.CSR {
+	return csrFromProto(signerclient.BuildRequest(csr))
+}
+
+// csrFromProto converts the gRPC request to the core's, as server/signerapi does.
+func csrFromProto(req *signetv1.SignCertificateSigningRequestRequest) decision.CSR {
+	r := issuance.Request{
+		SignerName: req.GetSignerName(),
+		PEM:        req.GetRequest(),
+		Usages:     req.GetUsages(),
+		Requester: issuance.Requester{
+			Username: req.GetRequester().GetUsername(),
+			UID:      req.GetRequester().GetUid(),
+			Groups:   req.GetRequester().GetGroups(),
+		},
+	}
+	if req.ExpirationSeconds != nil {
+		v := req.GetExpirationSeconds()
+		r.ExpirationSeconds = &v
+	}
+	if extra := req.GetRequester().GetExtra(); len(extra) > 0 {
+		r.Requester.Extra = make(map[string][]string, len(extra))
+		for k, v := range extra {
+			r.Requester.Extra[k] = v.GetValues()
+		}
+	}
+	return decision.CSR{
+		Object:  decision.Object{UID: req.GetObject().GetUid(), Name: req.GetObject().GetName()},
+		Request: r,
+	}
+}

@@ -1,0 +1,617 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/status"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
+	k8swebhook "k8s.io/apiserver/pkg/util/webhook"
+	"k8s.io/client-go/rest"
+
+	"github.com/signet-pki/signet/internal/devpki"
+	"github.com/signet-pki/signet/internal/testpki"
+	"github.com/signet-pki/signet/keystore/pemfile"
+	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/server/access"
+	"github.com/signet-pki/signet/server/config"
+	"github.com/signet-pki/signet/server/ledger"
+	"github.com/signet-pki/signet/signerclient"
+)
+
+// webhookServer is a signet-server serving the dev PKI with the webhook on.
+type webhookServer struct {
+	*testServer
+	url       string // https://127.0.0.1:port/
+	ledgerDir string
+}
+
+// startWebhook runs a server with the webhook on a free port, its body limit at the floor
+// (so that the limit tests send little), and csrOnlyClient allowed only the dev CSR signer.
+// modify may change the configuration first.
+func startWebhook(t *testing.T, modify func(*config.Config)) *webhookServer {
+	t.Helper()
+	cfg, dir := devConfig(t)
+	cfg.Webhook = config.Webhook{Address: "127.0.0.1:0", MaxRequestBytes: config.MinWebhookRequestBytes}
+	cfg.Clients = append(cfg.Clients, access.Client{Identity: csrOnlyClient, Signers: []string{devpki.DefaultSigner}})
+	if modify != nil {
+		modify(cfg)
+	}
+	s, _ := runServer(t, cfg, dir)
+	return &webhookServer{testServer: s, url: "https://" + s.srv.WebhookAddr() + "/", ledgerDir: cfg.Ledger.Dir}
+}
+
+// csrObject is an approved CertificateSigningRequest for the dev signer with a serving
+// certificate's usages and every requester field set, as the apiserver holds it.
+func csrObject(uid string, request []byte) *certificatesv1.CertificateSigningRequest {
+	seconds := int32(3600)
+	return &certificatesv1.CertificateSigningRequest{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "certificates.k8s.io/v1", Kind: "CertificateSigningRequest"},
+		ObjectMeta: metav1.ObjectMeta{Name: "csr-" + uid, UID: types.UID(uid), Labels: map[string]string{"app": "web"}},
+		Spec: certificatesv1.CertificateSigningRequestSpec{
+			SignerName:        devpki.DefaultSigner,
+			Request:           request,
+			ExpirationSeconds: &seconds,
+			Usages:            []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth},
+			Username:          "system:serviceaccount:default:web",
+			UID:               "5f1c3e2a-user",
+			Groups:            []string{"system:serviceaccounts", "system:authenticated"},
+			Extra:             map[string]certificatesv1.ExtraValue{"authentication.kubernetes.io/pod-name": {"web-0"}},
+		},
+		Status: certificatesv1.CertificateSigningRequestStatus{Conditions: []certificatesv1.CertificateSigningRequestCondition{
+			{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "AutoApproved"},
+		}},
+	}
+}
+
+// servingCSR is a fresh P-256 request for a serving certificate of web.default.svc.
+func servingCSR(t *testing.T) ([]byte, crypto.Signer) {
+	t.Helper()
+	key := testpki.Key(t, testpki.P256)
+	return testpki.CSR(t, key, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "web"}, DNSNames: []string{"web.default.svc"}}), key
+}
+
+// kubeconfig writes the kubeconfig a webhook client uses: the server URL, the TLS CA, and the
+// dev client certificate.
+func (w *webhookServer) kubeconfig(t *testing.T) string {
+	t.Helper()
+	body := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: signet
+  cluster:
+    server: %s
+    certificate-authority: %s
+users:
+- name: signet-client
+  user:
+    client-certificate: %s
+    client-key: %s
+contexts:
+- name: signet
+  context: {cluster: signet, user: signet-client}
+current-context: signet
+`, w.url, filepath.Join(w.dir, devpki.TLSCACert), filepath.Join(w.dir, devpki.ClientCert), filepath.Join(w.dir, devpki.ClientKey))
+	path := filepath.Join(t.TempDir(), "webhook.kubeconfig")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// upstreamClient is k8s.io/apiserver's generic webhook client built from the kubeconfig, as
+// gcp-controller-manager built its signer's.
+func (w *webhookServer) upstreamClient(t *testing.T) *k8swebhook.GenericWebhook {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := certificatesv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	restCfg, err := k8swebhook.LoadKubeconfig(w.kubeconfig(t), nil)
+	if err != nil {
+		t.Fatalf("LoadKubeconfig: %v", err)
+	}
+	wh, err := k8swebhook.NewGenericWebhook(scheme, serializer.NewCodecFactory(scheme), restCfg,
+		[]schema.GroupVersion{certificatesv1.SchemeGroupVersion}, k8swebhook.DefaultRetryBackoffWithInitialDelay(100*time.Millisecond))
+	if err != nil {
+		t.Fatalf("NewGenericWebhook: %v", err)
+	}
+	return wh
+}
+
+// upstreamSign posts csr as gcp-controller-manager's webhook signer did and returns the answer.
+func upstreamSign(t *testing.T, wh *k8swebhook.GenericWebhook, csr *certificatesv1.CertificateSigningRequest) *certificatesv1.CertificateSigningRequest {
+	t.Helper()
+	ctx := callContext(t)
+	result := wh.WithExponentialBackoff(ctx, func() rest.Result { return wh.RestClient.Post().Body(csr).Do(ctx) })
+	var code int
+	if result.StatusCode(&code); code != http.StatusOK {
+		t.Fatalf("webhook answered %d: %v", code, result.Error())
+	}
+	out := &certificatesv1.CertificateSigningRequest{}
+	if err := result.Into(out); err != nil {
+		t.Fatalf("decoding the answer: %v", err)
+	}
+	return out
+}
+
+// contractClient is an HTTP/2 client presenting cert (none if nil) and trusting the dev TLS
+// CA: a client written to docs/webhook.md, not to the server's code.
+func (w *webhookServer) contractClient(t *testing.T, certs ...tls.Certificate) *http.Client {
+	t.Helper()
+	tr := &http.Transport{TLSClientConfig: w.clientTLS(t, certs...), ForceAttemptHTTP2: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
+}
+
+// googleError is the error body of docs/webhook.md.
+type googleError struct {
+	Error struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+		Status  string `json:"status"`
+		Details []struct {
+			Type   string `json:"@type"`
+			Reason string `json:"reason"`
+			Domain string `json:"domain"`
+		} `json:"details"`
+	} `json:"error"`
+}
+
+// reason is the ErrorInfo reason of the body, "" if it has none.
+func (g googleError) reason() string {
+	for _, d := range g.Error.Details {
+		if d.Type == "type.googleapis.com/google.rpc.ErrorInfo" && d.Domain == "signet.dev" {
+			return d.Reason
+		}
+	}
+	return ""
+}
+
+// postRaw posts body with contentType (none if "") to url and returns the status, headers and
+// body.
+func postRaw(t *testing.T, c *http.Client, method, url, contentType string, body io.Reader) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(callContext(t), method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, data
+}
+
+// postError posts body and parses the error body, failing t on a 2xx or a body that is not
+// the contract's.
+func postError(t *testing.T, c *http.Client, method, url, contentType string, body io.Reader) (*http.Response, googleError) {
+	t.Helper()
+	resp, data := postRaw(t, c, method, url, contentType, body)
+	var g googleError
+	if resp.StatusCode < 400 || json.Unmarshal(data, &g) != nil || g.Error.Code != resp.StatusCode || g.Error.Status == "" || g.Error.Message == "" {
+		t.Fatalf("answer %d %q, want an error body with the status code", resp.StatusCode, data)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("error Content-Type = %q, want application/json", ct)
+	}
+	return resp, g
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// records returns the ledger's records by object UID.
+func (w *webhookServer) records(t *testing.T) map[string][]ledger.Record {
+	t.Helper()
+	out := map[string][]ledger.Record{}
+	if err := ledger.Replay(w.ledgerDir, time.Time{}, func(r ledger.Record) error {
+		out[r.ObjectUID] = append(out[r.ObjectUID], r)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestWebhookRoundTrip: the upstream generic webhook client, built from a kubeconfig with the
+// dev client certificate, gets the object back with a chain that verifies against the signer
+// CA for the request's key; the rest of the object is as posted; a retry gets the same
+// certificate; the ledger holds one issuance for the object, with the client and requester.
+func TestWebhookRoundTrip(t *testing.T) {
+	t.Parallel()
+	w := startWebhook(t, nil)
+	wh := w.upstreamClient(t)
+	request, key := servingCSR(t)
+	csr := csrObject("uid-webhook-ok", request)
+	out := upstreamSign(t, wh, csr)
+
+	chain := parsePEMCerts(t, out.Status.Certificate)
+	roots := x509.NewCertPool()
+	roots.AddCert(parsePEMCerts(t, w.read(t, devpki.SignerCACert))[0])
+	if _, err := chain[0].Verify(x509.VerifyOptions{Roots: roots, DNSName: "web.default.svc", KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		t.Fatalf("the certificate does not verify against the signer CA: %v", err)
+	}
+	if !key.Public().(interface{ Equal(crypto.PublicKey) bool }).Equal(chain[0].PublicKey) {
+		t.Error("the certificate is for another key")
+	}
+	want := csr.DeepCopy()
+	want.Status.Certificate = out.Status.Certificate
+	if got, wantJSON := mustJSON(t, out), mustJSON(t, want); !bytes.Equal(got, wantJSON) {
+		t.Errorf("answer differs from the posted object beyond status.certificate:\n got %s\nwant %s", got, wantJSON)
+	}
+	if again := upstreamSign(t, wh, csr); !bytes.Equal(again.Status.Certificate, out.Status.Certificate) {
+		t.Error("a retry of the same object got another certificate")
+	}
+	recs := w.records(t)["uid-webhook-ok"]
+	if len(recs) != 1 || recs[0].Decision != ledger.Issued || recs[0].Client != devpki.ClientName ||
+		recs[0].Requester != csr.Spec.Username || recs[0].Certificate != string(out.Status.Certificate) {
+		t.Errorf("ledger records for the object: %+v; want one issuance to %s for %s with the answered chain", recs, devpki.ClientName, csr.Spec.Username)
+	}
+}
+
+// TestWebhookRefusesLikeGRPC: the same bad requests, from the same client, get the same
+// reason, code and message on both front doors (the webhook's HTTP status is server/wire's),
+// and each refusal is in the ledger with the client's identity. An unapproved CSR, which
+// gRPC never sees (the watcher does not forward it), is refused by the webhook alone.
+func TestWebhookRefusesLikeGRPC(t *testing.T) {
+	t.Parallel()
+	w := startWebhook(t, nil)
+	cert := w.clientCert(t, csrOnlyClient)
+	grpcClient := signetv1.NewSignerServiceClient(w.dial(t, w.clientTLS(t, cert)))
+	hc := w.contractClient(t, cert)
+	p256 := testpki.Key(t, testpki.P256)
+	tests := []struct {
+		name       string
+		modify     func(*certificatesv1.CertificateSigningRequest)
+		httpStatus int
+		status     string
+		reason     string
+	}{
+		{"unknown signer", func(c *certificatesv1.CertificateSigningRequest) { c.Spec.SignerName = "example.com/not-served" },
+			http.StatusNotFound, "NOT_FOUND", "UNKNOWN_SIGNER"},
+		{"signer not allowed", func(c *certificatesv1.CertificateSigningRequest) { c.Spec.SignerName = devpki.DefaultPodIdentitySigner },
+			http.StatusForbidden, "PERMISSION_DENIED", "SIGNER_NOT_ALLOWED"},
+		{"malformed PEM", func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.Request = []byte("-----BEGIN CERTIFICATE REQUEST-----\nnot base64\n")
+		}, http.StatusBadRequest, "INVALID_ARGUMENT", "MALFORMED_REQUEST"},
+		{"broken signature", func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.Request = testpki.BreakSignature(t, testpki.CSR(t, p256, nil))
+		},
+			http.StatusBadRequest, "INVALID_ARGUMENT", "INVALID_SIGNATURE"},
+		{"policy violation (CA:TRUE)", func(c *certificatesv1.CertificateSigningRequest) { c.Spec.Request = testpki.CARequestCSR(t, p256) },
+			http.StatusForbidden, "FAILED_PRECONDITION", "POLICY_VIOLATION"},
+		{"unapproved", func(c *certificatesv1.CertificateSigningRequest) { c.Status.Conditions = nil },
+			http.StatusForbidden, "FAILED_PRECONDITION", "POLICY_VIOLATION"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			uid := fmt.Sprintf("uid-refused-%d", i)
+			csr := csrObject(uid+"-webhook", testpki.CSR(t, p256, nil))
+			tt.modify(csr)
+			resp, body := postError(t, hc, http.MethodPost, w.url, "application/json", bytes.NewReader(mustJSON(t, csr)))
+			if resp.StatusCode != tt.httpStatus || body.Error.Status != tt.status || body.reason() != tt.reason {
+				t.Fatalf("webhook answered %d %s %s (%q), want %d %s %s", resp.StatusCode, body.Error.Status, body.reason(), body.Error.Message, tt.httpStatus, tt.status, tt.reason)
+			}
+			if tt.name == "unapproved" {
+				if !strings.Contains(body.Error.Message, "is not approved") {
+					t.Errorf("message %q does not say the CSR is not approved", body.Error.Message)
+				}
+				return
+			}
+			grpcCSR := csr.DeepCopy()
+			grpcCSR.UID = types.UID(uid + "-grpc")
+			_, err := grpcClient.SignCertificateSigningRequest(callContext(t), signerclient.BuildRequest(grpcCSR))
+			st := status.Convert(err)
+			wantStatus(t, err, st.Code(), tt.reason)
+			if got := strings.ToUpper(st.Code().String()); strings.ReplaceAll(body.Error.Status, "_", "") != got {
+				t.Errorf("webhook status %s, gRPC code %s", body.Error.Status, st.Code())
+			}
+			if body.Error.Message != st.Message() {
+				t.Errorf("webhook message %q, gRPC message %q", body.Error.Message, st.Message())
+			}
+			for _, d := range st.Details() {
+				if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() != body.reason() {
+					t.Errorf("webhook reason %s, gRPC reason %s", body.reason(), info.GetReason())
+				}
+			}
+		})
+	}
+	t.Cleanup(func() {
+		recs := w.records(t)
+		for i, tt := range tests {
+			got := recs[fmt.Sprintf("uid-refused-%d-webhook", i)]
+			if tt.name == "unapproved" {
+				if len(got) != 0 {
+					t.Errorf("%s: the webhook's own refusal reached the ledger: %+v", tt.name, got)
+				}
+				continue
+			}
+			if len(got) != 1 || got[0].Decision != ledger.Refused || got[0].Reason != tt.reason || got[0].Client != csrOnlyClient {
+				t.Errorf("%s: ledger records %+v, want one refusal %s by %s", tt.name, got, tt.reason, csrOnlyClient)
+			}
+		}
+	})
+}
+
+// TestWebhookBadInput: what is not an approved certificates.k8s.io/v1
+// CertificateSigningRequest in JSON gets a 4xx with a reason, and nothing is issued or
+// recorded; another method or path gets 405 or 404 in the same shape.
+func TestWebhookBadInput(t *testing.T) {
+	t.Parallel()
+	w := startWebhook(t, nil)
+	hc := w.contractClient(t, w.devClient(t))
+	request, _ := servingCSR(t)
+	object := func(uid string, modify func(*certificatesv1.CertificateSigningRequest)) string {
+		c := csrObject(uid, request)
+		modify(c)
+		return string(mustJSON(t, c))
+	}
+	condition := func(ct certificatesv1.RequestConditionType) func(*certificatesv1.CertificateSigningRequest) {
+		return func(c *certificatesv1.CertificateSigningRequest) {
+			c.Status.Conditions = append(c.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{Type: ct, Status: corev1.ConditionTrue})
+		}
+	}
+	good := object("uid-bad-dup", func(*certificatesv1.CertificateSigningRequest) {})
+	tests := []struct {
+		name, method, path, contentType, body string
+		httpStatus                            int
+		status, reason, message               string
+	}{
+		{"not JSON", "POST", "/", "application/json", "-----BEGIN CERTIFICATE REQUEST-----", 400, "INVALID_ARGUMENT", "MALFORMED_REQUEST", "not a JSON CertificateSigningRequest"},
+		{"empty body", "POST", "/", "application/json", "", 400, "INVALID_ARGUMENT", "MALFORMED_REQUEST", "not a JSON CertificateSigningRequest"},
+		{"trailing data", "POST", "/", "application/json", good + "{}", 400, "INVALID_ARGUMENT", "MALFORMED_REQUEST", "not a JSON CertificateSigningRequest"},
+		{"duplicate field", "POST", "/", "application/json", strings.Replace(good, `"signerName":`, `"signerName":"example.com/other","signerName":`, 1),
+			400, "INVALID_ARGUMENT", "MALFORMED_REQUEST", `duplicate field "spec.signerName"`},
+		{"wrong kind", "POST", "/", "application/json", object("uid-bad-kind", func(c *certificatesv1.CertificateSigningRequest) { c.Kind = "PodCertificateRequest" }),
+			400, "INVALID_ARGUMENT", "MALFORMED_REQUEST", `kind "PodCertificateRequest"`},
+		{"v1beta1", "POST", "/", "application/json", object("uid-bad-version", func(c *certificatesv1.CertificateSigningRequest) { c.APIVersion = "certificates.k8s.io/v1beta1" }),
+			400, "INVALID_ARGUMENT", "MALFORMED_REQUEST", `apiVersion "certificates.k8s.io/v1beta1"`},
+		{"not JSON content type", "POST", "/", "application/vnd.kubernetes.protobuf", good, 415, "INVALID_ARGUMENT", "MALFORMED_REQUEST", "accepts application/json"},
+		{"denied", "POST", "/", "application/json", object("uid-bad-denied", condition(certificatesv1.CertificateDenied)), 403, "FAILED_PRECONDITION", "POLICY_VIOLATION", "is denied"},
+		{"failed", "POST", "/", "application/json", object("uid-bad-failed", condition(certificatesv1.CertificateFailed)), 403, "FAILED_PRECONDITION", "POLICY_VIOLATION", "has failed"},
+		{"approval withdrawn", "POST", "/", "application/json", object("uid-bad-false", func(c *certificatesv1.CertificateSigningRequest) {
+			c.Status.Conditions[0].Status = corev1.ConditionFalse
+		}),
+			403, "FAILED_PRECONDITION", "POLICY_VIOLATION", "is not approved"},
+		{"already signed", "POST", "/", "application/json", object("uid-bad-signed", func(c *certificatesv1.CertificateSigningRequest) { c.Status.Certificate = []byte("x") }),
+			403, "FAILED_PRECONDITION", "POLICY_VIOLATION", "already has a certificate"},
+		{"no UID", "POST", "/", "", object("", func(*certificatesv1.CertificateSigningRequest) {}), 400, "INVALID_ARGUMENT", "MALFORMED_REQUEST", "object.uid is required"},
+		{"GET", "GET", "/", "", "", 405, "UNIMPLEMENTED", "", "POST only"},
+		{"other path", "POST", "/sign", "application/json", good, 404, "NOT_FOUND", "", "served at /"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			url := strings.TrimSuffix(w.url, "/") + tt.path
+			resp, body := postError(t, hc, tt.method, url, tt.contentType, strings.NewReader(tt.body))
+			if resp.StatusCode != tt.httpStatus || body.Error.Status != tt.status || body.reason() != tt.reason || !strings.Contains(body.Error.Message, tt.message) {
+				t.Errorf("answer %d %s %s %q; want %d %s %s and a message with %q", resp.StatusCode, body.Error.Status, body.reason(), body.Error.Message,
+					tt.httpStatus, tt.status, tt.reason, tt.message)
+			}
+			if resp.Header.Get("Retry-After") != "" {
+				t.Errorf("a final refusal carries Retry-After %s", resp.Header.Get("Retry-After"))
+			}
+		})
+	}
+	t.Cleanup(func() {
+		for uid, recs := range w.records(t) {
+			for _, r := range recs {
+				if r.Decision == ledger.Issued || (uid != "" && strings.HasPrefix(uid, "uid-bad-")) {
+					t.Errorf("bad input reached the ledger: %+v", r)
+				}
+			}
+		}
+	})
+}
+
+// endless is a body that never ends, counting what was read from it.
+type endless struct{ n atomic.Int64 }
+
+func (e *endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = ' '
+	}
+	e.n.Add(int64(len(p)))
+	return len(p), nil
+}
+
+// TestWebhookBodyLimit: a body over webhook.maxRequestBytes gets 413 without being read whole
+// (a body that never ends is answered; one whose Content-Length is over the limit is answered
+// before it is sent), over HTTP/2 and HTTP/1.1; a body of exactly the limit is read.
+func TestWebhookBodyLimit(t *testing.T) {
+	t.Parallel()
+	w := startWebhook(t, nil)
+	const limit = config.MinWebhookRequestBytes
+	for _, h2 := range []bool{true, false} {
+		tr := &http.Transport{TLSClientConfig: w.clientTLS(t, w.devClient(t)), ForceAttemptHTTP2: h2}
+		t.Cleanup(tr.CloseIdleConnections)
+		hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+		for _, declared := range []bool{false, true} {
+			body := &endless{}
+			req, err := http.NewRequestWithContext(callContext(t), http.MethodPost, w.url, io.NopCloser(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			if declared {
+				req.ContentLength = 1 << 40
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatalf("h2 %t, Content-Length %t: %v", h2, declared, err)
+			}
+			data, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			var g googleError
+			if resp.StatusCode != http.StatusRequestEntityTooLarge || json.Unmarshal(data, &g) != nil || g.reason() != "MALFORMED_REQUEST" ||
+				!strings.Contains(g.Error.Message, fmt.Sprint(limit)) {
+				t.Errorf("h2 %t, Content-Length %t: answer %d %q, want 413 naming the limit", h2, declared, resp.StatusCode, data)
+			}
+			if (resp.ProtoMajor == 2) != h2 {
+				t.Errorf("answered over %s, want HTTP/2 %t", resp.Proto, h2)
+			}
+			// What the client sent before the answer: within the server's limit plus its flow
+			// control window (HTTP/2) or socket buffers (HTTP/1.1); the server read at most
+			// limit+1 bytes of it.
+			if n := body.n.Load(); n > limit+8<<20 {
+				t.Errorf("h2 %t, Content-Length %t: the client sent %d bytes before the answer", h2, declared, n)
+			}
+		}
+	}
+	hc := w.contractClient(t, w.devClient(t))
+	request, _ := servingCSR(t)
+	exact := mustJSON(t, csrObject("uid-limit-exact", request))
+	exact = append(exact, bytes.Repeat([]byte(" "), limit-len(exact))...)
+	if resp, data := postRaw(t, hc, http.MethodPost, w.url, "application/json", bytes.NewReader(exact)); resp.StatusCode != http.StatusOK {
+		t.Errorf("a body of exactly the limit: %d %s", resp.StatusCode, data)
+	}
+	over := append(exact, ' ')
+	if resp, _ := postError(t, hc, http.MethodPost, w.url, "application/json", bytes.NewReader(over)); resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a body one byte over the limit: %d, want 413", resp.StatusCode)
+	}
+}
+
+// TestWebhookRequiresClientCertificate: without a client certificate, with one from another
+// CA, or with one whose identity is not configured, the handshake fails and no request
+// reaches the handler; the refusal is logged as on gRPC.
+func TestWebhookRequiresClientCertificate(t *testing.T) {
+	t.Parallel()
+	w := startWebhook(t, nil)
+	otherCA := testpki.CA(t)
+	otherKey := testpki.Key(t, testpki.P256)
+	otherCert := otherCA.Sign(t, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: devpki.ClientName},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, otherKey.Public())
+	request, _ := servingCSR(t)
+	for i, tt := range []struct {
+		name  string
+		certs []tls.Certificate
+	}{
+		{"no client certificate", nil},
+		{"certificate from another CA", []tls.Certificate{{Certificate: [][]byte{otherCert.Raw}, PrivateKey: otherKey}}},
+		{"identity not configured", []tls.Certificate{w.clientCert(t, "stranger")}},
+	} {
+		uid := fmt.Sprintf("uid-handshake-%d", i)
+		req, err := http.NewRequestWithContext(callContext(t), http.MethodPost, w.url, bytes.NewReader(mustJSON(t, csrObject(uid, request))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := w.contractClient(t, tt.certs...).Do(req)
+		if err == nil {
+			_ = resp.Body.Close()
+			t.Fatalf("%s: answered %d, want a failed handshake", tt.name, resp.StatusCode)
+		}
+		t.Logf("%s: refused as expected: %v", tt.name, err)
+		if w.logs.Contains(uid) {
+			t.Errorf("%s: the handler saw the request", tt.name)
+		}
+	}
+	if !w.logs.Contains("refused a TLS client") || !w.logs.Contains(`unknown client \"stranger\"`) {
+		t.Error("the refused handshakes were not logged")
+	}
+	if len(w.records(t)) != 0 {
+		t.Error("a refused handshake reached the ledger")
+	}
+}
+
+// TestWebhookRateLimited: past the client's rate limit the answer is 429 RESOURCE_EXHAUSTED
+// with Retry-After.
+func TestWebhookRateLimited(t *testing.T) {
+	t.Parallel()
+	w := startWebhook(t, func(c *config.Config) { c.Clients[0].RateLimit = &access.Rate{PerSecond: 0.001, Burst: 1} })
+	hc := w.contractClient(t, w.devClient(t))
+	for i, want := range []int{http.StatusOK, http.StatusTooManyRequests} {
+		request, _ := servingCSR(t)
+		resp, data := postRaw(t, hc, http.MethodPost, w.url, "application/json", bytes.NewReader(mustJSON(t, csrObject(fmt.Sprintf("uid-rate-%d", i), request))))
+		if resp.StatusCode != want {
+			t.Fatalf("request %d: %d %s, want %d", i, resp.StatusCode, data, want)
+		}
+		if want != http.StatusTooManyRequests {
+			continue
+		}
+		var g googleError
+		if json.Unmarshal(data, &g) != nil || g.Error.Status != "RESOURCE_EXHAUSTED" || g.reason() != "RATE_LIMITED" || resp.Header.Get("Retry-After") != "1" {
+			t.Errorf("rate limited: %s, Retry-After %q; want RESOURCE_EXHAUSTED RATE_LIMITED and Retry-After 1", data, resp.Header.Get("Retry-After"))
+		}
+	}
+}
+
+// TestWebhookOffByDefault: without webhook.address nothing listens.
+func TestWebhookOffByDefault(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, nil)
+	if addr := s.srv.WebhookAddr(); addr != "" {
+		t.Errorf("webhook listens on %s without an address configured", addr)
+	}
+}
+
+// TestWebhookServesReloadedCertificate: a TLS reload applies to the webhook as to gRPC.
+func TestWebhookServesReloadedCertificate(t *testing.T) {
+	t.Parallel()
+	w := startWebhook(t, nil)
+	tlsCAKey, err := pemfile.ParsePrivateKeyPEM(w.read(t, "tls-ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsCA := &testpki.Authority{Cert: parsePEMCerts(t, w.read(t, devpki.TLSCACert))[0], Key: tlsCAKey}
+	key := testpki.Key(t, testpki.P256)
+	cert := tlsCA.Sign(t, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "rotated-server"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}, key.Public())
+	replacePair(t, w.dir, devpki.ServerCert, "server.key", cert, key)
+	w.srv.Reload(context.Background())
+	clientTLS := w.clientTLS(t, w.devClient(t))
+	clientTLS.NextProtos = []string{"h2", "http/1.1"}
+	conn, err := tls.Dial("tcp", w.srv.WebhookAddr(), clientTLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if got := conn.ConnectionState().PeerCertificates[0].Subject.CommonName; got != "rotated-server" {
+		t.Fatalf("webhook presents %q after reload, want rotated-server", got)
+	}
+	if got := conn.ConnectionState().NegotiatedProtocol; got != "h2" {
+		t.Errorf("ALPN negotiated %q, want h2", got)
+	}
+}
