@@ -202,8 +202,9 @@ func (s *Server) build(ctx context.Context) error {
 	)
 	s.core = decision.New(s.currentSigners(), decision.Access{Authorizer: authz, Limiter: limiter},
 		decision.Options{Log: log, Ledger: s.ledger, Store: store, Metrics: s.metrics, Issued: s.rotation.Issued, Rotation: s.rotation})
-	signetv1.RegisterSignerServiceServer(s.grpc, signerapi.New(s.core))
+	signetv1.RegisterSignerServiceServer(s.grpc, signerapi.New(s.core).WithBuild(signerapi.Build{Version: Version, Commit: Commit}))
 	signetv1.RegisterAuthorityServiceServer(s.grpc, signerapi.NewAuthority(s.core))
+	signetv1.RegisterLedgerServiceServer(s.grpc, signerapi.NewLedger(s.core))
 	s.health = health.NewServer()
 	s.health.SetServingStatus(signetv1.HealthService, healthpb.HealthCheckResponse_SERVING)
 	s.updateSignerHealth(nil, map[string]bool{})

@@ -17,13 +17,20 @@ import (
 // Service serves SignerService with a decision core.
 type Service struct {
 	signetv1.UnimplementedSignerServiceServer
-	core *decision.Core
+	core  *decision.Core
+	build Build
 }
 
 var _ signetv1.SignerServiceServer = (*Service)(nil)
 
 // New returns a Service that decides with core.
 func New(core *decision.Core) *Service { return &Service{core: core} }
+
+// WithBuild sets the build GetServerInfo reports and returns s.
+func (s *Service) WithBuild(b Build) *Service {
+	s.build = b
+	return s
+}
 
 // ClientIdentity names the mTLS client of ctx (access.Identity of its verified certificate),
 // or "" when there is none.

@@ -2545,6 +2545,399 @@ func (x *ExplainCertificateSigningRequestResponse) GetLifetime() *durationpb.Dur
 	return nil
 }
 
+// GetServerInfoRequest has no fields.
+type GetServerInfoRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetServerInfoRequest) Reset() {
+	*x = GetServerInfoRequest{}
+	mi := &file_signet_v1_signet_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetServerInfoRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetServerInfoRequest) ProtoMessage() {}
+
+func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
+func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{33}
+}
+
+// GetServerInfoResponse is the server's build.
+type GetServerInfoResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// version is the server's version, e.g. "v0.3.0-12-gabc1234".
+	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// commit is the git commit it was built from; empty when unknown.
+	Commit string `protobuf:"bytes,2,opt,name=commit,proto3" json:"commit,omitempty"`
+	// go_version is the Go release it was built with.
+	GoVersion     string `protobuf:"bytes,3,opt,name=go_version,json=goVersion,proto3" json:"go_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetServerInfoResponse) Reset() {
+	*x = GetServerInfoResponse{}
+	mi := &file_signet_v1_signet_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetServerInfoResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetServerInfoResponse) ProtoMessage() {}
+
+func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
+func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *GetServerInfoResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *GetServerInfoResponse) GetCommit() string {
+	if x != nil {
+		return x.Commit
+	}
+	return ""
+}
+
+func (x *GetServerInfoResponse) GetGoVersion() string {
+	if x != nil {
+		return x.GoVersion
+	}
+	return ""
+}
+
+// FindRecordsRequest names what to look up: exactly one of object_uid and serial_number.
+type FindRecordsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// object_uid is a CertificateSigningRequest's or PodCertificateRequest's metadata.uid.
+	ObjectUid string `protobuf:"bytes,1,opt,name=object_uid,json=objectUid,proto3" json:"object_uid,omitempty"`
+	// serial_number is an issued certificate's serial number in hexadecimal.
+	SerialNumber string `protobuf:"bytes,2,opt,name=serial_number,json=serialNumber,proto3" json:"serial_number,omitempty"`
+	// limit caps how many records are returned (the newest are kept); 0 means 100.
+	Limit         int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FindRecordsRequest) Reset() {
+	*x = FindRecordsRequest{}
+	mi := &file_signet_v1_signet_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FindRecordsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FindRecordsRequest) ProtoMessage() {}
+
+func (x *FindRecordsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FindRecordsRequest.ProtoReflect.Descriptor instead.
+func (*FindRecordsRequest) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *FindRecordsRequest) GetObjectUid() string {
+	if x != nil {
+		return x.ObjectUid
+	}
+	return ""
+}
+
+func (x *FindRecordsRequest) GetSerialNumber() string {
+	if x != nil {
+		return x.SerialNumber
+	}
+	return ""
+}
+
+func (x *FindRecordsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// FindRecordsResponse holds the matching records, oldest first.
+type FindRecordsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// records are the matching ledger records.
+	Records       []*LedgerRecord `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FindRecordsResponse) Reset() {
+	*x = FindRecordsResponse{}
+	mi := &file_signet_v1_signet_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FindRecordsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FindRecordsResponse) ProtoMessage() {}
+
+func (x *FindRecordsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FindRecordsResponse.ProtoReflect.Descriptor instead.
+func (*FindRecordsResponse) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *FindRecordsResponse) GetRecords() []*LedgerRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+// LedgerRecord is one decision as the ledger holds it.
+type LedgerRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// seq is the record's position in the ledger.
+	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// time is when it was recorded.
+	Time *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	// decision is "issued", "refused", "rotated" or "published".
+	Decision string `protobuf:"bytes,3,opt,name=decision,proto3" json:"decision,omitempty"`
+	// signer is the signer name.
+	Signer string `protobuf:"bytes,4,opt,name=signer,proto3" json:"signer,omitempty"`
+	// client is the mTLS identity of the caller.
+	Client string `protobuf:"bytes,5,opt,name=client,proto3" json:"client,omitempty"`
+	// requester is the Kubernetes username the request was made by.
+	Requester string `protobuf:"bytes,6,opt,name=requester,proto3" json:"requester,omitempty"`
+	// object_uid and object_kind name the Kubernetes object.
+	ObjectUid string `protobuf:"bytes,7,opt,name=object_uid,json=objectUid,proto3" json:"object_uid,omitempty"`
+	// object_kind is "CertificateSigningRequest" or "PodCertificateRequest".
+	ObjectKind string `protobuf:"bytes,8,opt,name=object_kind,json=objectKind,proto3" json:"object_kind,omitempty"`
+	// serial_number is the issued certificate's serial number (hex).
+	SerialNumber string `protobuf:"bytes,9,opt,name=serial_number,json=serialNumber,proto3" json:"serial_number,omitempty"`
+	// not_before and not_after are the issued certificate's validity.
+	NotBefore *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=not_before,json=notBefore,proto3" json:"not_before,omitempty"`
+	// not_after is the issued certificate's NotAfter.
+	NotAfter *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=not_after,json=notAfter,proto3" json:"not_after,omitempty"`
+	// reason is the ErrorReason name of a refusal.
+	Reason string `protobuf:"bytes,12,opt,name=reason,proto3" json:"reason,omitempty"`
+	// message is the human-readable detail of the decision.
+	Message string `protobuf:"bytes,13,opt,name=message,proto3" json:"message,omitempty"`
+	// grounds names the rule that admitted the request when it is not the ordinary one, or why a
+	// rotation step was forced.
+	Grounds string `protobuf:"bytes,14,opt,name=grounds,proto3" json:"grounds,omitempty"`
+	// certificate_chain_pem is the issued chain.
+	CertificateChainPem string `protobuf:"bytes,15,opt,name=certificate_chain_pem,json=certificateChainPem,proto3" json:"certificate_chain_pem,omitempty"`
+	// hash is the record's hash in the ledger's chain.
+	Hash          string `protobuf:"bytes,16,opt,name=hash,proto3" json:"hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerRecord) Reset() {
+	*x = LedgerRecord{}
+	mi := &file_signet_v1_signet_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerRecord) ProtoMessage() {}
+
+func (x *LedgerRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerRecord.ProtoReflect.Descriptor instead.
+func (*LedgerRecord) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *LedgerRecord) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *LedgerRecord) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *LedgerRecord) GetDecision() string {
+	if x != nil {
+		return x.Decision
+	}
+	return ""
+}
+
+func (x *LedgerRecord) GetSigner() string {
+	if x != nil {
+		return x.Signer
+	}
+	return ""
+}
+
+func (x *LedgerRecord) GetClient() string {
+	if x != nil {
+		return x.Client
+	}
+	return ""
+}
+
+func (x *LedgerRecord) GetRequester() string {
+	if x != nil {
+		return x.Requester
+	}
+	return ""
+}
+
+func (x *LedgerRecord) GetObjectUid() string {
+	if x != nil {
+		return x.ObjectUid
+	}
+	return ""
+}
+
+func (x *LedgerRecord) GetObjectKind() string {
+	if x != nil {
+		return x.ObjectKind
+	}
+	return ""
+}
+
+func (x *LedgerRecord) GetSerialNumber() string {
+	if x != nil {
+		return x.SerialNumber
+	}
+	return ""
+}
+
+func (x *LedgerRecord) GetNotBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NotBefore
+	}
+	return nil
+}
+
+func (x *LedgerRecord) GetNotAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NotAfter
+	}
+	return nil
+}
+
+func (x *LedgerRecord) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *LedgerRecord) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *LedgerRecord) GetGrounds() string {
+	if x != nil {
+		return x.Grounds
+	}
+	return ""
+}
+
+func (x *LedgerRecord) GetCertificateChainPem() string {
+	if x != nil {
+		return x.CertificateChainPem
+	}
+	return ""
+}
+
+func (x *LedgerRecord) GetHash() string {
+	if x != nil {
+		return x.Hash
+	}
+	return ""
+}
+
 var File_signet_v1_signet_proto protoreflect.FileDescriptor
 
 const file_signet_v1_signet_proto_rawDesc = "" +
@@ -2738,7 +3131,41 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12+\n" +
 	"\x05rules\x18\x04 \x03(\v2\x15.signet.v1.RuleResultR\x05rules\x125\n" +
-	"\blifetime\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\blifetime*\xca\x04\n" +
+	"\blifetime\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\blifetime\"\x16\n" +
+	"\x14GetServerInfoRequest\"h\n" +
+	"\x15GetServerInfoResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12\x16\n" +
+	"\x06commit\x18\x02 \x01(\tR\x06commit\x12\x1d\n" +
+	"\n" +
+	"go_version\x18\x03 \x01(\tR\tgoVersion\"n\n" +
+	"\x12FindRecordsRequest\x12\x1d\n" +
+	"\n" +
+	"object_uid\x18\x01 \x01(\tR\tobjectUid\x12#\n" +
+	"\rserial_number\x18\x02 \x01(\tR\fserialNumber\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\"H\n" +
+	"\x13FindRecordsResponse\x121\n" +
+	"\arecords\x18\x01 \x03(\v2\x17.signet.v1.LedgerRecordR\arecords\"\xa7\x04\n" +
+	"\fLedgerRecord\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12.\n" +
+	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1a\n" +
+	"\bdecision\x18\x03 \x01(\tR\bdecision\x12\x16\n" +
+	"\x06signer\x18\x04 \x01(\tR\x06signer\x12\x16\n" +
+	"\x06client\x18\x05 \x01(\tR\x06client\x12\x1c\n" +
+	"\trequester\x18\x06 \x01(\tR\trequester\x12\x1d\n" +
+	"\n" +
+	"object_uid\x18\a \x01(\tR\tobjectUid\x12\x1f\n" +
+	"\vobject_kind\x18\b \x01(\tR\n" +
+	"objectKind\x12#\n" +
+	"\rserial_number\x18\t \x01(\tR\fserialNumber\x129\n" +
+	"\n" +
+	"not_before\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\tnotBefore\x127\n" +
+	"\tnot_after\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\x12\x16\n" +
+	"\x06reason\x18\f \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\r \x01(\tR\amessage\x12\x18\n" +
+	"\agrounds\x18\x0e \x01(\tR\agrounds\x122\n" +
+	"\x15certificate_chain_pem\x18\x0f \x01(\tR\x13certificateChainPem\x12\x12\n" +
+	"\x04hash\x18\x10 \x01(\tR\x04hash*\xca\x04\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x01\x12\"\n" +
@@ -2763,14 +3190,17 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\x13ANCHOR_STATE_ACTIVE\x10\x01\x12\x17\n" +
 	"\x13ANCHOR_STATE_STAGED\x10\x02\x12\x18\n" +
 	"\x14ANCHOR_STATE_RETIRED\x10\x03\x12\x18\n" +
-	"\x14ANCHOR_STATE_REMOVED\x10\x042\xa2\x05\n" +
+	"\x14ANCHOR_STATE_REMOVED\x10\x042\xf6\x05\n" +
 	"\rSignerService\x12\x82\x01\n" +
 	"\x1dSignCertificateSigningRequest\x12/.signet.v1.SignCertificateSigningRequestRequest\x1a0.signet.v1.SignCertificateSigningRequestResponse\x12v\n" +
 	"\x19SignPodCertificateRequest\x12+.signet.v1.SignPodCertificateRequestRequest\x1a,.signet.v1.SignPodCertificateRequestResponse\x12X\n" +
 	"\x0fGetTrustAnchors\x12!.signet.v1.GetTrustAnchorsRequest\x1a\".signet.v1.GetTrustAnchorsResponse\x12L\n" +
 	"\vListSigners\x12\x1d.signet.v1.ListSignersRequest\x1a\x1e.signet.v1.ListSignersResponse\x12\x8b\x01\n" +
 	" ExplainCertificateSigningRequest\x122.signet.v1.ExplainCertificateSigningRequestRequest\x1a3.signet.v1.ExplainCertificateSigningRequestResponse\x12^\n" +
-	"\x11ReportTrustBundle\x12#.signet.v1.ReportTrustBundleRequest\x1a$.signet.v1.ReportTrustBundleResponse2\xb5\x02\n" +
+	"\x11ReportTrustBundle\x12#.signet.v1.ReportTrustBundleRequest\x1a$.signet.v1.ReportTrustBundleResponse\x12R\n" +
+	"\rGetServerInfo\x12\x1f.signet.v1.GetServerInfoRequest\x1a .signet.v1.GetServerInfoResponse2]\n" +
+	"\rLedgerService\x12L\n" +
+	"\vFindRecords\x12\x1d.signet.v1.FindRecordsRequest\x1a\x1e.signet.v1.FindRecordsResponse2\xb5\x02\n" +
 	"\x10AuthorityService\x12O\n" +
 	"\fGetAuthority\x12\x1e.signet.v1.GetAuthorityRequest\x1a\x1f.signet.v1.GetAuthorityResponse\x12@\n" +
 	"\aStageCA\x12\x19.signet.v1.StageCARequest\x1a\x1a.signet.v1.StageCAResponse\x12I\n" +
@@ -2791,7 +3221,7 @@ func file_signet_v1_signet_proto_rawDescGZIP() []byte {
 }
 
 var file_signet_v1_signet_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_signet_v1_signet_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_signet_v1_signet_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_signet_v1_signet_proto_goTypes = []any{
 	(ErrorReason)(0),                                 // 0: signet.v1.ErrorReason
 	(AnchorState)(0),                                 // 1: signet.v1.AnchorState
@@ -2828,76 +3258,89 @@ var file_signet_v1_signet_proto_goTypes = []any{
 	(*ExplainCertificateSigningRequestRequest)(nil),  // 32: signet.v1.ExplainCertificateSigningRequestRequest
 	(*RuleResult)(nil),                               // 33: signet.v1.RuleResult
 	(*ExplainCertificateSigningRequestResponse)(nil), // 34: signet.v1.ExplainCertificateSigningRequestResponse
-	nil,                           // 35: signet.v1.Requester.ExtraEntry
-	nil,                           // 36: signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
-	(*timestamppb.Timestamp)(nil), // 37: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 38: google.protobuf.Duration
+	(*GetServerInfoRequest)(nil),                     // 35: signet.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),                    // 36: signet.v1.GetServerInfoResponse
+	(*FindRecordsRequest)(nil),                       // 37: signet.v1.FindRecordsRequest
+	(*FindRecordsResponse)(nil),                      // 38: signet.v1.FindRecordsResponse
+	(*LedgerRecord)(nil),                             // 39: signet.v1.LedgerRecord
+	nil,                                              // 40: signet.v1.Requester.ExtraEntry
+	nil,                                              // 41: signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
+	(*timestamppb.Timestamp)(nil),                    // 42: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),                      // 43: google.protobuf.Duration
 }
 var file_signet_v1_signet_proto_depIdxs = []int32{
-	35, // 0: signet.v1.Requester.extra:type_name -> signet.v1.Requester.ExtraEntry
+	40, // 0: signet.v1.Requester.extra:type_name -> signet.v1.Requester.ExtraEntry
 	2,  // 1: signet.v1.SignCertificateSigningRequestRequest.requester:type_name -> signet.v1.Requester
 	4,  // 2: signet.v1.SignCertificateSigningRequestRequest.object:type_name -> signet.v1.KubernetesObject
-	37, // 3: signet.v1.SignCertificateSigningRequestResponse.not_before:type_name -> google.protobuf.Timestamp
-	37, // 4: signet.v1.SignCertificateSigningRequestResponse.not_after:type_name -> google.protobuf.Timestamp
+	42, // 3: signet.v1.SignCertificateSigningRequestResponse.not_before:type_name -> google.protobuf.Timestamp
+	42, // 4: signet.v1.SignCertificateSigningRequestResponse.not_after:type_name -> google.protobuf.Timestamp
 	4,  // 5: signet.v1.SignPodCertificateRequestRequest.object:type_name -> signet.v1.KubernetesObject
 	7,  // 6: signet.v1.SignPodCertificateRequestRequest.pod:type_name -> signet.v1.PodIdentity
-	36, // 7: signet.v1.SignPodCertificateRequestRequest.unverified_user_annotations:type_name -> signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
-	37, // 8: signet.v1.SignPodCertificateRequestResponse.not_before:type_name -> google.protobuf.Timestamp
-	37, // 9: signet.v1.SignPodCertificateRequestResponse.not_after:type_name -> google.protobuf.Timestamp
-	37, // 10: signet.v1.SignPodCertificateRequestResponse.begin_refresh_at:type_name -> google.protobuf.Timestamp
+	41, // 7: signet.v1.SignPodCertificateRequestRequest.unverified_user_annotations:type_name -> signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
+	42, // 8: signet.v1.SignPodCertificateRequestResponse.not_before:type_name -> google.protobuf.Timestamp
+	42, // 9: signet.v1.SignPodCertificateRequestResponse.not_after:type_name -> google.protobuf.Timestamp
+	42, // 10: signet.v1.SignPodCertificateRequestResponse.begin_refresh_at:type_name -> google.protobuf.Timestamp
 	12, // 11: signet.v1.GetTrustAnchorsResponse.anchors:type_name -> signet.v1.TrustAnchor
 	1,  // 12: signet.v1.TrustAnchor.state:type_name -> signet.v1.AnchorState
-	37, // 13: signet.v1.TrustAnchor.since:type_name -> google.protobuf.Timestamp
-	37, // 14: signet.v1.TrustAnchor.not_after:type_name -> google.protobuf.Timestamp
+	42, // 13: signet.v1.TrustAnchor.since:type_name -> google.protobuf.Timestamp
+	42, // 14: signet.v1.TrustAnchor.not_after:type_name -> google.protobuf.Timestamp
 	17, // 15: signet.v1.GetAuthorityResponse.signers:type_name -> signet.v1.SignerAuthority
 	18, // 16: signet.v1.SignerAuthority.cas:type_name -> signet.v1.AuthorityCA
 	19, // 17: signet.v1.SignerAuthority.clusters:type_name -> signet.v1.ClusterReport
-	38, // 18: signet.v1.SignerAuthority.min_propagation_delay:type_name -> google.protobuf.Duration
+	43, // 18: signet.v1.SignerAuthority.min_propagation_delay:type_name -> google.protobuf.Duration
 	20, // 19: signet.v1.SignerAuthority.activation:type_name -> signet.v1.Gate
 	12, // 20: signet.v1.AuthorityCA.anchor:type_name -> signet.v1.TrustAnchor
-	37, // 21: signet.v1.AuthorityCA.last_leaf_not_after:type_name -> google.protobuf.Timestamp
+	42, // 21: signet.v1.AuthorityCA.last_leaf_not_after:type_name -> google.protobuf.Timestamp
 	20, // 22: signet.v1.AuthorityCA.retirement:type_name -> signet.v1.Gate
-	37, // 23: signet.v1.ClusterReport.reported_at:type_name -> google.protobuf.Timestamp
-	37, // 24: signet.v1.ClusterReport.last_seen:type_name -> google.protobuf.Timestamp
-	37, // 25: signet.v1.ClusterReport.staged_published_at:type_name -> google.protobuf.Timestamp
-	37, // 26: signet.v1.Gate.not_before:type_name -> google.protobuf.Timestamp
+	42, // 23: signet.v1.ClusterReport.reported_at:type_name -> google.protobuf.Timestamp
+	42, // 24: signet.v1.ClusterReport.last_seen:type_name -> google.protobuf.Timestamp
+	42, // 25: signet.v1.ClusterReport.staged_published_at:type_name -> google.protobuf.Timestamp
+	42, // 26: signet.v1.Gate.not_before:type_name -> google.protobuf.Timestamp
 	17, // 27: signet.v1.StageCAResponse.authority:type_name -> signet.v1.SignerAuthority
 	17, // 28: signet.v1.ActivateCAResponse.authority:type_name -> signet.v1.SignerAuthority
 	17, // 29: signet.v1.RetireCAResponse.authority:type_name -> signet.v1.SignerAuthority
 	29, // 30: signet.v1.ListSignersResponse.signers:type_name -> signet.v1.SignerDescription
-	38, // 31: signet.v1.SignerDescription.max_lifetime:type_name -> google.protobuf.Duration
+	43, // 31: signet.v1.SignerDescription.max_lifetime:type_name -> google.protobuf.Duration
 	30, // 32: signet.v1.SignerDescription.lint:type_name -> signet.v1.LintGate
 	31, // 33: signet.v1.LintGate.excluded:type_name -> signet.v1.LintRule
 	31, // 34: signet.v1.LintGate.accepted:type_name -> signet.v1.LintRule
 	5,  // 35: signet.v1.ExplainCertificateSigningRequestRequest.request:type_name -> signet.v1.SignCertificateSigningRequestRequest
 	33, // 36: signet.v1.ExplainCertificateSigningRequestResponse.rules:type_name -> signet.v1.RuleResult
-	38, // 37: signet.v1.ExplainCertificateSigningRequestResponse.lifetime:type_name -> google.protobuf.Duration
-	3,  // 38: signet.v1.Requester.ExtraEntry.value:type_name -> signet.v1.ExtraValue
-	5,  // 39: signet.v1.SignerService.SignCertificateSigningRequest:input_type -> signet.v1.SignCertificateSigningRequestRequest
-	8,  // 40: signet.v1.SignerService.SignPodCertificateRequest:input_type -> signet.v1.SignPodCertificateRequestRequest
-	10, // 41: signet.v1.SignerService.GetTrustAnchors:input_type -> signet.v1.GetTrustAnchorsRequest
-	27, // 42: signet.v1.SignerService.ListSigners:input_type -> signet.v1.ListSignersRequest
-	32, // 43: signet.v1.SignerService.ExplainCertificateSigningRequest:input_type -> signet.v1.ExplainCertificateSigningRequestRequest
-	13, // 44: signet.v1.SignerService.ReportTrustBundle:input_type -> signet.v1.ReportTrustBundleRequest
-	15, // 45: signet.v1.AuthorityService.GetAuthority:input_type -> signet.v1.GetAuthorityRequest
-	21, // 46: signet.v1.AuthorityService.StageCA:input_type -> signet.v1.StageCARequest
-	23, // 47: signet.v1.AuthorityService.ActivateCA:input_type -> signet.v1.ActivateCARequest
-	25, // 48: signet.v1.AuthorityService.RetireCA:input_type -> signet.v1.RetireCARequest
-	6,  // 49: signet.v1.SignerService.SignCertificateSigningRequest:output_type -> signet.v1.SignCertificateSigningRequestResponse
-	9,  // 50: signet.v1.SignerService.SignPodCertificateRequest:output_type -> signet.v1.SignPodCertificateRequestResponse
-	11, // 51: signet.v1.SignerService.GetTrustAnchors:output_type -> signet.v1.GetTrustAnchorsResponse
-	28, // 52: signet.v1.SignerService.ListSigners:output_type -> signet.v1.ListSignersResponse
-	34, // 53: signet.v1.SignerService.ExplainCertificateSigningRequest:output_type -> signet.v1.ExplainCertificateSigningRequestResponse
-	14, // 54: signet.v1.SignerService.ReportTrustBundle:output_type -> signet.v1.ReportTrustBundleResponse
-	16, // 55: signet.v1.AuthorityService.GetAuthority:output_type -> signet.v1.GetAuthorityResponse
-	22, // 56: signet.v1.AuthorityService.StageCA:output_type -> signet.v1.StageCAResponse
-	24, // 57: signet.v1.AuthorityService.ActivateCA:output_type -> signet.v1.ActivateCAResponse
-	26, // 58: signet.v1.AuthorityService.RetireCA:output_type -> signet.v1.RetireCAResponse
-	49, // [49:59] is the sub-list for method output_type
-	39, // [39:49] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	43, // 37: signet.v1.ExplainCertificateSigningRequestResponse.lifetime:type_name -> google.protobuf.Duration
+	39, // 38: signet.v1.FindRecordsResponse.records:type_name -> signet.v1.LedgerRecord
+	42, // 39: signet.v1.LedgerRecord.time:type_name -> google.protobuf.Timestamp
+	42, // 40: signet.v1.LedgerRecord.not_before:type_name -> google.protobuf.Timestamp
+	42, // 41: signet.v1.LedgerRecord.not_after:type_name -> google.protobuf.Timestamp
+	3,  // 42: signet.v1.Requester.ExtraEntry.value:type_name -> signet.v1.ExtraValue
+	5,  // 43: signet.v1.SignerService.SignCertificateSigningRequest:input_type -> signet.v1.SignCertificateSigningRequestRequest
+	8,  // 44: signet.v1.SignerService.SignPodCertificateRequest:input_type -> signet.v1.SignPodCertificateRequestRequest
+	10, // 45: signet.v1.SignerService.GetTrustAnchors:input_type -> signet.v1.GetTrustAnchorsRequest
+	27, // 46: signet.v1.SignerService.ListSigners:input_type -> signet.v1.ListSignersRequest
+	32, // 47: signet.v1.SignerService.ExplainCertificateSigningRequest:input_type -> signet.v1.ExplainCertificateSigningRequestRequest
+	13, // 48: signet.v1.SignerService.ReportTrustBundle:input_type -> signet.v1.ReportTrustBundleRequest
+	35, // 49: signet.v1.SignerService.GetServerInfo:input_type -> signet.v1.GetServerInfoRequest
+	37, // 50: signet.v1.LedgerService.FindRecords:input_type -> signet.v1.FindRecordsRequest
+	15, // 51: signet.v1.AuthorityService.GetAuthority:input_type -> signet.v1.GetAuthorityRequest
+	21, // 52: signet.v1.AuthorityService.StageCA:input_type -> signet.v1.StageCARequest
+	23, // 53: signet.v1.AuthorityService.ActivateCA:input_type -> signet.v1.ActivateCARequest
+	25, // 54: signet.v1.AuthorityService.RetireCA:input_type -> signet.v1.RetireCARequest
+	6,  // 55: signet.v1.SignerService.SignCertificateSigningRequest:output_type -> signet.v1.SignCertificateSigningRequestResponse
+	9,  // 56: signet.v1.SignerService.SignPodCertificateRequest:output_type -> signet.v1.SignPodCertificateRequestResponse
+	11, // 57: signet.v1.SignerService.GetTrustAnchors:output_type -> signet.v1.GetTrustAnchorsResponse
+	28, // 58: signet.v1.SignerService.ListSigners:output_type -> signet.v1.ListSignersResponse
+	34, // 59: signet.v1.SignerService.ExplainCertificateSigningRequest:output_type -> signet.v1.ExplainCertificateSigningRequestResponse
+	14, // 60: signet.v1.SignerService.ReportTrustBundle:output_type -> signet.v1.ReportTrustBundleResponse
+	36, // 61: signet.v1.SignerService.GetServerInfo:output_type -> signet.v1.GetServerInfoResponse
+	38, // 62: signet.v1.LedgerService.FindRecords:output_type -> signet.v1.FindRecordsResponse
+	16, // 63: signet.v1.AuthorityService.GetAuthority:output_type -> signet.v1.GetAuthorityResponse
+	22, // 64: signet.v1.AuthorityService.StageCA:output_type -> signet.v1.StageCAResponse
+	24, // 65: signet.v1.AuthorityService.ActivateCA:output_type -> signet.v1.ActivateCAResponse
+	26, // 66: signet.v1.AuthorityService.RetireCA:output_type -> signet.v1.RetireCAResponse
+	55, // [55:67] is the sub-list for method output_type
+	43, // [43:55] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_signet_v1_signet_proto_init() }
@@ -2912,9 +3355,9 @@ func file_signet_v1_signet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_signet_v1_signet_proto_rawDesc), len(file_signet_v1_signet_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   35,
+			NumMessages:   40,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   3,
 		},
 		GoTypes:           file_signet_v1_signet_proto_goTypes,
 		DependencyIndexes: file_signet_v1_signet_proto_depIdxs,

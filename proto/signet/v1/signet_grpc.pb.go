@@ -37,6 +37,7 @@ const (
 	SignerService_ListSigners_FullMethodName                      = "/signet.v1.SignerService/ListSigners"
 	SignerService_ExplainCertificateSigningRequest_FullMethodName = "/signet.v1.SignerService/ExplainCertificateSigningRequest"
 	SignerService_ReportTrustBundle_FullMethodName                = "/signet.v1.SignerService/ReportTrustBundle"
+	SignerService_GetServerInfo_FullMethodName                    = "/signet.v1.SignerService/GetServerInfo"
 )
 
 // SignerServiceClient is the client API for SignerService service.
@@ -67,6 +68,8 @@ type SignerServiceClient interface {
 	// published for a signer in its cluster: the proof of propagation that gates the activation
 	// of a staged CA. A client may report for the signers it may use.
 	ReportTrustBundle(ctx context.Context, in *ReportTrustBundleRequest, opts ...grpc.CallOption) (*ReportTrustBundleResponse, error)
+	// GetServerInfo returns the server's build.
+	GetServerInfo(ctx context.Context, in *GetServerInfoRequest, opts ...grpc.CallOption) (*GetServerInfoResponse, error)
 }
 
 type signerServiceClient struct {
@@ -137,6 +140,16 @@ func (c *signerServiceClient) ReportTrustBundle(ctx context.Context, in *ReportT
 	return out, nil
 }
 
+func (c *signerServiceClient) GetServerInfo(ctx context.Context, in *GetServerInfoRequest, opts ...grpc.CallOption) (*GetServerInfoResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetServerInfoResponse)
+	err := c.cc.Invoke(ctx, SignerService_GetServerInfo_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SignerServiceServer is the server API for SignerService service.
 // All implementations must embed UnimplementedSignerServiceServer
 // for forward compatibility.
@@ -165,6 +178,8 @@ type SignerServiceServer interface {
 	// published for a signer in its cluster: the proof of propagation that gates the activation
 	// of a staged CA. A client may report for the signers it may use.
 	ReportTrustBundle(context.Context, *ReportTrustBundleRequest) (*ReportTrustBundleResponse, error)
+	// GetServerInfo returns the server's build.
+	GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error)
 	mustEmbedUnimplementedSignerServiceServer()
 }
 
@@ -192,6 +207,9 @@ func (UnimplementedSignerServiceServer) ExplainCertificateSigningRequest(context
 }
 func (UnimplementedSignerServiceServer) ReportTrustBundle(context.Context, *ReportTrustBundleRequest) (*ReportTrustBundleResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReportTrustBundle not implemented")
+}
+func (UnimplementedSignerServiceServer) GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetServerInfo not implemented")
 }
 func (UnimplementedSignerServiceServer) mustEmbedUnimplementedSignerServiceServer() {}
 func (UnimplementedSignerServiceServer) testEmbeddedByValue()                       {}
@@ -322,6 +340,24 @@ func _SignerService_ReportTrustBundle_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SignerService_GetServerInfo_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetServerInfoRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SignerServiceServer).GetServerInfo(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SignerService_GetServerInfo_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SignerServiceServer).GetServerInfo(ctx, req.(*GetServerInfoRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SignerService_ServiceDesc is the grpc.ServiceDesc for SignerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -352,6 +388,124 @@ var SignerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReportTrustBundle",
 			Handler:    _SignerService_ReportTrustBundle_Handler,
+		},
+		{
+			MethodName: "GetServerInfo",
+			Handler:    _SignerService_GetServerInfo_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "signet/v1/signet.proto",
+}
+
+const (
+	LedgerService_FindRecords_FullMethodName = "/signet.v1.LedgerService/FindRecords"
+)
+
+// LedgerServiceClient is the client API for LedgerService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// LedgerService reads the server's decision ledger.
+type LedgerServiceClient interface {
+	// FindRecords returns the ledger records of one Kubernetes object (by UID) or one issued
+	// certificate (by serial number), oldest first. A client sees the records of its own calls
+	// for the signers it may use; a client with the admin role for a signer sees every record of
+	// that signer. It reads the ledger from the start: its cost grows with the ledger's size.
+	FindRecords(ctx context.Context, in *FindRecordsRequest, opts ...grpc.CallOption) (*FindRecordsResponse, error)
+}
+
+type ledgerServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewLedgerServiceClient(cc grpc.ClientConnInterface) LedgerServiceClient {
+	return &ledgerServiceClient{cc}
+}
+
+func (c *ledgerServiceClient) FindRecords(ctx context.Context, in *FindRecordsRequest, opts ...grpc.CallOption) (*FindRecordsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FindRecordsResponse)
+	err := c.cc.Invoke(ctx, LedgerService_FindRecords_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// LedgerServiceServer is the server API for LedgerService service.
+// All implementations must embed UnimplementedLedgerServiceServer
+// for forward compatibility.
+//
+// LedgerService reads the server's decision ledger.
+type LedgerServiceServer interface {
+	// FindRecords returns the ledger records of one Kubernetes object (by UID) or one issued
+	// certificate (by serial number), oldest first. A client sees the records of its own calls
+	// for the signers it may use; a client with the admin role for a signer sees every record of
+	// that signer. It reads the ledger from the start: its cost grows with the ledger's size.
+	FindRecords(context.Context, *FindRecordsRequest) (*FindRecordsResponse, error)
+	mustEmbedUnimplementedLedgerServiceServer()
+}
+
+// UnimplementedLedgerServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedLedgerServiceServer struct{}
+
+func (UnimplementedLedgerServiceServer) FindRecords(context.Context, *FindRecordsRequest) (*FindRecordsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method FindRecords not implemented")
+}
+func (UnimplementedLedgerServiceServer) mustEmbedUnimplementedLedgerServiceServer() {}
+func (UnimplementedLedgerServiceServer) testEmbeddedByValue()                       {}
+
+// UnsafeLedgerServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to LedgerServiceServer will
+// result in compilation errors.
+type UnsafeLedgerServiceServer interface {
+	mustEmbedUnimplementedLedgerServiceServer()
+}
+
+func RegisterLedgerServiceServer(s grpc.ServiceRegistrar, srv LedgerServiceServer) {
+	// If the following call panics, it indicates UnimplementedLedgerServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&LedgerService_ServiceDesc, srv)
+}
+
+func _LedgerService_FindRecords_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FindRecordsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).FindRecords(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_FindRecords_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).FindRecords(ctx, req.(*FindRecordsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// LedgerService_ServiceDesc is the grpc.ServiceDesc for LedgerService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var LedgerService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "signet.v1.LedgerService",
+	HandlerType: (*LedgerServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "FindRecords",
+			Handler:    _LedgerService_FindRecords_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
