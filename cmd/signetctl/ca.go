@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"encoding/pem"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/signet-pki/signet/internal/cacert"
@@ -20,129 +19,124 @@ import (
 
 // caCommand is "signetctl ca": the certificates of a CA whose key is in a keystore, and the
 // rotation of a signer's CAs on the server (ca_rotate.go).
-func caCommand() command {
-	subs := append([]command{
-		{name: "init", summary: "make a self-signed root CA certificate with a key (HSM, TPM or file)", run: runCAInit},
-		{name: "csr", summary: "make a certificate request for an intermediate CA, for an offline root to sign", run: runCACSR},
-	}, rotateCommands()...)
-	return command{
-		name:    "ca",
-		summary: "make a signer's CA certificate with its key (init, csr); rotate a signer's CAs (stage, activate, retire, status)",
-		run: func(ctx context.Context, s streams, args []string) int {
-			return dispatch(ctx, s, "signetctl ca", subs, args)
-		},
-	}
+func caCommand() *cobra.Command {
+	return groupCommand("ca",
+		"Make a signer's CA certificate with its key (init, csr); rotate a signer's CAs (stage, activate, retire, status)",
+		`Makes the certificate of a signer's CA with its key, wherever the key is (init: a self-signed root;
+csr: a request for an intermediate that an offline root signs), and rotates a signer's CAs on a
+running server: stage the next CA, activate it once every cluster publishes it, retire the old
+one once its leaves have expired (stage, activate, retire, status; admin clients only).`,
+		`  signetctl ca init --key 'tpm:blob=/var/lib/signet/kube-ca.tpmkey' --subject 'CN=Kubernetes client CA' --out kube-ca.crt
+  signetctl ca status --signer example.com/serving --dev-state-dir .signet-dev`,
+		append([]*cobra.Command{caInitCommand(), caCSRCommand()}, rotateCommands()...)...)
 }
 
 // caFlags are the flags ca init and ca csr share.
 type caFlags struct {
-	key, subject, out *string
-	keys              keyFlags
+	key, subject, out string
+	keys              keystore.Options
 }
 
-func addCAFlags(fs *flag.FlagSet) caFlags {
-	return caFlags{
-		key:     fs.String("key", "", "the CA key's URI (pkcs11:, tpm: or a file; see signetctl keys create)"),
-		subject: fs.String("subject", "", `the CA's name, e.g. "CN=Kubernetes client CA,O=Example" (CN, O, OU, C, ST, L)`),
-		out:     fs.String("out", "", "write the PEM here (mode 0644) instead of standard output"),
-		keys:    addKeyFlags(fs),
-	}
+// addCAFlags adds the flags of ca init and ca csr to cmd.
+func addCAFlags(cmd *cobra.Command) *caFlags {
+	f := &caFlags{}
+	fs := cmd.Flags()
+	fs.StringVar(&f.key, "key", "", "the CA key's `URI` (pkcs11:, tpm: or a file; see signetctl keys create)")
+	fs.StringVar(&f.subject, "subject", "", "the CA's `name`, e.g. \"CN=Kubernetes client CA,O=Example\" (CN, O, OU, C, ST, L)")
+	fs.StringVar(&f.out, "out", "", "write the PEM to this `file` (mode 0644) instead of standard output")
+	_ = cmd.MarkFlagRequired("key")
+	_ = cmd.MarkFlagRequired("subject")
+	_ = cmd.MarkFlagFilename("out")
+	addKeyFlags(cmd, &f.keys)
+	return f
 }
 
-// open checks the flags and opens the key; it returns the exit code on failure.
-func (f caFlags) open(ctx context.Context, s streams, fs *flag.FlagSet, prog string) (keystore.Key, cacert.Options, int) {
-	if *f.key == "" || *f.subject == "" {
-		fs.Usage()
-		return nil, cacert.Options{}, 2
-	}
-	subject, err := cacert.ParseSubject(*f.subject)
+// open parses the subject and opens the key.
+func (f *caFlags) open(cmd *cobra.Command) (keystore.Key, cacert.Options, error) {
+	subject, err := cacert.ParseSubject(f.subject)
 	if err != nil {
-		fmt.Fprintf(s.err, "%s: %v\n", prog, err)
-		return nil, cacert.Options{}, 2
+		return nil, cacert.Options{}, usageError(cmd, "%v", err)
 	}
-	key, err := keystore.Open(ctx, *f.key, f.keys.options())
+	key, err := keystore.Open(cmd.Context(), f.key, f.keys)
 	if err != nil {
-		fmt.Fprintf(s.err, "%s: %v\n", prog, err)
-		return nil, cacert.Options{}, 1
+		return nil, cacert.Options{}, failure("%v", err)
 	}
-	return key, cacert.Options{Subject: subject}, -1
+	return key, cacert.Options{Subject: subject}, nil
 }
 
 // write writes data to the --out file or to standard output.
-func (f caFlags) write(s streams, prog string, data []byte) int {
-	if *f.out == "" {
-		_, _ = s.out.Write(data)
-		return 0
+func (f *caFlags) write(cmd *cobra.Command, data []byte) error {
+	if f.out == "" {
+		_, err := cmd.OutOrStdout().Write(data)
+		return err
 	}
-	if err := os.WriteFile(*f.out, data, 0o644); err != nil {
-		fmt.Fprintf(s.err, "%s: %v\n", prog, err)
-		return 1
+	if err := os.WriteFile(f.out, data, 0o644); err != nil {
+		return failure("%v", err)
 	}
-	return 0
+	return nil
 }
 
-const caInitUsage = `Usage: signetctl ca init --key URI --subject DN [--lifetime 87600h] [--out ca.crt]
+// caInitCommand is "signetctl ca init".
+func caInitCommand() *cobra.Command {
+	var lifetime time.Duration
+	cmd := &cobra.Command{
+		Use:   "init --key URI --subject DN [--lifetime 87600h] [--out ca.crt]",
+		Short: "Make a self-signed root CA certificate with a key (HSM, TPM or file)",
+		Long: `Makes a self-signed root CA certificate (CA:TRUE, path length 0, certificate and CRL signing)
+whose key is URI, signed inside the device, and prints it in PEM (or writes it to --out). Put
+the certificate in the signer's certificate (and the URI in its key) in the server config.
 
-Makes a self-signed root CA certificate (CA:TRUE, path length 0, certificate and CRL signing)
-whose key is URI, signed inside the device. Put the certificate in the signer's
-certificate (and the URI in its key) in the server config. Example:
-
-  signetctl ca init --key 'tpm:blob=/var/lib/signet/kube-ca.tpmkey' --subject 'CN=Kubernetes client CA' --out /etc/signet/kube-ca.crt
-`
-
-// runCAInit is "signetctl ca init".
-func runCAInit(ctx context.Context, s streams, args []string) int {
-	const prog = "signetctl ca init"
-	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
-	fs.SetOutput(s.err)
-	f := addCAFlags(fs)
-	lifetime := fs.Duration("lifetime", 10*365*24*time.Hour, "how long the root is valid")
-	fs.Usage = func() { fmt.Fprint(fs.Output(), caInitUsage+"\nFlags:\n"); fs.PrintDefaults() }
-	if code := parseFlags(fs, args); code >= 0 {
-		return code
+` + exitCodesHelp,
+		Example: `  signetctl ca init --key 'tpm:blob=/var/lib/signet/kube-ca.tpmkey' --subject 'CN=Kubernetes client CA' --out /etc/signet/kube-ca.crt`,
+		Args:    cobra.NoArgs,
 	}
-	key, opts, code := f.open(ctx, s, fs, prog)
-	if code >= 0 {
-		return code
+	f := addCAFlags(cmd)
+	cmd.Flags().DurationVar(&lifetime, "lifetime", 10*365*24*time.Hour, "how long the root is valid")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		key, opts, err := f.open(cmd)
+		if err != nil {
+			return err
+		}
+		defer key.Close()
+		opts.Lifetime = lifetime
+		cert, err := cacert.SelfSigned(key, opts)
+		if err != nil {
+			return failure("%v", err)
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "root CA %q, serial %x, valid until %s\n", cert.Subject.String(), cert.SerialNumber, cert.NotAfter.UTC().Format(time.RFC3339))
+		return f.write(cmd, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}))
 	}
-	defer key.Close()
-	opts.Lifetime = *lifetime
-	cert, err := cacert.SelfSigned(key, opts)
-	if err != nil {
-		fmt.Fprintf(s.err, "%s: %v\n", prog, err)
-		return 1
-	}
-	fmt.Fprintf(s.err, "root CA %q, serial %x, valid until %s\n", cert.Subject.String(), cert.SerialNumber, cert.NotAfter.UTC().Format(time.RFC3339))
-	return f.write(s, prog, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}))
+	return cmd
 }
 
-// runCACSR is "signetctl ca csr".
-func runCACSR(ctx context.Context, s streams, args []string) int {
-	const prog = "signetctl ca csr"
-	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
-	fs.SetOutput(s.err)
-	f := addCAFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "Usage: signetctl ca csr --key URI --subject DN [--out ca.csr]\n\n"+
-			"Makes a PKCS #10 request, signed inside the device, for an intermediate CA certificate that\n"+
-			"an offline root signs; put the signed certificate in the signer's certificate and the root's\n"+
-			"chain in its intermediates.\n\nFlags:\n")
-		fs.PrintDefaults()
+// caCSRCommand is "signetctl ca csr".
+func caCSRCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "csr --key URI --subject DN [--out ca.csr]",
+		Short: "Make a certificate request for an intermediate CA, for an offline root to sign",
+		Long: `Makes a PKCS #10 request, signed inside the device, for an intermediate CA certificate that an
+offline root signs; put the signed certificate in the signer's certificate and the root's chain
+in its intermediates.
+
+` + exitCodesHelp,
+		Example: `  signetctl ca csr --key 'pkcs11:token=signet;object=kube-ca?module-path=/usr/lib/softhsm/libsofthsm2.so&pin-source=file:/etc/signet/hsm.pin' \
+      --subject 'CN=Kubernetes intermediate CA' --out kube-ca.csr`,
+		Args: cobra.NoArgs,
 	}
-	if code := parseFlags(fs, args); code >= 0 {
-		return code
+	f := addCAFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		key, opts, err := f.open(cmd)
+		if err != nil {
+			return err
+		}
+		defer key.Close()
+		out, err := cacert.Request(key, opts)
+		if err != nil {
+			return failure("%v", err)
+		}
+		return f.write(cmd, out)
 	}
-	key, opts, code := f.open(ctx, s, fs, prog)
-	if code >= 0 {
-		return code
-	}
-	defer key.Close()
-	out, err := cacert.Request(key, opts)
-	if err != nil {
-		fmt.Fprintf(s.err, "%s: %v\n", prog, err)
-		return 1
-	}
-	return f.write(s, prog, out)
+	return cmd
 }
 
 // writeAuthority prints one signer's CA set for people: a table of its CAs, what blocks the

@@ -7,199 +7,78 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
-	"flag"
 	"fmt"
 	"math/big"
 	"os"
+	"slices"
 	"strings"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/status"
+	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
-	"github.com/signet-pki/signet/signerclient"
 )
 
 // The CA rotation commands: ca stage, ca activate, ca retire and ca status call the server's
-// AuthorityService (admin clients only). Exit codes: 0 done, 1 the server refused (its
-// message and reason are printed), 2 usage error, unreadable file, or no answer from the
-// server.
+// AuthorityService (admin clients only).
 
-const rotateExitCodes = `
-Needs a client certificate whose identity has admin: true in the server's clients, for the
-signer. Exit codes: 0 done, 1 the server refused (its message and reason are printed), 2 usage
-error, unreadable file, or no answer from the server.
-
-Flags:`
-
-const caStageUsage = `Usage: signetctl ca stage --signer NAME --key URI --cert FILE [--intermediates FILE] [connection flags] [-o json]
-
-Stages the signer's next CA: the server opens the key URI (on its host), checks it matches the
-certificate, and publishes the certificate in the signer's trust bundle; the active CA keeps
-issuing. Watch 'signetctl ca status' until every cluster has published it and the propagation
-delay has passed, then 'signetctl ca activate'.
-` + rotateExitCodes
-
-const caActivateUsage = `Usage: signetctl ca activate --signer NAME [--force --reason TEXT] [connection flags] [-o json]
-
-Makes the signer's staged CA the one that issues; the active CA becomes retired (still
-published). The server refuses until every registered cluster has published the staged CA and
-the signer's minimum propagation delay has passed. --force skips that gate: clusters that have
-not published the new CA will reject the certificates it issues until they do. It needs
---reason, which is logged and recorded in the ledger.
-` + rotateExitCodes
-
-const caRetireUsage = `Usage: signetctl ca retire --signer NAME (--cert FILE | --serial HEX | --fingerprint HEX) [--force --reason TEXT] [connection flags] [-o json]
-
-Takes a retired (or staged) CA out of the signer's trust bundle. The server refuses while a
-leaf the CA signed can still be valid. --force skips that check: those leaves stop verifying in
-every cluster that picks up the new bundle. It needs --reason, which is logged and recorded in
-the ledger. --cert names the CA by the SHA-256 fingerprint of the certificate in FILE.
-` + rotateExitCodes
-
-const caStatusUsage = `Usage: signetctl ca status [--signer NAME ...] [connection flags] [-o json]
-
-Shows each signer's CAs (state, since when and by whom, subject, serial, fingerprint, key, the
-latest NotAfter of a leaf it signed, whether it may be retired), the clusters that reported its
-trust bundle (registered, bundle hash, when they published the staged CA, last report), and
-whether the staged CA may be activated: ready, or what blocks it and from when time alone
-will not. Without --signer: every signer this client administers.
-` + rotateExitCodes
+const rotateAdminHelp = `Needs a client certificate whose identity has admin: true in the server's clients, for the
+signer.`
 
 // rotateCommands are the ca subcommands that call the AuthorityService.
-func rotateCommands() []command {
-	return []command{
-		{name: "stage", summary: "stage a signer's next CA (published, not yet issuing); admin", run: runCAStage},
-		{name: "activate", summary: "make the staged CA the one that issues, once every cluster has it; admin", run: runCAActivate},
-		{name: "retire", summary: "take a retired CA out of the trust bundle, once its leaves expired; admin", run: runCARetire},
-		{name: "status", summary: "show signers' CAs, what their clusters published, and the rotation gates; admin", run: runCAStatus},
-	}
+func rotateCommands() []*cobra.Command {
+	return []*cobra.Command{caStageCommand(), caActivateCommand(), caRetireCommand(), caStatusCommand()}
 }
 
-// rotateCmd holds what every rotation command shares: its name, flags, streams, and the
-// connection and output flags.
+// rotateCmd holds what every rotation command shares: the connection and output flags.
 type rotateCmd struct {
-	prog   string
-	fs     *flag.FlagSet
-	s      streams
-	conn   connFlags
-	output string
+	cmd  *cobra.Command
+	conn *connFlags
+	out  *outputFlag
 }
 
-// newRotateCmd makes the flag set of prog with the connection and output flags; usage is
-// printed before the flag defaults.
-func newRotateCmd(prog, usage string, s streams) *rotateCmd {
-	c := &rotateCmd{prog: prog, s: s, fs: flag.NewFlagSet(prog, flag.ContinueOnError)}
-	c.fs.SetOutput(s.err)
-	c.conn.register(c.fs)
-	const outputHelp = "`format`: text, or json (the response as protojson)"
-	c.fs.StringVar(&c.output, "output", "text", outputHelp)
-	c.fs.StringVar(&c.output, "o", "text", "shorthand for --output")
-	c.fs.Usage = func() {
-		fmt.Fprintln(c.fs.Output(), usage)
-		c.fs.PrintDefaults()
+// newRotateCmd adds the connection and output flags to cmd.
+func newRotateCmd(cmd *cobra.Command) *rotateCmd {
+	cmd.Args = cobra.NoArgs
+	return &rotateCmd{cmd: cmd, conn: addConnFlags(cmd), out: addOutputFlag(cmd, "the response")}
+}
+
+// call connects to the server and runs do with the AuthorityService client, within the
+// timeout; a failed connection or call is an exit error (see callError).
+func (c *rotateCmd) call(do func(context.Context, signetv1.AuthorityServiceClient) error) error {
+	if err := c.out.check(c.cmd); err != nil {
+		return err
 	}
-	return c
-}
-
-// parse parses args, refuses positional arguments and a bad --output, and resolves the
-// connection flags; it returns the exit code when the command must stop (-1 otherwise).
-func (c *rotateCmd) parse(args []string) int {
-	pos, err := parseInterspersed(c.fs, args)
+	cc, err := c.conn.dial()
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+		return err
 	}
-	if len(pos) > 0 {
-		return c.usageErr("unexpected argument %q", pos[0])
+	defer cc.Close()
+	ctx, cancel := c.conn.callContext(c.cmd.Context())
+	defer cancel()
+	if err := do(ctx, signetv1.NewAuthorityServiceClient(cc)); err != nil {
+		return c.conn.callError(err)
 	}
-	if err := outputFormat(c.output); err != nil {
-		return c.usageErr("%v", err)
-	}
-	if err := c.conn.resolve(); err != nil {
-		return c.usageErr("%v", err)
-	}
-	return -1
+	return nil
 }
 
-// usageErr prints a usage error and returns 2.
-func (c *rotateCmd) usageErr(format string, a ...any) int {
-	fmt.Fprintf(c.s.err, "%s: %s\n", c.prog, fmt.Sprintf(format, a...))
-	fmt.Fprintf(c.s.err, "Run '%s -h' for usage.\n", c.prog)
-	return 2
-}
+// errNoAuthority is the answer of a rotation step without the signer's CA set.
+var errNoAuthority = errors.New("the server answered without the signer's CA set")
 
-// fail prints err and returns 2.
-func (c *rotateCmd) fail(err error) int {
-	fmt.Fprintf(c.s.err, "%s: %v\n", c.prog, err)
-	return 2
-}
-
-// call connects to the server and runs do with the client; it returns the exit code of a
-// failed connection or call (see callFailed), -1 when do succeeded.
-func (c *rotateCmd) call(do func(*signerclient.Client) error) int {
-	client, err := signerclient.New(signerclient.Config{
-		Address:    c.conn.server,
-		CAFile:     c.conn.tlsCA,
-		CertFile:   c.conn.tlsCert,
-		KeyFile:    c.conn.tlsKey,
-		ServerName: c.conn.serverName,
-		RPCTimeout: c.conn.timeout,
-	})
-	if err != nil {
-		return c.fail(err)
+// done prints the response of a rotation step: -o json|yaml the response, else the line what
+// followed by the signer's CA set.
+func (c *rotateCmd) done(resp proto.Message, a *signetv1.SignerAuthority, what string) error {
+	w := c.cmd.OutOrStdout()
+	if !c.out.text() {
+		return c.out.print(w, resp)
 	}
-	defer client.Close()
-	if err := do(client); err != nil {
-		return c.callFailed(err)
+	if a == nil {
+		return inputError("%v", errNoAuthority)
 	}
-	return -1
-}
-
-// callFailed reports a failed call: a refusal by the server (a status carrying a signet.dev
-// reason) as its message and reason name, exit 1; anything else (no answer, a status without
-// reason) as describeRPCError does, exit 2.
-func (c *rotateCmd) callFailed(err error) int {
-	var carrier interface{ GRPCStatus() *status.Status }
-	if !errors.As(err, &carrier) || carrier.GRPCStatus() == nil {
-		return c.fail(err)
-	}
-	st := carrier.GRPCStatus()
-	if reason := signetReason(st); reason != "" {
-		fmt.Fprintf(c.s.err, "%s: refused (%s): %s\n", c.prog, reason, st.Message())
-		return 1
-	}
-	fmt.Fprintf(c.s.err, "%s: %s\n", c.prog, describeRPCError(c.conn.server, st.Err()))
-	return 2
-}
-
-// signetReason is the reason of st's first ErrorInfo of domain signet.dev, e.g.
-// "ROTATION_REFUSED"; empty when there is none.
-func signetReason(st *status.Status) string {
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == signetv1.ErrorDomain && info.GetReason() != "" {
-			return info.GetReason()
-		}
-	}
-	return ""
-}
-
-// done prints the response of a rotation step: protojson with -o json, else the line what
-// followed by the signer's CA set. It returns the exit code.
-func (c *rotateCmd) done(resp proto.Message, a *signetv1.SignerAuthority, what string) int {
-	if c.output == "json" {
-		if err := writeJSON(c.s.out, resp); err != nil {
-			return c.fail(err)
-		}
-		return 0
-	}
-	fmt.Fprintln(c.s.out, what)
-	fmt.Fprintln(c.s.out)
-	writeAuthority(c.s.out, a)
-	return 0
+	fmt.Fprintln(w, what)
+	fmt.Fprintln(w)
+	writeAuthority(w, a)
+	return nil
 }
 
 // forceFlags are --force and --reason of ca activate and ca retire.
@@ -208,195 +87,242 @@ type forceFlags struct {
 	reason string
 }
 
-func (f *forceFlags) register(fs *flag.FlagSet, skips string) {
-	fs.BoolVar(&f.force, "force", false, "skip "+skips+"; needs --reason")
-	fs.StringVar(&f.reason, "reason", "", "why --force is used (`text`, recorded in the ledger)")
+func (f *forceFlags) register(cmd *cobra.Command, skips string) {
+	cmd.Flags().BoolVar(&f.force, "force", false, "skip "+skips+"; needs --reason")
+	cmd.Flags().StringVar(&f.reason, "reason", "", "why --force is used (`text`, recorded in the ledger)")
 }
 
 // check refuses --force without a reason, and a reason without --force.
-func (f *forceFlags) check() error {
+func (f *forceFlags) check(cmd *cobra.Command) error {
 	f.reason = strings.TrimSpace(f.reason)
 	switch {
 	case f.force && f.reason == "":
-		return errors.New("--force needs --reason TEXT: say why the gate is skipped (it is recorded in the ledger)")
+		return usageError(cmd, "--force needs --reason TEXT: say why the gate is skipped (it is recorded in the ledger)")
 	case !f.force && f.reason != "":
-		return errors.New("--reason goes with --force only")
+		return usageError(cmd, "--reason goes with --force only")
 	}
 	return nil
 }
 
-// runCAStage is "signetctl ca stage".
-func runCAStage(ctx context.Context, s streams, args []string) int {
-	c := newRotateCmd("signetctl ca stage", caStageUsage, s)
-	signer := c.fs.String("signer", "", "the signer's `name`")
-	key := c.fs.String("key", "", "the new CA key's `URI` as the server opens it (file path, pkcs11: with pin-source, tpm:)")
-	certFile := c.fs.String("cert", "", "PEM `file` of the new CA certificate")
-	chainFile := c.fs.String("intermediates", "", "PEM `file` of certificates appended to every chain the CA issues")
-	if code := c.parse(args); code >= 0 {
-		return code
-	}
-	switch {
-	case *signer == "":
-		return c.usageErr("missing --signer")
-	case *key == "":
-		return c.usageErr("missing --key: the URI of the new CA's key, as the server opens it")
-	case *certFile == "":
-		return c.usageErr("missing --cert: the new CA's certificate")
-	}
-	cert, certPEM, err := readCACert(*certFile)
-	if err != nil {
-		return c.fail(err)
-	}
-	req := &signetv1.StageCARequest{SignerName: *signer, KeyUri: *key, CertificatePem: string(certPEM)}
-	if *chainFile != "" {
-		chain, err := readCertificates(*chainFile, "--intermediates")
-		if err != nil {
-			return c.fail(err)
-		}
-		req.IntermediatesPem = string(chain)
-	}
-	var resp *signetv1.StageCAResponse
-	if code := c.call(func(client *signerclient.Client) (err error) {
-		resp, err = client.StageCA(ctx, req)
-		return err
-	}); code >= 0 {
-		return code
-	}
-	return c.done(resp, resp.GetAuthority(), fmt.Sprintf("staged CA %s (%s) for %s: published, not issuing yet",
-		shortHex(fingerprint(cert.Raw)), cert.Subject, *signer))
+// addSignerFlag adds the required --signer flag.
+func addSignerFlag(cmd *cobra.Command, signer *string) {
+	cmd.Flags().StringVar(signer, "signer", "", "the signer's `name`")
+	_ = cmd.MarkFlagRequired("signer")
 }
 
-// runCAActivate is "signetctl ca activate".
-func runCAActivate(ctx context.Context, s streams, args []string) int {
-	c := newRotateCmd("signetctl ca activate", caActivateUsage, s)
-	signer := c.fs.String("signer", "", "the signer's `name`")
-	var f forceFlags
-	f.register(c.fs, "the propagation gate (every cluster published the staged CA, the delay passed)")
-	if code := c.parse(args); code >= 0 {
-		return code
-	}
-	if *signer == "" {
-		return c.usageErr("missing --signer")
-	}
-	if err := f.check(); err != nil {
-		return c.usageErr("%v", err)
-	}
-	req := &signetv1.ActivateCARequest{SignerName: *signer, Force: f.force, Reason: f.reason}
-	var resp *signetv1.ActivateCAResponse
-	if code := c.call(func(client *signerclient.Client) (err error) {
-		resp, err = client.ActivateCA(ctx, req)
-		return err
-	}); code >= 0 {
-		return code
-	}
-	what := "activated the staged CA of " + *signer
-	for _, ca := range resp.GetAuthority().GetCas() {
-		if a := ca.GetAnchor(); a.GetState() == signetv1.AnchorState_ANCHOR_STATE_ACTIVE {
-			what = fmt.Sprintf("activated CA %s (%s) of %s: it issues now", shortHex(a.GetFingerprint()), a.GetSubject(), *signer)
-			break
-		}
-	}
-	if f.force {
-		what += " (forced: " + f.reason + ")"
-	}
-	return c.done(resp, resp.GetAuthority(), what)
-}
+// caStageCommand is "signetctl ca stage".
+func caStageCommand() *cobra.Command {
+	var signer, key, certFile, chainFile string
+	c := newRotateCmd(&cobra.Command{
+		Use:   "stage --signer NAME --key URI --cert FILE [--intermediates FILE]",
+		Short: "Stage a signer's next CA (published, not yet issuing); admin",
+		Long: `Stages the signer's next CA: the server opens the key URI (on its host), checks it matches the
+certificate, and publishes the certificate in the signer's trust bundle; the active CA keeps
+issuing. Watch 'signetctl ca status' until every cluster has published it and the propagation
+delay has passed, then 'signetctl ca activate'.
 
-// runCARetire is "signetctl ca retire".
-func runCARetire(ctx context.Context, s streams, args []string) int {
-	c := newRotateCmd("signetctl ca retire", caRetireUsage, s)
-	signer := c.fs.String("signer", "", "the signer's `name`")
-	certFile := c.fs.String("cert", "", "PEM `file` of the CA certificate to retire")
-	serial := c.fs.String("serial", "", "the CA certificate's serial number in `hex` (colons allowed)")
-	fp := c.fs.String("fingerprint", "", "the CA certificate's SHA-256 fingerprint in `hex` (colons allowed)")
-	var f forceFlags
-	f.register(c.fs, "the check that no leaf of the CA can still be valid")
-	if code := c.parse(args); code >= 0 {
-		return code
-	}
-	if *signer == "" {
-		return c.usageErr("missing --signer")
-	}
-	if n := countSet(*certFile, *serial, *fp); n != 1 {
-		return c.usageErr("name the CA by exactly one of --cert, --serial and --fingerprint (%d given)", n)
-	}
-	if err := f.check(); err != nil {
-		return c.usageErr("%v", err)
-	}
-	req := &signetv1.RetireCARequest{SignerName: *signer, Force: f.force, Reason: f.reason}
-	var err error
-	switch {
-	case *certFile != "":
-		var cert *x509.Certificate
-		if cert, _, err = readCACert(*certFile); err != nil {
-			return c.fail(err)
-		}
-		req.Fingerprint = fingerprint(cert.Raw)
-	case *serial != "":
-		if req.SerialNumber, err = normalizeSerial(*serial); err != nil {
-			return c.usageErr("%v", err)
-		}
-	default:
-		if req.Fingerprint, err = normalizeFingerprint(*fp); err != nil {
-			return c.usageErr("%v", err)
-		}
-	}
-	var resp *signetv1.RetireCAResponse
-	if code := c.call(func(client *signerclient.Client) (err error) {
-		resp, err = client.RetireCA(ctx, req)
-		return err
-	}); code >= 0 {
-		return code
-	}
-	named := "fingerprint " + shortHex(req.GetFingerprint())
-	if req.GetSerialNumber() != "" {
-		named = "serial " + req.GetSerialNumber()
-	}
-	what := fmt.Sprintf("retired CA %s of %s: out of the trust bundle", named, *signer)
-	if f.force {
-		what += " (forced: " + f.reason + ")"
-	}
-	return c.done(resp, resp.GetAuthority(), what)
-}
-
-// runCAStatus is "signetctl ca status".
-func runCAStatus(ctx context.Context, s streams, args []string) int {
-	c := newRotateCmd("signetctl ca status", caStatusUsage, s)
-	var signers []string
-	c.fs.Func("signer", "a signer's `name` (repeatable; default: every signer this client administers)", func(v string) error {
-		if v == "" {
-			return errors.New("empty signer name")
-		}
-		signers = append(signers, v)
-		return nil
+` + rotateAdminHelp + "\n\n" + exitCodesHelp,
+		Example: `  signetctl ca stage --signer example.com/workloads --key 'tpm:blob=/var/lib/signet/workloads-2.tpmkey' --cert workloads-2.crt`,
 	})
-	if code := c.parse(args); code >= 0 {
-		return code
-	}
-	var resp *signetv1.GetAuthorityResponse
-	if code := c.call(func(client *signerclient.Client) (err error) {
-		resp, err = client.GetAuthority(ctx, signers...)
-		return err
-	}); code >= 0 {
-		return code
-	}
-	if c.output == "json" {
-		if err := writeJSON(s.out, resp); err != nil {
-			return c.fail(err)
+	addSignerFlag(c.cmd, &signer)
+	c.cmd.Flags().StringVar(&key, "key", "", "the new CA key's `URI` as the server opens it (file path, pkcs11: with pin-source, tpm:)")
+	c.cmd.Flags().StringVar(&certFile, "cert", "", "PEM `file` of the new CA certificate")
+	c.cmd.Flags().StringVar(&chainFile, "intermediates", "", "PEM `file` of certificates appended to every chain the CA issues")
+	_ = c.cmd.MarkFlagRequired("key")
+	_ = c.cmd.MarkFlagRequired("cert")
+	c.cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := c.out.check(cmd); err != nil {
+			return err
 		}
-		return 0
-	}
-	if len(resp.GetSigners()) == 0 {
-		fmt.Fprintln(s.out, "no signers: this client administers none")
-		return 0
-	}
-	for i, a := range resp.GetSigners() {
-		if i > 0 {
-			fmt.Fprintln(s.out)
+		if err := c.conn.resolve(); err != nil {
+			return err
 		}
-		writeAuthority(s.out, a)
+		cert, certPEM, err := readCACert(certFile)
+		if err != nil {
+			return inputError("%v", err)
+		}
+		req := &signetv1.StageCARequest{SignerName: signer, KeyUri: key, CertificatePem: string(certPEM)}
+		if chainFile != "" {
+			chain, err := readCertificates(chainFile, "--intermediates")
+			if err != nil {
+				return inputError("%v", err)
+			}
+			req.IntermediatesPem = string(chain)
+		}
+		var resp *signetv1.StageCAResponse
+		if err := c.call(func(ctx context.Context, client signetv1.AuthorityServiceClient) (err error) {
+			resp, err = client.StageCA(ctx, req)
+			return err
+		}); err != nil {
+			return err
+		}
+		return c.done(resp, resp.GetAuthority(), fmt.Sprintf("staged CA %s (%s) for %s: published, not issuing yet",
+			shortHex(fingerprint(cert.Raw)), cert.Subject, signer))
 	}
-	return 0
+	return c.cmd
+}
+
+// caActivateCommand is "signetctl ca activate".
+func caActivateCommand() *cobra.Command {
+	var (
+		signer string
+		f      forceFlags
+	)
+	c := newRotateCmd(&cobra.Command{
+		Use:   "activate --signer NAME [--force --reason TEXT]",
+		Short: "Make the staged CA the one that issues, once every cluster has it; admin",
+		Long: `Makes the signer's staged CA the one that issues; the active CA becomes retired (still
+published). The server refuses until every registered cluster has published the staged CA and
+the signer's minimum propagation delay has passed. --force skips that gate: clusters that have
+not published the new CA will reject the certificates it issues until they do. It needs
+--reason, which is logged and recorded in the ledger.
+
+` + rotateAdminHelp + "\n\n" + exitCodesHelp,
+		Example: `  signetctl ca activate --signer example.com/workloads
+  signetctl ca activate --signer example.com/workloads --force --reason "incident 7: cluster prod-us is gone"`,
+	})
+	addSignerFlag(c.cmd, &signer)
+	f.register(c.cmd, "the propagation gate (every cluster published the staged CA, the delay passed)")
+	c.cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := f.check(cmd); err != nil {
+			return err
+		}
+		req := &signetv1.ActivateCARequest{SignerName: signer, Force: f.force, Reason: f.reason}
+		var resp *signetv1.ActivateCAResponse
+		if err := c.call(func(ctx context.Context, client signetv1.AuthorityServiceClient) (err error) {
+			resp, err = client.ActivateCA(ctx, req)
+			return err
+		}); err != nil {
+			return err
+		}
+		what := "activated the staged CA of " + signer
+		for _, ca := range resp.GetAuthority().GetCas() {
+			if a := ca.GetAnchor(); a.GetState() == signetv1.AnchorState_ANCHOR_STATE_ACTIVE {
+				what = fmt.Sprintf("activated CA %s (%s) of %s: it issues now", shortHex(a.GetFingerprint()), a.GetSubject(), signer)
+				break
+			}
+		}
+		if f.force {
+			what += " (forced: " + f.reason + ")"
+		}
+		return c.done(resp, resp.GetAuthority(), what)
+	}
+	return c.cmd
+}
+
+// caRetireCommand is "signetctl ca retire".
+func caRetireCommand() *cobra.Command {
+	var (
+		signer, certFile, serial, fp string
+		f                            forceFlags
+	)
+	c := newRotateCmd(&cobra.Command{
+		Use:   "retire --signer NAME (--cert FILE | --serial HEX | --fingerprint HEX) [--force --reason TEXT]",
+		Short: "Take a retired CA out of the trust bundle, once its leaves expired; admin",
+		Long: `Takes a retired (or staged) CA out of the signer's trust bundle. The server refuses while a
+leaf the CA signed can still be valid. --force skips that check: those leaves stop verifying in
+every cluster that picks up the new bundle. It needs --reason, which is logged and recorded in
+the ledger. --cert names the CA by the SHA-256 fingerprint of the certificate in FILE.
+
+` + rotateAdminHelp + "\n\n" + exitCodesHelp,
+		Example: `  signetctl ca retire --signer example.com/workloads --serial 1f
+  signetctl ca retire --signer example.com/workloads --cert old.crt --force --reason "key compromise"`,
+	})
+	addSignerFlag(c.cmd, &signer)
+	c.cmd.Flags().StringVar(&certFile, "cert", "", "PEM `file` of the CA certificate to retire")
+	c.cmd.Flags().StringVar(&serial, "serial", "", "the CA certificate's serial number in `hex` (colons allowed)")
+	c.cmd.Flags().StringVar(&fp, "fingerprint", "", "the CA certificate's SHA-256 fingerprint in `hex` (colons allowed)")
+	f.register(c.cmd, "the check that no leaf of the CA can still be valid")
+	c.cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if n := countSet(certFile, serial, fp); n != 1 {
+			return usageError(cmd, "name the CA by exactly one of --cert, --serial and --fingerprint (%d given)", n)
+		}
+		if err := f.check(cmd); err != nil {
+			return err
+		}
+		req := &signetv1.RetireCARequest{SignerName: signer, Force: f.force, Reason: f.reason}
+		var err error
+		switch {
+		case certFile != "":
+			var cert *x509.Certificate
+			if cert, _, err = readCACert(certFile); err != nil {
+				return inputError("%v", err)
+			}
+			req.Fingerprint = fingerprint(cert.Raw)
+		case serial != "":
+			if req.SerialNumber, err = normalizeSerial(serial); err != nil {
+				return usageError(cmd, "%v", err)
+			}
+		default:
+			if req.Fingerprint, err = normalizeFingerprint(fp); err != nil {
+				return usageError(cmd, "%v", err)
+			}
+		}
+		var resp *signetv1.RetireCAResponse
+		if err := c.call(func(ctx context.Context, client signetv1.AuthorityServiceClient) (err error) {
+			resp, err = client.RetireCA(ctx, req)
+			return err
+		}); err != nil {
+			return err
+		}
+		named := "fingerprint " + shortHex(req.GetFingerprint())
+		if req.GetSerialNumber() != "" {
+			named = "serial " + req.GetSerialNumber()
+		}
+		what := fmt.Sprintf("retired CA %s of %s: out of the trust bundle", named, signer)
+		if f.force {
+			what += " (forced: " + f.reason + ")"
+		}
+		return c.done(resp, resp.GetAuthority(), what)
+	}
+	return c.cmd
+}
+
+// caStatusCommand is "signetctl ca status".
+func caStatusCommand() *cobra.Command {
+	var signers []string
+	c := newRotateCmd(&cobra.Command{
+		Use:   "status [--signer NAME ...]",
+		Short: "Show signers' CAs, what their clusters published, and the rotation gates; admin",
+		Long: `Shows each signer's CAs (state, since when and by whom, subject, serial, fingerprint, key, the
+latest NotAfter of a leaf it signed, whether it may be retired), the clusters that reported its
+trust bundle (registered, bundle hash, when they published the staged CA, last report), and
+whether the staged CA may be activated: ready, or what blocks it and from when time alone
+will not. Without --signer: every signer this client administers.
+
+` + rotateAdminHelp + "\n\n" + exitCodesHelp,
+		Example: `  signetctl ca status --signer example.com/workloads
+  signetctl ca status -o yaml`,
+	})
+	c.cmd.Flags().StringArrayVar(&signers, "signer", nil, "a signer's `name` (repeatable; default: every signer this client administers)")
+	c.cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if slices.Contains(signers, "") {
+			return usageError(cmd, "--signer: empty signer name")
+		}
+		var resp *signetv1.GetAuthorityResponse
+		if err := c.call(func(ctx context.Context, client signetv1.AuthorityServiceClient) (err error) {
+			resp, err = client.GetAuthority(ctx, &signetv1.GetAuthorityRequest{SignerNames: signers})
+			return err
+		}); err != nil {
+			return err
+		}
+		w := cmd.OutOrStdout()
+		if !c.out.text() {
+			return c.out.print(w, resp)
+		}
+		if len(resp.GetSigners()) == 0 {
+			fmt.Fprintln(w, "no signers: this client administers none")
+			return nil
+		}
+		for i, a := range resp.GetSigners() {
+			if i > 0 {
+				fmt.Fprintln(w)
+			}
+			writeAuthority(w, a)
+		}
+		return nil
+	}
+	return c.cmd
 }
 
 // countSet counts the non-empty values.

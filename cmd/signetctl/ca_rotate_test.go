@@ -408,14 +408,14 @@ func TestCAUsage(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"stage", "activate", "retire", "status"} {
-		code, _, errOut := runCmd("ca", name, "-h")
-		if code != 0 || !strings.Contains(errOut, "Usage: signetctl ca "+name) || !strings.Contains(errOut, "-tls-ca") || !strings.Contains(errOut, "Exit codes") {
-			t.Errorf("ca %s -h: exit %d, stderr:\n%s", name, code, errOut)
+		code, out, _ := runCmd("ca", name, "-h")
+		if code != 0 || !strings.Contains(out, "Usage:\n  signetctl ca "+name) || !strings.Contains(out, "--tls-ca") || !strings.Contains(out, "Exit codes") {
+			t.Errorf("ca %s -h: exit %d, stdout:\n%s", name, code, out)
 		}
 	}
 	for _, args := range [][]string{
 		{"ca", "status"},
-		{"ca", "status", "--dev-state-dir", "d", "-o", "yaml"},
+		{"ca", "status", "--dev-state-dir", "d", "-o", "xml"},
 		{"ca", "status", "--dev-state-dir", "d", "extra"},
 		{"ca", "status", "--dev-state-dir", "d", "--signer", ""},
 	} {

@@ -2,13 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 
+	"github.com/spf13/cobra"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -19,158 +18,144 @@ import (
 )
 
 // explainCommand is "signetctl explain": a dry run of a request against a signer.
-func explainCommand() command {
-	return command{name: "explain", summary: "dry-run a CSR (PEM file or cluster object) against a signer and show every rule", run: runExplain}
-}
-
-const explainUsage = `Usage:
-  signetctl explain --signer NAME [--usages "digital signature,client auth"] [--expiration-seconds N]
-                    [--username U] [--uid UID] [--groups g1,g2] [connection flags] FILE.pem|-
-  signetctl explain [--kubeconfig PATH] [--context NAME] [connection flags] CSR_NAME
-  signetctl explain [--kubeconfig PATH] --csr CSR_NAME [connection flags]
-
-Runs a certificate request through the signer's checks without signing anything and prints
+func explainCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "explain (FILE.pem | - | CSR_NAME | --csr CSR_NAME)",
+		Short: "Dry-run a CSR (PEM file or cluster object) against a signer and show every rule",
+		Long: `Runs a certificate request through the signer's checks without signing anything and prints
 every rule ("✓ rule" or "✗ rule — detail") and the verdict. The request is either a PEM PKCS#10
 file ("-" reads stdin) with its parameters given as flags, or a certificates.k8s.io/v1
-CertificateSigningRequest read from the cluster, which supplies the signer, request, usages,
-expirationSeconds and requester.
+CertificateSigningRequest read from the cluster (--kubeconfig or --csr), which supplies the
+signer, request, usages, expirationSeconds and requester.
 
-Exit codes: 0 the request would be signed, 1 it would be refused, 2 usage or connection error.
+Exit 0 when the request would be signed, 1 when it would be refused (or the server refuses the
+call, e.g. an unknown signer), 2 on a usage error or no answer.
 
-Flags:`
-
-// runExplain calls ExplainCertificateSigningRequest: exit 0 allowed, 1 refused, 2 usage or
-// connection error.
-func runExplain(ctx context.Context, s streams, args []string) int {
-	const prog = "signetctl explain"
-	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
-	fs.SetOutput(s.err)
-	var conn connFlags
-	conn.register(fs)
-	var (
-		signer     = fs.String("signer", "", "signer `name` (file mode), e.g. signet.dev/dev")
-		usages     = fs.String("usages", "", "comma-separated certificates.k8s.io `usages` (file mode), e.g. \"digital signature,client auth\"")
-		expiration = fs.Int("expiration-seconds", 0, "requested lifetime in `seconds` (file mode); 0 asks for the signer's maximum")
-		username   = fs.String("username", "", "requester `username` as the apiserver would record it (file mode)")
-		uid        = fs.String("uid", "", "requester `uid` (file mode)")
-		groups     = fs.String("groups", "", "comma-separated requester `groups` (file mode)")
-		kubeconfig = fs.String("kubeconfig", "", "kubeconfig `path`: read the CertificateSigningRequest from the cluster")
-		kubeCtx    = fs.String("context", "", "kubeconfig `context` (cluster mode; default: the current context)")
-		csrName    = fs.String("csr", "", "CertificateSigningRequest `name` to read from the cluster (default kubeconfig if --kubeconfig is not given)")
-		output     = fs.String("output", "text", "`format`: text, or json (the response as protojson)")
-	)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), explainUsage)
-		fs.PrintDefaults()
+` + exitCodesHelp,
+		Example: `  signetctl explain --signer example.com/serving --usages "digital signature,server auth" \
+      --username system:node:worker-1 --groups system:nodes csr.pem
+  openssl req -new -key k.pem -subj /CN=alice | signetctl explain --signer signet.dev/dev -
+  signetctl explain --kubeconfig ~/.kube/config csr-abc12`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usageError(cmd, "one argument expected, got %d: %s", len(args), strings.Join(args, " "))
+			}
+			return nil
+		},
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(s.err, "%s: %s\n", prog, fmt.Sprintf(format, a...))
-		fmt.Fprintf(s.err, "Run 'signetctl explain -h' for usage.\n")
-		return 2
-	}
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	conn := addConnFlags(cmd)
+	out := addOutputFlag(cmd, "the ExplainCertificateSigningRequest response")
+	var o explainOptions
+	fs := cmd.Flags()
+	fs.StringVar(&o.signer, "signer", "", "signer `name` (file mode), e.g. signet.dev/dev")
+	fs.StringVar(&o.usages, "usages", "", "comma-separated certificates.k8s.io `usages` (file mode), e.g. \"digital signature,client auth\"")
+	fs.IntVar(&o.expiration, "expiration-seconds", 0, "requested lifetime in `seconds` (file mode); 0 asks for the signer's maximum")
+	fs.StringVar(&o.username, "username", "", "requester `username` as the apiserver would record it (file mode)")
+	fs.StringVar(&o.uid, "uid", "", "requester `uid` (file mode)")
+	fs.StringVar(&o.groups, "groups", "", "comma-separated requester `groups` (file mode)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig `path`: read the CertificateSigningRequest from the cluster")
+	fs.StringVar(&o.kubeCtx, "context", "", "kubeconfig `context` (cluster mode; default: the current context)")
+	fs.StringVar(&o.csrName, "csr", "", "CertificateSigningRequest `name` to read from the cluster (default kubeconfig if --kubeconfig is not given)")
+	_ = cmd.MarkFlagFilename("kubeconfig")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := out.check(cmd); err != nil {
+			return err
 		}
-		return 2
+		req, err := o.request(cmd, conn, args)
+		if err != nil {
+			return err
+		}
+		cc, err := conn.dial()
+		if err != nil {
+			return err
+		}
+		defer cc.Close()
+		callCtx, cancel := conn.callContext(cmd.Context())
+		defer cancel()
+		resp, err := signetv1.NewSignerServiceClient(cc).ExplainCertificateSigningRequest(callCtx, &signetv1.ExplainCertificateSigningRequestRequest{Request: req})
+		if err != nil {
+			return conn.callError(err)
+		}
+		w := cmd.OutOrStdout()
+		if out.text() {
+			writeExplanation(w, req, resp, terminalWidth(w))
+		} else if err := out.print(w, resp); err != nil {
+			return err
+		}
+		if !resp.GetAllowed() {
+			return silentFailure()
+		}
+		return nil
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if err := outputFormat(*output); err != nil {
-		return usageErr("%v", err)
-	}
-	clusterMode := set["kubeconfig"] || set["csr"]
-	if len(pos) > 1 {
-		return usageErr("one argument expected, got %d: %s", len(pos), strings.Join(pos, " "))
-	}
-	if clusterMode {
+	return cmd
+}
+
+// explainOptions are the flags of explain that describe the request.
+type explainOptions struct {
+	signer, usages, username, uid, groups string
+	expiration                            int
+	kubeconfig, kubeCtx, csrName          string
+}
+
+// request checks the flags and builds the request: from the cluster's
+// CertificateSigningRequest (cluster mode), or from the PEM file and the flags.
+func (o *explainOptions) request(cmd *cobra.Command, conn *connFlags, pos []string) (*signetv1.SignCertificateSigningRequestRequest, error) {
+	set := cmd.Flags().Changed
+	if set("kubeconfig") || set("csr") {
 		for _, name := range []string{"signer", "usages", "expiration-seconds", "username", "uid", "groups"} {
-			if set[name] {
-				return usageErr("--%s cannot be combined with --kubeconfig/--csr: the CertificateSigningRequest supplies it", name)
+			if set(name) {
+				return nil, usageError(cmd, "--%s cannot be combined with --kubeconfig/--csr: the CertificateSigningRequest supplies it", name)
 			}
 		}
 		switch {
-		case *csrName != "" && len(pos) == 1:
-			return usageErr("give the CSR name once: --csr %s or the argument %s", *csrName, pos[0])
+		case o.csrName != "" && len(pos) == 1:
+			return nil, usageError(cmd, "give the CSR name once: --csr %s or the argument %s", o.csrName, pos[0])
 		case len(pos) == 1:
-			*csrName = pos[0]
-		case *csrName == "":
-			return usageErr("missing the CertificateSigningRequest name")
+			o.csrName = pos[0]
+		case o.csrName == "":
+			return nil, usageError(cmd, "missing the CertificateSigningRequest name")
 		}
-	} else {
-		if set["context"] {
-			return usageErr("--context needs --kubeconfig or --csr")
+		if err := conn.resolve(); err != nil {
+			return nil, err
 		}
-		if len(pos) == 0 {
-			return usageErr("missing the PEM CSR file (or - for stdin), or --kubeconfig PATH CSR_NAME")
+		csr, err := readClusterCSR(cmd.Context(), o.kubeconfig, o.kubeCtx, o.csrName, conn)
+		if err != nil {
+			return nil, inputError("%v", err)
 		}
-		if *signer == "" {
-			return usageErr("missing --signer (a PEM file carries no signer name)")
-		}
-		if *expiration < 0 || int64(*expiration) > int64(^uint32(0)>>1) {
-			return usageErr("--expiration-seconds %d is out of range", *expiration)
-		}
+		return signerclient.BuildRequest(csr), nil // what the watcher would forward
+	}
+	switch {
+	case set("context"):
+		return nil, usageError(cmd, "--context needs --kubeconfig or --csr")
+	case len(pos) == 0:
+		return nil, usageError(cmd, "missing the PEM CSR file (or - for stdin), or --kubeconfig PATH CSR_NAME")
+	case o.signer == "":
+		return nil, usageError(cmd, "missing --signer (a PEM file carries no signer name)")
+	case o.expiration < 0 || int64(o.expiration) > int64(^uint32(0)>>1):
+		return nil, usageError(cmd, "--expiration-seconds %d is out of range", o.expiration)
 	}
 	if err := conn.resolve(); err != nil {
-		return usageErr("%v", err)
+		return nil, err
 	}
-
-	var req *signetv1.SignCertificateSigningRequestRequest
-	if clusterMode {
-		csr, err := readClusterCSR(ctx, *kubeconfig, *kubeCtx, *csrName, conn)
-		if err != nil {
-			fmt.Fprintf(s.err, "%s: %v\n", prog, err)
-			return 2
-		}
-		req = signerclient.BuildRequest(csr) // what the watcher would forward
-	} else {
-		data, err := readPEMArg(pos[0], os.Stdin)
-		if err != nil {
-			fmt.Fprintf(s.err, "%s: %v\n", prog, err)
-			return 2
-		}
-		req = &signetv1.SignCertificateSigningRequestRequest{
-			SignerName: *signer,
-			Request:    data,
-			Usages:     splitList(*usages),
-			Requester: &signetv1.Requester{
-				Username: *username,
-				Uid:      *uid,
-				Groups:   splitList(*groups),
-			},
-		}
-		if *expiration > 0 {
-			v := int32(*expiration)
-			req.ExpirationSeconds = &v
-		}
-	}
-
-	client, closer, err := conn.dial()
+	data, err := readPEMArg(pos[0], cmd.InOrStdin())
 	if err != nil {
-		fmt.Fprintf(s.err, "%s: %v\n", prog, err)
-		return 2
+		return nil, inputError("%v", err)
 	}
-	defer closer.Close()
-	callCtx, cancel := conn.callContext(ctx)
-	defer cancel()
-	resp, err := client.ExplainCertificateSigningRequest(callCtx, &signetv1.ExplainCertificateSigningRequestRequest{Request: req})
-	if err != nil {
-		fmt.Fprintf(s.err, "%s: %s\n", prog, describeRPCError(conn.server, err))
-		return 2
+	req := &signetv1.SignCertificateSigningRequestRequest{
+		SignerName: o.signer,
+		Request:    data,
+		Usages:     splitList(o.usages),
+		Requester: &signetv1.Requester{
+			Username: o.username,
+			Uid:      o.uid,
+			Groups:   splitList(o.groups),
+		},
 	}
-	if *output == "json" {
-		if err := writeJSON(s.out, resp); err != nil {
-			fmt.Fprintf(s.err, "%s: %v\n", prog, err)
-			return 2
-		}
-	} else {
-		writeExplanation(s.out, req, resp, terminalWidth(s.out))
+	if o.expiration > 0 {
+		v := int32(o.expiration)
+		req.ExpirationSeconds = &v
 	}
-	if resp.GetAllowed() {
-		return 0
-	}
-	return 1
+	return req, nil
 }
 
 // writeExplanation prints the rules and the verdict of resp.
@@ -238,7 +223,7 @@ func splitList(v string) []string {
 
 // readClusterCSR gets the named CertificateSigningRequest with the kubeconfig at path (the
 // default loading rules when empty) and context kubeCtx (the current one when empty).
-func readClusterCSR(ctx context.Context, path, kubeCtx, name string, conn connFlags) (*certificatesv1.CertificateSigningRequest, error) {
+func readClusterCSR(ctx context.Context, path, kubeCtx, name string, conn *connFlags) (*certificatesv1.CertificateSigningRequest, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if path != "" {
 		rules.ExplicitPath = path

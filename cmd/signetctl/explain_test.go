@@ -105,7 +105,6 @@ func TestExplainErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--signer", "example.com/nope", "--usages", "client auth", csr}, "(reason UNKNOWN_SIGNER)"},
 		{[]string{"--usages", "client auth", csr}, "missing --signer"},
 		{[]string{"--signer", devpki.DefaultSigner}, "missing the PEM CSR file"},
 		{[]string{"--signer", devpki.DefaultSigner, csr, "other"}, "one argument expected"},
@@ -119,6 +118,16 @@ func TestExplainErrors(t *testing.T) {
 		if code != 2 || out != "" || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d, stdout %q, stderr:\n%s\nwant exit 2 and %q", tc.args, code, out, errOut, tc.want)
 		}
+	}
+}
+
+// TestExplainUnknownSigner: the server refuses the call (exit 1, as a request that would be
+// refused), naming its reason.
+func TestExplainUnknownSigner(t *testing.T) {
+	addr, dir := devServer(t)
+	code, out, errOut := runCmd("explain", "--server", addr, "--dev-state-dir", dir, "--signer", "example.com/nope", "--usages", "client auth", csrFile(t))
+	if code != 1 || out != "" || !strings.Contains(errOut, "signetctl explain: refused (UNKNOWN_SIGNER): ") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
 

@@ -1,69 +1,103 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/signet-pki/signet/server/ledger"
 )
 
-// ledgerCommand is "signetctl ledger": the decision ledger's subcommands.
-func ledgerCommand() command {
-	subs := []command{
-		{name: "verify", summary: "check every record, the seq order and the hash chain of a ledger", run: runLedgerVerify},
-	}
-	return command{
-		name:    "ledger",
-		summary: "inspect the server's decision ledger (verify)",
-		run: func(ctx context.Context, s streams, args []string) int {
-			return dispatch(ctx, s, "signetctl ledger", subs, args)
-		},
-	}
+// ledgerCommand is "signetctl ledger": the decision ledger's subcommands. They read the ledger
+// directory on the server's host, need no lock and can run while the server appends.
+func ledgerCommand() *cobra.Command {
+	return groupCommand("ledger", "Verify and search the server's decision ledger (verify, list, show)",
+		`Reads the server's decision ledger, on the server's host: verify checks every record and the
+hash chain; list and show find records by serial, object UID, signer, decision and time. They
+only read, take no lock and can run while the server appends.`,
+		`  signetctl ledger verify --dir /var/lib/signet/ledger
+  signetctl ledger list --dir /var/lib/signet/ledger --decision refused --since 24h
+  signetctl ledger show --dir /var/lib/signet/ledger --serial 3f9a…`,
+		ledgerVerifyCommand(), ledgerListCommand(), ledgerShowCommand())
 }
 
-// runLedgerVerify is "signetctl ledger verify --dir DIR": it prints "ledger OK: …" and returns
-// 0 for an intact ledger, or prints the first problem and returns 1. It only reads, needs no
-// lock and can run while the server appends.
-func runLedgerVerify(_ context.Context, s streams, args []string) int {
-	fs := flag.NewFlagSet("signetctl ledger verify", flag.ContinueOnError)
-	fs.SetOutput(s.err)
-	dir := fs.String("dir", "", "the ledger directory (the server's ledger directory, e.g. /var/lib/signet/ledger)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: signetctl ledger verify --dir DIR\n\nVerifies every record of the ledger in DIR: its hash, its seq and its link to the record before.")
-		fs.PrintDefaults()
+// addLedgerDir adds the required --dir flag to cmd.
+func addLedgerDir(cmd *cobra.Command, dir *string) {
+	cmd.Flags().StringVar(dir, "dir", "", "the ledger `directory` (the server's ledger.dir, e.g. /var/lib/signet/ledger)")
+	_ = cmd.MarkFlagRequired("dir")
+	_ = cmd.MarkFlagDirname("dir")
+}
+
+// verifyReport is ledger verify's answer for -o json|yaml.
+type verifyReport struct {
+	OK       bool      `json:"ok"`
+	Problem  string    `json:"problem,omitempty"`
+	Records  int       `json:"records"`
+	FirstSeq uint64    `json:"firstSeq,omitempty"`
+	LastSeq  uint64    `json:"lastSeq,omitempty"`
+	First    time.Time `json:"firstTime,omitzero"`
+	Last     time.Time `json:"lastTime,omitzero"`
+	LastHash string    `json:"lastHash,omitempty"`
+	TornTail int64     `json:"tornTailBytes,omitempty"`
+}
+
+// ledgerVerifyCommand is "signetctl ledger verify --dir DIR": it prints "ledger OK: …" for an
+// intact ledger, or the first problem and exits 1.
+func ledgerVerifyCommand() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "verify --dir DIR",
+		Short: "Check every record, the seq order and the hash chain of a ledger",
+		Long: `Verifies every record of the ledger in DIR: its hash, its seq and its link to the record before.
+Prints "ledger OK: …" and exits 0 for an intact ledger; prints the first problem and what is
+intact before it, and exits 1, for a broken one; exits 2 when DIR cannot be read.
+
+` + exitCodesHelp,
+		Example: `  signetctl ledger verify --dir /var/lib/signet/ledger
+  signetctl ledger verify --dir /var/lib/signet/ledger -o json`,
+		Args: cobra.NoArgs,
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	addLedgerDir(cmd, &dir)
+	out := addOutputFlag(cmd, "the verification report")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := out.check(cmd); err != nil {
+			return err
 		}
-		return 2
+		w := cmd.OutOrStdout()
+		rep, err := ledger.Verify(dir)
+		var ce *ledger.CorruptionError
+		if err != nil && !errors.As(err, &ce) {
+			return inputError("%v", err)
+		}
+		if !out.text() {
+			r := verifyReport{OK: err == nil, Records: rep.Records, FirstSeq: rep.FirstSeq, LastSeq: rep.LastSeq,
+				First: rep.FirstTime.UTC(), Last: rep.LastTime.UTC(), LastHash: rep.LastHash, TornTail: rep.TornTail}
+			if ce != nil {
+				r.Problem = ce.Problem
+			}
+			if perr := out.print(w, r); perr != nil {
+				return perr
+			}
+		} else if ce != nil {
+			fmt.Fprintf(w, "ledger BROKEN: %s\n", ce.Problem)
+			fmt.Fprintf(w, "intact before the problem: %s\n", summary(rep))
+		} else {
+			fmt.Fprintf(w, "ledger OK: %s\n", summary(rep))
+			if rep.Records > 0 {
+				fmt.Fprintf(w, "last hash: %s\n", rep.LastHash)
+			}
+			if rep.TornTail > 0 {
+				fmt.Fprintf(w, "note: ignored a torn final write of %d bytes after the last record (cut short by a crash or still in progress, never acknowledged); the server truncates it when it opens the ledger\n", rep.TornTail)
+			}
+		}
+		if ce != nil {
+			return silentFailure()
+		}
+		return nil
 	}
-	if *dir == "" || fs.NArg() > 0 {
-		fs.Usage()
-		return 2
-	}
-	rep, err := ledger.Verify(*dir)
-	var ce *ledger.CorruptionError
-	switch {
-	case errors.As(err, &ce):
-		fmt.Fprintf(s.out, "ledger BROKEN: %s\n", ce.Problem)
-		fmt.Fprintf(s.out, "intact before the problem: %s\n", summary(rep))
-		return 1
-	case err != nil:
-		fmt.Fprintf(s.err, "signetctl ledger verify: %v\n", err)
-		return 1
-	}
-	fmt.Fprintf(s.out, "ledger OK: %s\n", summary(rep))
-	if rep.Records > 0 {
-		fmt.Fprintf(s.out, "last hash: %s\n", rep.LastHash)
-	}
-	if rep.TornTail > 0 {
-		fmt.Fprintf(s.out, "note: ignored a torn final write of %d bytes after the last record (cut short by a crash or still in progress, never acknowledged); the server truncates it when it opens the ledger\n", rep.TornTail)
-	}
-	return 0
+	return cmd
 }
 
 // summary describes the records of rep: "1234 records, seq 1–1234, <first time> → <last time>".

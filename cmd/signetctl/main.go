@@ -1,97 +1,196 @@
 // Command signetctl is the operator's tool for Signet: it inspects what the signing service
-// keeps on its host, and asks a running server about its signers and rotates their CAs.
+// keeps on its host (the ledger, keys, configuration files, certificates), asks a running
+// server about its signers, health and trust anchors, and rotates the signers' CAs.
 //
+//	signetctl signers --dev-state-dir .signet-dev
+//	signetctl explain --signer example.com/serving --usages "digital signature,server auth" csr.pem
 //	signetctl ledger verify --dir /var/lib/signet/ledger
-//	signetctl keys create --uri 'tpm:blob=/var/lib/signet/ca.tpmkey'
-//	signetctl ca init --key 'tpm:blob=/var/lib/signet/ca.tpmkey' --subject 'CN=Kubernetes CA'
-//	signetctl ca stage --signer example.com/serving --key URI --cert next.crt (then ca status, ca activate, ca retire)
-//	signetctl help
+//	signetctl inspect cert.pem
+//	signetctl completion bash
 //
-// Exit codes: 0 success, 1 the check failed or the server refused, 2 usage error (or, for
-// commands that call the server, no answer from it).
+// Every command's exit code follows exitCodesHelp: 0 success, 1 refused or failed, 2 usage
+// error or no answer from the server.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
-	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/signet-pki/signet/internal/version"
 )
 
-// streams are where a command writes: results to out, diagnostics and usage errors to err.
+// exitCodesHelp is the one set of exit codes every command uses; each command's help ends with
+// it.
+const exitCodesHelp = `Exit codes:
+  0  success: done, the check passed, the request would be signed, the server is serving
+  1  refused or failed: the server refused (its reason is printed), a check failed (a broken
+     ledger, an invalid configuration, a request that would be refused, a signer not serving),
+     or a local operation failed (a key device)
+  2  usage error (unknown command or flag, missing or bad argument, unreadable input file) or
+     no answer from the server (unreachable, TLS handshake, timeout, an error without a Signet
+     reason)`
+
+// streams are where a command reads and writes: results to out, diagnostics and usage errors
+// to err; in is standard input (os.Stdin when nil).
 type streams struct {
+	in       io.Reader
 	out, err io.Writer
-}
-
-// command is one subcommand: its name, a one-line summary for help, and run, which gets the
-// arguments after the name and returns the exit code.
-type command struct {
-	name    string
-	summary string
-	run     func(ctx context.Context, s streams, args []string) int
-}
-
-// commands returns the top-level subcommands, in help order. Each lives in its own file; add
-// new ones (signers, explain) here.
-func commands() []command {
-	return []command{
-		ledgerCommand(),
-		signersCommand(),
-		explainCommand(),
-		keysCommand(),
-		caCommand(),
-	}
 }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, streams{out: os.Stdout, err: os.Stderr}, os.Args[1:])
+	code := run(ctx, streams{in: os.Stdin, out: os.Stdout, err: os.Stderr}, os.Args[1:])
 	stop()
 	os.Exit(code)
 }
 
-// run runs the signetctl command line args (without the program name).
+// run runs the signetctl command line args (without the program name) and returns the exit
+// code: the one an *exitError carries, 0 without error, 2 for any other error (cobra's own:
+// an unknown command, a bad flag or argument count).
 func run(ctx context.Context, s streams, args []string) int {
-	return dispatch(ctx, s, "signetctl", commands(), args)
+	if s.in == nil {
+		s.in = os.Stdin
+	}
+	root := newRootCommand(s)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if !errors.As(err, &ee) {
+		ee = usageError(cmd, "%v", err).(*exitError)
+	}
+	ee.print(s.err, cmd)
+	return ee.code
 }
 
-// dispatch runs the command of cmds named by args[0] with the remaining args. "help", "-h" and
-// "--help" list cmds (exit 0); "help NAME" is "NAME -h"; no or an unknown name lists them on the
-// error stream (exit 2).
-func dispatch(ctx context.Context, s streams, prog string, cmds []command, args []string) int {
-	if len(args) == 0 {
-		usage(s.err, prog, cmds)
-		return 2
+// newRootCommand builds the command tree writing to s.
+func newRootCommand(s streams) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "signetctl",
+		Short: "Operate Signet, the external signer for Kubernetes certificates",
+		Long: `signetctl operates Signet, the external signer for Kubernetes certificates: it asks a running
+signet-server about its signers (signers, explain, health, trust, version), rotates their CAs
+(ca stage|activate|retire|status), makes CA keys and certificates (keys, ca init|csr), and
+reads what the server keeps on its host (ledger) and the files around it (inspect, validate).
+
+Commands that call the server take the connection settings from flags, else from environment
+variables, else from a config file (see 'signetctl help connection').
+
+` + exitCodesHelp,
+		Example: `  signetctl signers --dev-state-dir .signet-dev
+  signetctl explain --signer signet.dev/dev --usages "digital signature,client auth" csr.pem
+  signetctl ledger verify --dir /var/lib/signet/ledger
+  source <(signetctl completion bash)`,
+		Version:       version.String(),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError(cmd, "unknown command %q%s", args[0], suggest(cmd, args[0]))
+			}
+			return usageError(cmd, "missing command")
+		},
 	}
-	name, rest := args[0], args[1:]
-	switch name {
-	case "help", "-h", "-help", "--help":
-		if len(rest) == 0 {
-			usage(s.out, prog, cmds)
-			return 0
-		}
-		name, rest = rest[0], []string{"-h"}
-	}
-	for _, c := range cmds {
-		if c.name == name {
-			return c.run(ctx, s, rest)
-		}
-	}
-	fmt.Fprintf(s.err, "%s: unknown command %q\n\n", prog, name)
-	usage(s.err, prog, cmds)
-	return 2
+	root.SetIn(s.in)
+	root.SetOut(s.out)
+	root.SetErr(s.err)
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError(cmd, "%v", err) })
+	root.AddGroup(&cobra.Group{ID: "server", Title: "Ask the server:"},
+		&cobra.Group{ID: "host", Title: "On the server's host and offline:"})
+	root.AddCommand(inGroup("server", signersCommand(), explainCommand(), healthCommand(), trustCommand(), caCommand(), versionCommand())...)
+	root.AddCommand(inGroup("host", ledgerCommand(), keysCommand(), inspectCommand(), validateCommand())...)
+	root.AddCommand(connectionHelpTopic())
+	strictHelpCommand(root)
+	return root
 }
 
-// usage lists cmds.
-func usage(w io.Writer, prog string, cmds []command) {
-	fmt.Fprintf(w, "Usage: %s <command> [arguments]\n\nCommands:\n", prog)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, c := range cmds {
-		fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.summary)
+// strictHelpCommand makes "signetctl help TOPIC" a usage error (exit 2) for an unknown topic;
+// cobra's own prints the usage and exits 0.
+func strictHelpCommand(root *cobra.Command) {
+	root.InitDefaultHelpCmd()
+	for _, h := range root.Commands() {
+		if h.Name() != "help" {
+			continue
+		}
+		h.Run = nil
+		h.RunE = func(c *cobra.Command, args []string) error {
+			cmd, rest, err := c.Root().Find(args)
+			if err != nil || cmd == nil || len(rest) > 0 {
+				return usageError(c, "unknown help topic %q", strings.Join(args, " "))
+			}
+			cmd.InitDefaultHelpFlag()
+			cmd.InitDefaultVersionFlag()
+			return cmd.Help()
+		}
 	}
-	fmt.Fprintf(tw, "  help\t%s\n", "list the commands, or show one's usage: help <command>")
-	tw.Flush()
+}
+
+// inGroup puts cmds in the help group id and returns them.
+func inGroup(id string, cmds ...*cobra.Command) []*cobra.Command {
+	for _, c := range cmds {
+		c.GroupID = id
+	}
+	return cmds
+}
+
+// groupCommand is a command that only holds subs: without a subcommand, or with an unknown
+// one, it is a usage error (exit 2); "help [SUB]" shows the help of the group or of SUB.
+func groupCommand(use, short, long, example string, subs ...*cobra.Command) *cobra.Command {
+	c := &cobra.Command{
+		Use:     use,
+		Short:   short,
+		Long:    long + "\n\n" + exitCodesHelp,
+		Example: example,
+		Args:    cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case len(args) == 0:
+				return usageError(cmd, "missing command: one of %s", strings.Join(subNames(cmd), ", "))
+			case args[0] == "help":
+				target := cmd
+				if len(args) > 1 {
+					sub, _, err := cmd.Find(args[1:])
+					if err != nil || sub == cmd {
+						return usageError(cmd, "unknown command %q%s", args[1], suggest(cmd, args[1]))
+					}
+					target = sub
+				}
+				return target.Help()
+			}
+			return usageError(cmd, "unknown command %q%s", args[0], suggest(cmd, args[0]))
+		},
+	}
+	c.AddCommand(subs...)
+	return c
+}
+
+// subNames lists the names of cmd's available subcommands.
+func subNames(cmd *cobra.Command) []string {
+	var names []string
+	for _, c := range cmd.Commands() {
+		if c.IsAvailableCommand() {
+			names = append(names, c.Name())
+		}
+	}
+	return names
+}
+
+// suggest is cobra's "Did you mean this?" for an unknown subcommand name of cmd, or "".
+func suggest(cmd *cobra.Command, name string) string {
+	if s := cmd.SuggestionsFor(name); len(s) > 0 {
+		return fmt.Sprintf("; did you mean %s?", strings.Join(s, " or "))
+	}
+	return ""
 }

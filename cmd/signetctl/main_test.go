@@ -3,43 +3,121 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 )
 
+// TestMain keeps the tests away from the environment's connection settings and config file.
+func TestMain(m *testing.M) {
+	for _, env := range []string{envServer, envServerName, envTLSCA, envTLSCert, envTLSKey, envDevStateDir, envTimeout, envConfig} {
+		os.Unsetenv(env)
+	}
+	dir, err := os.MkdirTemp("", "signetctl-test-config")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_CONFIG_HOME", dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
 // runCmd runs signetctl with args and returns the exit code, stdout and stderr.
 func runCmd(args ...string) (int, string, string) {
+	return runIn(nil, args...)
+}
+
+// runIn runs signetctl with args and stdin in, and returns the exit code, stdout and stderr.
+func runIn(in []byte, args ...string) (int, string, string) {
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), streams{out: &out, err: &errOut}, args)
+	s := streams{out: &out, err: &errOut}
+	if in != nil {
+		s.in = bytes.NewReader(in)
+	}
+	code := run(context.Background(), s, args)
 	return code, out.String(), errOut.String()
 }
 
 func TestHelpListsCommands(t *testing.T) {
 	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
 		code, out, _ := runCmd(args...)
-		if code != 0 || !strings.Contains(out, "ledger") || !strings.Contains(out, "help") {
-			t.Errorf("%v: exit %d, output:\n%s", args, code, out)
+		for _, name := range []string{"ledger", "signers", "explain", "keys", "ca", "inspect", "health", "trust", "validate", "version", "completion", "help", "Exit codes:"} {
+			if code != 0 || !strings.Contains(out, name) {
+				t.Errorf("%v: exit %d, output lacks %q:\n%s", args, code, name, out)
+			}
 		}
 	}
 	code, out, _ := runCmd("ledger", "help")
-	if code != 0 || !strings.Contains(out, "signetctl ledger <command>") || !strings.Contains(out, "verify") {
+	if code != 0 || !strings.Contains(out, "signetctl ledger [command]") || !strings.Contains(out, "verify") {
 		t.Errorf("ledger help: exit %d, output:\n%s", code, out)
 	}
 	code, out, _ = runCmd("help", "ledger")
 	if code != 0 || !strings.Contains(out, "verify") {
 		t.Errorf("help ledger: exit %d, output:\n%s", code, out)
 	}
-	code, _, errOut := runCmd("ledger", "help", "verify")
-	if code != 0 || !strings.Contains(errOut, "--dir") {
-		t.Errorf("ledger help verify: exit %d, stderr:\n%s", code, errOut)
+	code, out, _ = runCmd("ledger", "help", "verify")
+	if code != 0 || !strings.Contains(out, "--dir") {
+		t.Errorf("ledger help verify: exit %d, stdout:\n%s", code, out)
+	}
+}
+
+// TestEveryCommandHasHelpWithExamples: every command that runs has a help text with an
+// example and the exit codes.
+func TestEveryCommandHasHelpWithExamples(t *testing.T) {
+	root := newRootCommand(streams{})
+	seen := 0
+	for _, c := range root.Commands() {
+		if c.Name() == "help" || c.Name() == "completion" || c.IsAdditionalHelpTopicCommand() {
+			continue
+		}
+		for _, leaf := range append(c.Commands(), c) {
+			seen++
+			if leaf.Example == "" {
+				t.Errorf("%s has no example", leaf.CommandPath())
+			}
+			if !strings.Contains(leaf.Long, "Exit codes:") && leaf.HasParent() && !leaf.HasSubCommands() {
+				t.Errorf("%s's help does not give the exit codes", leaf.CommandPath())
+			}
+			code, out, _ := runCmd(append(strings.Fields(strings.TrimPrefix(leaf.CommandPath(), "signetctl ")), "--help")...)
+			if code != 0 || !strings.Contains(out, "Examples:") {
+				t.Errorf("%s --help: exit %d, output:\n%s", leaf.CommandPath(), code, out)
+			}
+		}
+	}
+	if seen < 20 {
+		t.Errorf("only %d commands checked", seen)
 	}
 }
 
 func TestUsageErrors(t *testing.T) {
-	for _, args := range [][]string{{}, {"bogus"}, {"ledger"}, {"ledger", "bogus"}, {"ledger", "verify"}, {"ledger", "verify", "--dir", "x", "extra"}, {"ledger", "verify", "--nope"}} {
+	for _, args := range [][]string{
+		{}, {"bogus"}, {"ledger"}, {"ledger", "bogus"}, {"ledger", "verify"}, {"ledger", "verify", "--dir", "x", "extra"},
+		{"ledger", "verify", "--nope"}, {"inspect"}, {"trust"}, {"trust", "a", "b"}, {"validate", "server"},
+		{"validate", "nope", "f"}, {"version", "extra"}, {"signers", "-o", "xml", "--dev-state-dir", "d"},
+		{"ca", "stage", "--signer"}, {"help", "bogus"},
+	} {
 		code, out, errOut := runCmd(args...)
 		if code != 2 || out != "" || errOut == "" {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 and usage on stderr", args, code, out, errOut)
 		}
+	}
+}
+
+func TestCompletion(t *testing.T) {
+	for _, shell := range []string{"bash", "zsh", "fish", "powershell"} {
+		code, out, errOut := runCmd("completion", shell)
+		if code != 0 || !strings.Contains(out, "signetctl") {
+			t.Errorf("completion %s: exit %d, stderr %q", shell, code, errOut)
+		}
+	}
+	// The shell asks signetctl for candidates through the hidden __complete command.
+	code, out, _ := runCmd("__complete", "ledger", "list", "--decision", "")
+	if code != 0 || !strings.Contains(out, "refused") || !strings.Contains(out, "issued") {
+		t.Errorf("completion of --decision: exit %d, output:\n%s", code, out)
+	}
+	code, out, _ = runCmd("__complete", "signers", "-o", "")
+	if code != 0 || !strings.Contains(out, "yaml") {
+		t.Errorf("completion of -o: exit %d, output:\n%s", code, out)
 	}
 }

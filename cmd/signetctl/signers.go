@@ -2,84 +2,72 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/spf13/cobra"
 
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 )
 
 // signersCommand is "signetctl signers": what each signer the client may use issues.
-func signersCommand() command {
-	return command{name: "signers", summary: "describe the signers the server offers this client (the KEP's seven points)", run: runSigners}
+func signersCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "signers",
+		Short: "Describe the signers the server offers this client (the KEP's seven points)",
+		Long: `Describes every signer the server lets this client use: profile, maximum lifetime, key types, the
+lint gate, and the seven points the Kubernetes certificates KEP asks each signer to document.
+
+` + exitCodesHelp,
+		Example: `  signetctl signers --dev-state-dir .signet-dev
+  signetctl signers --server signet.example.com:8443 --tls-ca ca.crt --tls-cert me.crt --tls-key me.key -o yaml`,
+		Args: cobra.NoArgs,
+	}
+	conn := addConnFlags(cmd)
+	out := addOutputFlag(cmd, "the ListSigners response")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := out.check(cmd); err != nil {
+			return err
+		}
+		resp, err := listSigners(cmd.Context(), conn)
+		if err != nil {
+			return err
+		}
+		w := cmd.OutOrStdout()
+		if !out.text() {
+			return out.print(w, resp)
+		}
+		if len(resp.GetSigners()) == 0 {
+			fmt.Fprintln(w, "no signers: the server offers this client none")
+			return nil
+		}
+		width := terminalWidth(w)
+		for i, sg := range resp.GetSigners() {
+			if i > 0 {
+				fmt.Fprintln(w)
+			}
+			writeSigner(w, sg, width)
+		}
+		return nil
+	}
+	return cmd
 }
 
-// runSigners calls ListSigners and prints every signer. Exit 0 on success, 1 when the call
-// fails, 2 on a usage error.
-func runSigners(ctx context.Context, s streams, args []string) int {
-	const prog = "signetctl signers"
-	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
-	fs.SetOutput(s.err)
-	var conn connFlags
-	conn.register(fs)
-	output := fs.String("output", "text", "`format`: text, or json (the ListSigners response as protojson)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: signetctl signers [--server HOST:PORT] (--tls-ca FILE --tls-cert FILE --tls-key FILE | --dev-state-dir DIR) [--output json]\n\nDescribes every signer the server lets this client use: profile, maximum lifetime, key types and\nthe seven points the Kubernetes certificates KEP asks each signer to document.")
-		fs.PrintDefaults()
-	}
-	pos, err := parseInterspersed(fs, args)
+// listSigners dials the server and calls ListSigners; errors are exit errors.
+func listSigners(ctx context.Context, conn *connFlags) (*signetv1.ListSignersResponse, error) {
+	cc, err := conn.dial()
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+		return nil, err
 	}
-	if len(pos) > 0 {
-		fmt.Fprintf(s.err, "%s: unexpected argument %q\n", prog, pos[0])
-		return 2
-	}
-	if err := outputFormat(*output); err != nil {
-		fmt.Fprintf(s.err, "%s: %v\n", prog, err)
-		return 2
-	}
-	if err := conn.resolve(); err != nil {
-		fmt.Fprintf(s.err, "%s: %v\n", prog, err)
-		return 2
-	}
-	client, closer, err := conn.dial()
-	if err != nil {
-		fmt.Fprintf(s.err, "%s: %v\n", prog, err)
-		return 2
-	}
-	defer closer.Close()
+	defer cc.Close()
 	callCtx, cancel := conn.callContext(ctx)
 	defer cancel()
-	resp, err := client.ListSigners(callCtx, &signetv1.ListSignersRequest{})
+	resp, err := signetv1.NewSignerServiceClient(cc).ListSigners(callCtx, &signetv1.ListSignersRequest{})
 	if err != nil {
-		fmt.Fprintf(s.err, "%s: %s\n", prog, describeRPCError(conn.server, err))
-		return 1
+		return nil, conn.callError(err)
 	}
-	if *output == "json" {
-		if err := writeJSON(s.out, resp); err != nil {
-			fmt.Fprintf(s.err, "%s: %v\n", prog, err)
-			return 1
-		}
-		return 0
-	}
-	if len(resp.GetSigners()) == 0 {
-		fmt.Fprintln(s.out, "no signers: the server offers this client none")
-		return 0
-	}
-	width := terminalWidth(s.out)
-	for i, sg := range resp.GetSigners() {
-		if i > 0 {
-			fmt.Fprintln(s.out)
-		}
-		writeSigner(s.out, sg, width)
-	}
-	return 0
+	return resp, nil
 }
 
 // signerLabelWidth fits the longest label, "Permitted extensions:", plus a space.

@@ -62,7 +62,7 @@ func TestSignersJSON(t *testing.T) {
 }
 
 func TestSignersUsageErrors(t *testing.T) {
-	for _, args := range [][]string{{"signers", "--output", "yaml", "--dev-state-dir", "d"}, {"signers", "extra", "--dev-state-dir", "d"}, {"signers", "--nope"}} {
+	for _, args := range [][]string{{"signers", "--output", "xml", "--dev-state-dir", "d"}, {"signers", "extra", "--dev-state-dir", "d"}, {"signers", "--nope"}} {
 		if code, _, _ := runCmd(args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}

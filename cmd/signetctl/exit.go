@@ -1,0 +1,131 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+)
+
+// The exit codes of every command (exitCodesHelp).
+const (
+	exitOK      = 0
+	exitFailed  = 1 // refused by the server, a check failed, a local operation failed
+	exitNoReply = 2 // usage error, unreadable input, or no answer from the server
+)
+
+// exitError ends a command with an exit code other than 0. run prints msg (when not empty)
+// as "<command path>: msg" on the error stream, then the hint to the command's help for a
+// usage error.
+type exitError struct {
+	code  int
+	msg   string
+	usage bool
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+// print writes the error for cmd (the command that failed) to w.
+func (e *exitError) print(w io.Writer, cmd *cobra.Command) {
+	if e.msg != "" {
+		fmt.Fprintf(w, "%s: %s\n", cmd.CommandPath(), e.msg)
+	}
+	if e.usage {
+		fmt.Fprintf(w, "Run '%s --help' for usage.\n", cmd.CommandPath())
+	}
+}
+
+// usageError is a usage error of cmd: exit 2, with a pointer to its help.
+func usageError(_ *cobra.Command, format string, a ...any) error {
+	return &exitError{code: exitNoReply, msg: fmt.Sprintf(format, a...), usage: true}
+}
+
+// inputError is an input that cannot be read or used (a file, stdin, a kubeconfig): exit 2.
+func inputError(format string, a ...any) error {
+	return &exitError{code: exitNoReply, msg: fmt.Sprintf(format, a...)}
+}
+
+// failure is a refusal, a failed check or a failed local operation: exit 1. An empty message
+// prints nothing (the command already said why on its output).
+func failure(format string, a ...any) error {
+	return &exitError{code: exitFailed, msg: fmt.Sprintf(format, a...)}
+}
+
+// silentFailure is exit 1 without a message: the command's output said it all.
+func silentFailure() error { return &exitError{code: exitFailed} }
+
+// callError is the exit of a failed call to the server at server: a refusal (a status
+// carrying a signet.dev reason) prints "refused (REASON): message" and exits 1; anything else
+// (no answer, a TLS failure, a timeout, a status without reason) is described by
+// describeRPCError and exits 2.
+func callError(server string, err error) error {
+	var carrier interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &carrier) && carrier.GRPCStatus() != nil {
+		st := carrier.GRPCStatus()
+		if reason := signetReason(st); reason != "" {
+			return &exitError{code: exitFailed, msg: fmt.Sprintf("refused (%s): %s", reason, st.Message())}
+		}
+		return &exitError{code: exitNoReply, msg: describeRPCError(server, st.Err())}
+	}
+	return &exitError{code: exitNoReply, msg: err.Error()}
+}
+
+// signetReason is the reason of st's first ErrorInfo of domain signet.dev, e.g.
+// "ROTATION_REFUSED"; empty when there is none.
+func signetReason(st *status.Status) string {
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == signetv1.ErrorDomain && info.GetReason() != "" {
+			return info.GetReason()
+		}
+	}
+	return ""
+}
+
+// describeRPCError is the one-line account of a failed call: the status code and message,
+// plus the google.rpc.ErrorInfo reason when the server sent one, and a hint at the likely
+// cause of a failed connection.
+func describeRPCError(server string, err error) string {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err.Error()
+	}
+	msg := fmt.Sprintf("%s: %s", st.Code(), st.Message())
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() != "" {
+			msg += " (reason " + info.GetReason() + ")"
+		}
+	}
+	switch st.Code() {
+	case codes.Unavailable:
+		msg += " [" + unavailableHint(server, st.Message()) + "]"
+	case codes.DeadlineExceeded:
+		msg += " [no answer within --timeout]"
+	}
+	return msg
+}
+
+// unavailableHint guesses why the server at server could not be reached from the message of
+// an Unavailable status.
+func unavailableHint(server, msg string) string {
+	switch {
+	case strings.Contains(msg, "certificate signed by unknown authority"):
+		return "the server's certificate is not signed by a CA in --tls-ca"
+	case strings.Contains(msg, "certificate is valid for"), strings.Contains(msg, "doesn't contain any IP SANs"):
+		return "the server's certificate does not name the host of --server; set --server-name to a name it holds"
+	case strings.Contains(msg, "certificate has expired") || strings.Contains(msg, "expired certificate"):
+		return "a certificate has expired: check --tls-cert, and the server's certificate"
+	case strings.Contains(msg, "bad certificate"), strings.Contains(msg, "unknown certificate authority"),
+		strings.Contains(msg, "certificate required"):
+		return "the server did not accept the client certificate: is --tls-cert issued by the server's tls.clientCAFile, and not expired?"
+	case strings.Contains(msg, "connection refused"), strings.Contains(msg, "no such host"):
+		return "is signet-server running at " + server + "?"
+	}
+	return "is signet-server running at " + server + ", and do --tls-ca and --server-name match its certificate?"
+}

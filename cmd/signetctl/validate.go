@@ -1,0 +1,259 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/signet-pki/signet/watcher"
+)
+
+// validation is validate's answer (-o json|yaml).
+type validation struct {
+	File     string    `json:"file"`
+	Kind     string    `json:"kind"`
+	Valid    bool      `json:"valid"`
+	Problems []problem `json:"problems"`
+}
+
+// problem is one error of a configuration file: the field it concerns (its path, e.g.
+// signers[0].maxLifetime; empty when the message names none) and the message.
+type problem struct {
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+// validateCommand is "signetctl validate".
+func validateCommand() *cobra.Command {
+	return groupCommand("validate", "Check a signet-server or signet-watcher configuration file (server, watcher)",
+		`Loads a configuration file as the binary would at start (strict decoding, defaults, every check)
+and prints each problem with the path of its field. Exit 0 when the file is valid, 1 when it is
+not, 2 when it cannot be read (or, for a server file, signet-server cannot be run).`,
+		`  signetctl validate server /etc/signet/server.yaml
+  signetctl validate watcher deploy/watcher/config.yaml -o json`,
+		validateServerCommand(), validateWatcherCommand())
+}
+
+// validateWatcherCommand is "signetctl validate watcher FILE".
+func validateWatcherCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "watcher FILE",
+		Short: "Check a WatcherConfiguration file as signet-watcher loads it",
+		Long: `Loads FILE as signet-watcher does (strict: unknown, duplicate or mis-cased fields are errors;
+defaults applied) and validates it, printing each problem with its field path. The TLS files
+(server.caFile, certFile, keyFile) must be in the file: the watcher's --tls-* flags, which can
+supply them at start, are not considered.
+
+` + exitCodesHelp,
+		Example: `  signetctl validate watcher /etc/signet/watcher.yaml`,
+		Args:    cobra.ExactArgs(1),
+	}
+	out := addOutputFlag(cmd, "the file, whether it is valid, and each problem with its field")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := out.check(cmd); err != nil {
+			return err
+		}
+		path := args[0]
+		if err := readable(path); err != nil {
+			return err
+		}
+		v := validation{File: path, Kind: "WatcherConfiguration", Problems: []problem{}}
+		cfg, err := watcher.LoadConfig(path)
+		if err == nil {
+			err = cfg.Validate()
+		}
+		for _, e := range joined(err) {
+			v.Problems = append(v.Problems, parseProblem(e.Error()))
+		}
+		v.Valid = len(v.Problems) == 0
+		return reportValidation(cmd, out, v)
+	}
+	return cmd
+}
+
+// validateServerCommand is "signetctl validate server FILE".
+func validateServerCommand() *cobra.Command {
+	var binary string
+	cmd := &cobra.Command{
+		Use:   "server FILE",
+		Short: "Check a ServerConfiguration file as signet-server loads it",
+		Long: `Checks FILE with 'signet-server --validate-config FILE', the server's own loader and checks (they
+need the server's lint and profile code, which signetctl does not carry), and prints each
+problem with its field path. signet-server is --signet-server, else the one next to
+signetctl, else the one on $PATH.
+
+` + exitCodesHelp,
+		Example: `  signetctl validate server /etc/signet/server.yaml
+  signetctl validate server server.yaml --signet-server ./bin/signet-server -o json`,
+		Args: cobra.ExactArgs(1),
+	}
+	cmd.Flags().StringVar(&binary, "signet-server", "", "`path` of the signet-server binary that checks the file")
+	_ = cmd.MarkFlagFilename("signet-server")
+	out := addOutputFlag(cmd, "the file, whether it is valid, and each problem with its field")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := out.check(cmd); err != nil {
+			return err
+		}
+		path := args[0]
+		if err := readable(path); err != nil {
+			return err
+		}
+		bin, err := findServerBinary(binary)
+		if err != nil {
+			return inputError("%v", err)
+		}
+		v, err := validateWithServer(cmd.Context(), bin, path)
+		if err != nil {
+			return err
+		}
+		return reportValidation(cmd, out, v)
+	}
+	return cmd
+}
+
+// readable checks that path can be read: an input error (exit 2) otherwise.
+func readable(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return inputError("%v", err)
+	}
+	defer f.Close()
+	if _, err := f.Read(make([]byte, 1)); err != nil && !errors.Is(err, io.EOF) {
+		return inputError("reading %s: %v", path, err)
+	}
+	return nil
+}
+
+// findServerBinary is flag, else signet-server next to this executable, else on $PATH.
+func findServerBinary(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if self, err := os.Executable(); err == nil {
+		next := filepath.Join(filepath.Dir(self), "signet-server")
+		if st, err := os.Stat(next); err == nil && !st.IsDir() {
+			return next, nil
+		}
+	}
+	bin, err := exec.LookPath("signet-server")
+	if err != nil {
+		return "", errors.New("signet-server not found next to signetctl nor on $PATH; give --signet-server PATH (validating a server file needs the server's own checks)")
+	}
+	return bin, nil
+}
+
+// validateWithServer runs 'bin --validate-config path': exit 0 valid, 1 invalid (the problems
+// follow "invalid configuration:" on its standard error, one per line), anything else an
+// error (exit 2).
+func validateWithServer(ctx context.Context, bin, path string) (validation, error) {
+	v := validation{File: path, Kind: "ServerConfiguration", Problems: []problem{}}
+	var stdout, stderr bytes.Buffer
+	c := exec.CommandContext(ctx, bin, "--validate-config", path)
+	c.Stdout, c.Stderr = &stdout, &stderr
+	err := c.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		v.Valid = true
+		return v, nil
+	case errors.As(err, &exit) && exit.ExitCode() == 1:
+	default:
+		return v, inputError("running %s --validate-config: %v: %s", bin, err, strings.TrimSpace(stderr.String()))
+	}
+	text := strings.TrimSpace(stderr.String())
+	text = strings.TrimSpace(strings.TrimPrefix(text, "invalid configuration:"))
+	for line := range strings.SplitSeq(text, "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			v.Problems = append(v.Problems, parseProblem(line))
+		}
+	}
+	if len(v.Problems) == 0 {
+		v.Problems = append(v.Problems, problem{Message: "signet-server refused the file without saying why"})
+	}
+	return v, nil
+}
+
+// reportValidation prints v and returns exit 1 when it is not valid.
+func reportValidation(cmd *cobra.Command, out *outputFlag, v validation) error {
+	w := cmd.OutOrStdout()
+	if !out.text() {
+		if err := out.print(w, v); err != nil {
+			return err
+		}
+	} else if v.Valid {
+		fmt.Fprintf(w, "%s: a valid %s\n", v.File, v.Kind)
+	} else {
+		noun := "problems"
+		if len(v.Problems) == 1 {
+			noun = "problem"
+		}
+		fmt.Fprintf(w, "%s: not a valid %s, %d %s:\n", v.File, v.Kind, len(v.Problems), noun)
+		for _, p := range v.Problems {
+			if p.Field != "" {
+				fmt.Fprintf(w, "  - %s: %s\n", p.Field, p.Message)
+			} else {
+				fmt.Fprintf(w, "  - %s\n", p.Message)
+			}
+		}
+	}
+	if !v.Valid {
+		return silentFailure()
+	}
+	return nil
+}
+
+// joined returns the errors joined under err's context ("config PATH: …"), each of which
+// names its field; err alone if it joins none; nothing for nil.
+func joined(err error) []error {
+	if err == nil {
+		return nil
+	}
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			return j.Unwrap()
+		}
+	}
+	return []error{err}
+}
+
+var (
+	// fieldPrefix matches a message that starts with a field path: "signers[0].maxLifetime: …",
+	// "ledger.dir is required", "apiVersion/kind is …".
+	fieldPrefix = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9]*(?:\[\d+\])?(?:[./][a-zA-Z][a-zA-Z0-9]*(?:\[\d+\])?)*)(?::\s*|\s+)(.*)$`)
+	// quotedField matches the field of a strict-decoding error: unknown field "server.adress".
+	quotedField = regexp.MustCompile(`^(?:.*: )?((?:unknown|duplicate) field) "([^"]+)"(.*)$`)
+)
+
+// parseProblem splits a configuration error into its field path and message. Messages that
+// do not start with a field path (a YAML syntax error) keep their text whole.
+func parseProblem(msg string) problem {
+	if m := quotedField.FindStringSubmatch(msg); m != nil {
+		return problem{Field: m[2], Message: m[1] + m[3]}
+	}
+	m := fieldPrefix.FindStringSubmatch(msg)
+	if m == nil || !strings.ContainsAny(m[1], ".[/") && !knownTopField(m[1]) {
+		return problem{Message: msg}
+	}
+	return problem{Field: m[1], Message: m[2]}
+}
+
+// knownTopField reports whether a single word starting an error message is a top-level field
+// of either configuration file rather than an ordinary word.
+func knownTopField(w string) bool {
+	switch w {
+	case "apiVersion", "kind", "signers", "clients", "signerNames", "workers", "rpcTimeout", "signedEvents",
+		"clusterName", "metricsAddress", "reloadInterval", "server", "grpc", "http", "tls", "ledger",
+		"keys", "lint", "idempotency", "backoff", "leaderElection", "trustBundles", "podCertificateRequests":
+		return true
+	}
+	return false
+}
