@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/signet-pki/signet/keystore/keyerr"
 	"github.com/signet-pki/signet/server/decision"
 	"github.com/signet-pki/signet/server/issuance"
+	"github.com/signet-pki/signet/server/wire"
 )
 
 // fullCSR is a CertificateSigningRequest with every field the watcher forwards set.
@@ -230,5 +232,22 @@ func TestHandlerWithoutClientCertificate(t *testing.T) {
 	s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Path, strings.NewReader("{}")))
 	if rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Body.String(), `"status":"UNAUTHENTICATED"`) {
 		t.Errorf("answered %d %s, want 401 UNAUTHENTICATED", rec.Code, rec.Body)
+	}
+}
+
+// TestDocumentedStatuses keeps docs/webhook.md's table of the core's reasons equal to
+// server/wire's: every reason has its row with its HTTP status and status name.
+func TestDocumentedStatuses(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../docs/webhook.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range decision.Reasons {
+		a := wire.For(r)
+		row := fmt.Sprintf("| `%s` | %d | `%s` |", r, a.HTTPStatus, codeName(uint32(a.Code)))
+		if !strings.Contains(string(doc), row) {
+			t.Errorf("docs/webhook.md has no row %q", row)
+		}
 	}
 }
