@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -48,7 +50,8 @@ func (s *Server) updateSignerHealth(serverErr error, last map[string]bool) {
 		name := ls.signer.Issuer.SignerName()
 		keyErr := keyError(ls)
 		s.metrics.SetKeyAvailable(name, keyErr == nil)
-		serving := serverErr == nil && keyErr == nil
+		caErr := caError(ls, time.Now())
+		serving := serverErr == nil && keyErr == nil && caErr == nil
 		st := healthpb.HealthCheckResponse_SERVING
 		if !serving {
 			st = healthpb.HealthCheckResponse_NOT_SERVING
@@ -63,7 +66,31 @@ func (s *Server) updateSignerHealth(serverErr error, last map[string]bool) {
 			s.log.Info("signer's CA key can sign again", "signer", name)
 		}
 		last[name] = keyErr == nil
+		caKey := name + "\x00ca"
+		was, known = last[caKey]
+		switch {
+		case caErr != nil && (!known || was):
+			s.log.Error("signer is not ready: its active CA certificate cannot issue; rotate the CA (signetctl ca stage, activate)",
+				"signer", name, "error", caErr.Error())
+		case caErr == nil && known && !was:
+			s.log.Info("signer's active CA certificate is valid again", "signer", name)
+		}
+		last[caKey] = caErr == nil
 	}
+}
+
+// caError is why signer ls's active CA certificate cannot issue at now (expired, or not valid
+// yet), or nil: the signer reports NOT_SERVING, so that clients fail over, and the start says
+// so.
+func caError(ls *loadedSigner, now time.Time) error {
+	c := ls.authority.Active().Certificate
+	switch {
+	case now.After(c.NotAfter):
+		return fmt.Errorf("the active CA certificate (%s) expired at %s", c.Subject, c.NotAfter.UTC().Format(time.RFC3339))
+	case now.Before(c.NotBefore):
+		return fmt.Errorf("the active CA certificate (%s) is not valid before %s", c.Subject, c.NotBefore.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // signerHealth is the grpc.health.v1 service: the standard server, except that a signer's
