@@ -58,7 +58,16 @@ func (c *Core) Explain(identity string, req CSR) (issuance.Explanation, error) {
 	case sg == nil:
 		return issuance.Explanation{}, fmt.Errorf("%w: the %s rate limit is exhausted; retry later", errRateLimited, which)
 	}
-	return sg.Issuer.Explain(req.Request), nil
+	exp := sg.Issuer.Explain(req.Request)
+	if exp.Err != nil {
+		if reason, safe := Classify(exp.Err); !safe {
+			// What a sign call would log: the detail stays in the log, the caller gets the
+			// generic message (PublicMessage).
+			c.opts.Log.Error("explaining a request failed", logKeySigner, req.Request.SignerName, logKeyClient, identity,
+				logKeyObjectUID, req.Object.UID, logKeyReason, string(reason), logKeyError, exp.Err.Error())
+		}
+	}
+	return exp, nil
 }
 
 // lookupSigner returns the named signer if identity may use it, else an error wrapping
