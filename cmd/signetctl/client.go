@@ -32,6 +32,8 @@ type connFlags struct {
 	devDir   string
 	config   string
 	settings connSettings
+	// missingTLS is set by resolve when no source gives one of the TLS files.
+	missingTLS bool
 }
 
 // addConnFlags adds the connection flags to cmd and returns them.
@@ -83,12 +85,25 @@ func (c *connFlags) resolve() error {
 			missing = append(missing, f.name)
 		}
 	}
+	c.missingTLS = len(missing) > 0
 	if len(missing) > 0 {
 		return usageError(c.cmd, "missing %s: signet-server requires mutual TLS; give --tls-ca, --tls-cert and --tls-key, "+
 			"or --dev-state-dir DIR for a 'signet-server --dev' state folder (or set them in the environment or the config file: 'signetctl help connection')",
 			strings.Join(missing, ", "))
 	}
 	return nil
+}
+
+// resolveOptional is resolve for a command whose call to the server is optional: ask is false,
+// without error, when no source gives the TLS files; other problems are usage errors.
+func (c *connFlags) resolveOptional() (ask bool, err error) {
+	if err := c.resolve(); err != nil {
+		if c.missingTLS {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
 }
 
 // tlsConfig loads the CA and the client key pair: TLS 1.3 only, client certificate always

@@ -10,8 +10,6 @@ import (
 	"github.com/spf13/cobra"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/signerclient"
@@ -224,17 +222,9 @@ func splitList(v string) []string {
 // readClusterCSR gets the named CertificateSigningRequest with the kubeconfig at path (the
 // default loading rules when empty) and context kubeCtx (the current one when empty).
 func readClusterCSR(ctx context.Context, path, kubeCtx, name string, conn *connFlags) (*certificatesv1.CertificateSigningRequest, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if path != "" {
-		rules.ExplicitPath = path
-	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: kubeCtx}).ClientConfig()
+	cs, err := kubeClient(path, kubeCtx)
 	if err != nil {
-		return nil, fmt.Errorf("loading kubeconfig: %w", err)
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
+		return nil, err
 	}
 	getCtx, cancel := conn.callContext(ctx)
 	defer cancel()

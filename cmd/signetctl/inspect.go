@@ -8,6 +8,7 @@ import (
 	"crypto/sha1" //nolint:gosec // a SHA-1 fingerprint is what many tools still print, to compare with them
 	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -204,7 +205,7 @@ func describeCert(c *x509.Certificate, now time.Time) described {
 		Kind:               kindCertificate,
 		Subject:            c.Subject.String(),
 		Issuer:             c.Issuer.String(),
-		SerialNumber:       fmt.Sprintf("%x", c.SerialNumber),
+		SerialNumber:       hex.EncodeToString(c.SerialNumber.Bytes()), // as the server records it
 		SANs:               certinfo.SANs(c),
 		Key:                describeKey(c.PublicKey),
 		KeyUsages:          certinfo.KeyUsages(c.KeyUsage),

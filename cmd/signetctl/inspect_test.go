@@ -99,7 +99,7 @@ func TestInspectJSONAndYAML(t *testing.T) {
 		sum := sha256.Sum256(leaf.Raw)
 		if d.Kind != kindCertificate || d.Subject != "CN=web.example.com,O=Example" || d.Key.Type != "RSA" || d.Key.Bits != 2048 ||
 			strings.Join(d.SANs, ",") != "DNS:web.example.com,IP:10.0.0.1" || strings.Join(d.ExtKeyUsages, ",") != "server auth" ||
-			d.SerialNumber != leaf.SerialNumber.Text(16) || d.Fingerprints.SHA256 != hex.EncodeToString(sum[:]) ||
+			d.SerialNumber != hex.EncodeToString(leaf.SerialNumber.Bytes()) || d.Fingerprints.SHA256 != hex.EncodeToString(sum[:]) ||
 			!d.NotAfter.Equal(leaf.NotAfter) || d.SignedByNext == nil || !*d.SignedByNext || d.IsCA {
 			t.Errorf("-o %s: leaf = %+v", format, d)
 		}

@@ -79,9 +79,11 @@ func newRootCommand(s streams) *cobra.Command {
 		Use:   "signetctl",
 		Short: "Operate Signet, the external signer for Kubernetes certificates",
 		Long: `signetctl operates Signet, the external signer for Kubernetes certificates: it asks a running
-signet-server about its signers (signers, explain, health, trust, version), rotates their CAs
-(ca stage|activate|retire|status), makes CA keys and certificates (keys, ca init|csr), and
-reads what the server keeps on its host (ledger) and the files around it (inspect, validate).
+signet-server about its signers (signers, explain, health, trust, version) and about a
+request (status csr|pcr: the object's state, its Events and the server's ledger records),
+rotates the signers' CAs (ca stage|activate|retire|status), makes CA keys and certificates
+(keys, ca init|csr), and reads what the server keeps on its host (ledger) and the files around
+it (inspect, validate).
 
 Commands that call the server take the connection settings from flags, else from environment
 variables, else from a config file (see 'signetctl help connection').
@@ -109,7 +111,7 @@ variables, else from a config file (see 'signetctl help connection').
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError(cmd, "%v", err) })
 	root.AddGroup(&cobra.Group{ID: "server", Title: "Ask the server:"},
 		&cobra.Group{ID: "host", Title: "On the server's host and offline:"})
-	root.AddCommand(inGroup("server", signersCommand(), explainCommand(), healthCommand(), trustCommand(), caCommand(), versionCommand())...)
+	root.AddCommand(inGroup("server", signersCommand(), explainCommand(), healthCommand(), trustCommand(), caCommand(), statusCommand(), versionCommand())...)
 	root.AddCommand(inGroup("host", ledgerCommand(), keysCommand(), inspectCommand(), validateCommand())...)
 	root.AddCommand(connectionHelpTopic())
 	strictHelpCommand(root)
