@@ -22,7 +22,9 @@ const maxSignerNameLength = 571
 // Decode reads the YAML file at path into out, strictly:
 //   - field names are case-sensitive (as Kubernetes decodes its own configuration files;
 //     encoding/json alone would take "maxLifeTime" for maxLifetime);
-//   - unknown and duplicate fields are errors that name their path (server.adress);
+//   - unknown and duplicate fields are errors that name their path (server.adress) and line;
+//   - a value of the wrong kind names its path, line, what was wanted and what was found, in
+//     words (no Go type names);
 //   - apiVersion and kind must be present and equal the given ones.
 //
 // Every error names the file.
@@ -37,9 +39,12 @@ func Decode(path, apiVersion, kind string, out any) error {
 	}
 	strictErrs, err := kjson.UnmarshalStrict(jsonData, out)
 	if err != nil {
-		return fmt.Errorf("parsing config %s: %w", path, err)
+		return fmt.Errorf("parsing config %s: %w", path, explain(data, err))
 	}
 	if len(strictErrs) > 0 {
+		for i, e := range strictErrs {
+			strictErrs[i] = explain(data, e)
+		}
 		return fmt.Errorf("parsing config %s: %w", path, errors.Join(strictErrs...))
 	}
 	var header struct {
