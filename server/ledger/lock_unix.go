@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 )
 
 // lockName is the lock file of a ledger directory.
@@ -22,12 +23,30 @@ func lockDir(dir string) (*os.File, error) {
 	if err != nil {
 		return nil, dirError("locking ledger", dir, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	for attempt := 1; ; attempt++ {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		switch {
+		case err == nil:
+			return f, nil
+		case errors.Is(err, syscall.EWOULDBLOCK) && attempt < lockAttempts:
+			// The lock belongs to the open file description, which a child this process
+			// forks shares until it execs (or exits): a Ledger closed and re-opened while
+			// another goroutine starts a process (an HSM helper, a test's swtpm) can find
+			// its own released lock still held for that instant.
+			time.Sleep(lockRetry)
+			continue
+		}
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, fmt.Errorf("locking ledger %s: %w: another signet-server has it open", dir, ErrLocked)
 		}
 		return nil, fmt.Errorf("locking ledger %s: %w", p, err)
 	}
-	return f, nil
 }
+
+// How long lockDir waits for a lock that a forked child may briefly share: lockAttempts tries,
+// lockRetry apart (about 1 s in all).
+const (
+	lockAttempts = 20
+	lockRetry    = 50 * time.Millisecond
+)
