@@ -43,8 +43,8 @@ func TestExpiredCASignerNotReady(t *testing.T) {
 	conn := s.dial(t, s.clientTLS(t, s.devClient(t)))
 	health := healthpb.NewHealthClient(conn)
 	for service, want := range map[string]healthpb.HealthCheckResponse_ServingStatus{
-		signetv1.HealthService:                                         healthpb.HealthCheckResponse_SERVING,
-		signetv1.SignerHealthService(devpki.DefaultSigner):             healthpb.HealthCheckResponse_NOT_SERVING,
+		signetv1.HealthService:                                        healthpb.HealthCheckResponse_SERVING,
+		signetv1.SignerHealthService(devpki.DefaultSigner):            healthpb.HealthCheckResponse_NOT_SERVING,
 		signetv1.SignerHealthService(devpki.DefaultPodIdentitySigner): healthpb.HealthCheckResponse_SERVING,
 	} {
 		hr, err := health.Check(callContext(t), &healthpb.HealthCheckRequest{Service: service})

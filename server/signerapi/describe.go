@@ -66,7 +66,7 @@ func describeLint(g *lint.Gate) *signetv1.LintGate {
 // including the lint gate, without signing or recording, and reports every rule
 // (decision.Core.Explain: rate-limited and checked as a signing call is).
 func (s *Service) ExplainCertificateSigningRequest(ctx context.Context, req *signetv1.ExplainCertificateSigningRequestRequest) (*signetv1.ExplainCertificateSigningRequestResponse, error) {
-	e, err := s.core.Explain(ClientIdentity(ctx), csrFromProto(req.GetRequest()))
+	e, err := s.core.Explain(ClientIdentity(ctx), CSRFromProto(req.GetRequest()))
 	if err != nil {
 		return nil, toStatus(err)
 	}

@@ -13,7 +13,7 @@ import (
 // SignCertificateSigningRequest decides on one CertificateSigningRequest
 // (decision.Core.SignCSR).
 func (s *Service) SignCertificateSigningRequest(ctx context.Context, req *signetv1.SignCertificateSigningRequestRequest) (*signetv1.SignCertificateSigningRequestResponse, error) {
-	issued, err := s.core.SignCSR(ctx, ClientIdentity(ctx), csrFromProto(req))
+	issued, err := s.core.SignCSR(ctx, ClientIdentity(ctx), CSRFromProto(req))
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -25,8 +25,9 @@ func (s *Service) SignCertificateSigningRequest(ctx context.Context, req *signet
 	}, nil
 }
 
-// csrFromProto converts the wire request to the core's.
-func csrFromProto(req *signetv1.SignCertificateSigningRequestRequest) decision.CSR {
+// CSRFromProto converts the wire request to the core's. The webhook converts the objects it is
+// posted through it too (after signerclient.BuildRequest), so both front doors ask the same.
+func CSRFromProto(req *signetv1.SignCertificateSigningRequestRequest) decision.CSR {
 	r := issuance.Request{
 		SignerName: req.GetSignerName(),
 		PEM:        req.GetRequest(),

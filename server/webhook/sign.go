@@ -13,10 +13,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	sigsjson "sigs.k8s.io/json"
 
-	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/access"
 	"github.com/signet-pki/signet/server/decision"
 	"github.com/signet-pki/signet/server/issuance"
+	"github.com/signet-pki/signet/server/signerapi"
 	"github.com/signet-pki/signet/signerclient"
 )
 
@@ -198,33 +198,5 @@ func hasCondition(csr *certificatesv1.CertificateSigningRequest, t certificatesv
 // (signerclient.BuildRequest: spec and requester fields, object UID and name), converted as the
 // gRPC service converts it.
 func CSRRequest(csr *certificatesv1.CertificateSigningRequest) decision.CSR {
-	return csrFromProto(signerclient.BuildRequest(csr))
-}
-
-// csrFromProto converts the gRPC request to the core's, as server/signerapi does.
-func csrFromProto(req *signetv1.SignCertificateSigningRequestRequest) decision.CSR {
-	r := issuance.Request{
-		SignerName: req.GetSignerName(),
-		PEM:        req.GetRequest(),
-		Usages:     req.GetUsages(),
-		Requester: issuance.Requester{
-			Username: req.GetRequester().GetUsername(),
-			UID:      req.GetRequester().GetUid(),
-			Groups:   req.GetRequester().GetGroups(),
-		},
-	}
-	if req.ExpirationSeconds != nil {
-		v := req.GetExpirationSeconds()
-		r.ExpirationSeconds = &v
-	}
-	if extra := req.GetRequester().GetExtra(); len(extra) > 0 {
-		r.Requester.Extra = make(map[string][]string, len(extra))
-		for k, v := range extra {
-			r.Requester.Extra[k] = v.GetValues()
-		}
-	}
-	return decision.CSR{
-		Object:  decision.Object{UID: req.GetObject().GetUid(), Name: req.GetObject().GetName()},
-		Request: r,
-	}
+	return signerapi.CSRFromProto(signerclient.BuildRequest(csr))
 }
