@@ -55,6 +55,7 @@ call, e.g. an unknown signer), 2 on a usage error or no answer.
 	fs.StringVar(&o.kubeCtx, "context", "", "kubeconfig `context` (cluster mode; default: the current context)")
 	fs.StringVar(&o.csrName, "csr", "", "CertificateSigningRequest `name` to read from the cluster (default kubeconfig if --kubeconfig is not given)")
 	_ = cmd.MarkFlagFilename("kubeconfig")
+	_ = cmd.RegisterFlagCompletionFunc("signer", completeSigners(conn))
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := out.check(cmd); err != nil {
 			return err

@@ -58,6 +58,7 @@ answer.
   signetctl health example.com/serving -o json`,
 	}
 	conn := addConnFlags(cmd)
+	cmd.ValidArgsFunction = completeSigners(conn)
 	out := addOutputFlag(cmd, "the server's and each signer's status")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := out.check(cmd); err != nil {

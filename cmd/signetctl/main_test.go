@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/signet-pki/signet/internal/devpki"
 )
 
 // TestMain keeps the tests away from the environment's connection settings and config file.
@@ -119,5 +121,24 @@ func TestCompletion(t *testing.T) {
 	code, out, _ = runCmd("__complete", "signers", "-o", "")
 	if code != 0 || !strings.Contains(out, "yaml") {
 		t.Errorf("completion of -o: exit %d, output:\n%s", code, out)
+	}
+}
+
+// TestCompleteSigners: signer names complete from the server's ListSigners.
+func TestCompleteSigners(t *testing.T) {
+	addr, dir := devServer(t)
+	for _, args := range [][]string{
+		{"__complete", "trust", "--server", addr, "--dev-state-dir", dir, "signet"},
+		{"__complete", "health", "--server", addr, "--dev-state-dir", dir, ""},
+		{"__complete", "explain", "--server", addr, "--dev-state-dir", dir, "--signer", ""},
+	} {
+		code, out, _ := runCmd(args...)
+		if code != 0 || !strings.Contains(out, devpki.DefaultSigner+"\tcustom") {
+			t.Errorf("%v: exit %d, output:\n%s", args, code, out)
+		}
+	}
+	// Without a server: no candidates, no error.
+	if code, out, errOut := runCmd("__complete", "trust", "--server", deadAddress(t), "--dev-state-dir", dir, ""); code != 0 || strings.Contains(out, "signet.dev") || strings.Contains(errOut, "rror") {
+		t.Errorf("no server: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }

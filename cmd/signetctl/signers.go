@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -68,6 +69,29 @@ func listSigners(ctx context.Context, conn *connFlags) (*signetv1.ListSignersRes
 		return nil, conn.callError(err)
 	}
 	return resp, nil
+}
+
+// completeSigners completes a signer name with the signers the server offers this client,
+// when the connection settings resolve and the server answers within a second; nothing
+// otherwise (a completion never prints an error).
+func completeSigners(conn *connFlags) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if err := conn.resolve(); err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		conn.settings.timeout = min(conn.settings.timeout, time.Second)
+		resp, err := listSigners(cmd.Context(), conn)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var names []cobra.Completion
+		for _, s := range resp.GetSigners() {
+			if strings.HasPrefix(s.GetSignerName(), toComplete) {
+				names = append(names, cobra.CompletionWithDesc(s.GetSignerName(), s.GetProfile()))
+			}
+		}
+		return names, cobra.ShellCompDirectiveNoFileComp
+	}
 }
 
 // signerLabelWidth fits the longest label, "Permitted extensions:", plus a space.

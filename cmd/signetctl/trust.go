@@ -27,6 +27,7 @@ hash.
 		Args: cobra.ExactArgs(1),
 	}
 	conn := addConnFlags(cmd)
+	cmd.ValidArgsFunction = completeSigners(conn)
 	out := addOutputFlag(cmd, "the GetTrustAnchors response")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := out.check(cmd); err != nil {

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -26,9 +27,11 @@ type validation struct {
 }
 
 // problem is one error of a configuration file: the field it concerns (its path, e.g.
-// signers[0].maxLifetime; empty when the message names none) and the message.
+// signers[0].maxLifetime; empty when the message names none), its line in the file when the
+// message gives it, and the message.
 type problem struct {
 	Field   string `json:"field,omitempty"`
+	Line    int    `json:"line,omitempty"`
 	Message string `json:"message"`
 }
 
@@ -198,9 +201,12 @@ func reportValidation(cmd *cobra.Command, out *outputFlag, v validation) error {
 		}
 		fmt.Fprintf(w, "%s: not a valid %s, %d %s:\n", v.File, v.Kind, len(v.Problems), noun)
 		for _, p := range v.Problems {
-			if p.Field != "" {
+			switch {
+			case p.Field != "" && p.Line > 0:
+				fmt.Fprintf(w, "  - %s (line %d): %s\n", p.Field, p.Line, p.Message)
+			case p.Field != "":
 				fmt.Fprintf(w, "  - %s: %s\n", p.Field, p.Message)
-			} else {
+			default:
 				fmt.Fprintf(w, "  - %s\n", p.Message)
 			}
 		}
@@ -226,24 +232,31 @@ func joined(err error) []error {
 }
 
 var (
-	// fieldPrefix matches a message that starts with a field path: "signers[0].maxLifetime: …",
-	// "ledger.dir is required", "apiVersion/kind is …".
-	fieldPrefix = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9]*(?:\[\d+\])?(?:[./][a-zA-Z][a-zA-Z0-9]*(?:\[\d+\])?)*)(?::\s*|\s+)(.*)$`)
-	// quotedField matches the field of a strict-decoding error: unknown field "server.adress".
-	quotedField = regexp.MustCompile(`^(?:.*: )?((?:unknown|duplicate) field) "([^"]+)"(.*)$`)
+	// fieldPrefix matches a message that starts with a field path, maybe followed by its line:
+	// "signers[0].maxLifetime: …", "ledger.dir is required", "workers (line 4): want a number…".
+	fieldPrefix = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9]*(?:\[\d+\])?(?:[./][a-zA-Z][a-zA-Z0-9]*(?:\[\d+\])?)*)(?: \(line (\d+)\))?(?::\s*|\s+)(.*)$`)
+	// quotedField matches a strict-decoding error: unknown field "server.adress" (line 6).
+	quotedField = regexp.MustCompile(`^(?:.*: )?((?:unknown|duplicate) field) "([^"]+)"(?: \(line (\d+)\))?(.*)$`)
 )
 
-// parseProblem splits a configuration error into its field path and message. Messages that
-// do not start with a field path (a YAML syntax error) keep their text whole.
+// parseProblem splits a configuration error into its field path, line (when the message gives
+// it) and message. Messages that do not start with a field path (a YAML syntax error) keep
+// their text whole.
 func parseProblem(msg string) problem {
 	if m := quotedField.FindStringSubmatch(msg); m != nil {
-		return problem{Field: m[2], Message: m[1] + m[3]}
+		return problem{Field: m[2], Line: atoi(m[3]), Message: m[1] + m[4]}
 	}
 	m := fieldPrefix.FindStringSubmatch(msg)
 	if m == nil || !strings.ContainsAny(m[1], ".[/") && !knownTopField(m[1]) {
 		return problem{Message: msg}
 	}
-	return problem{Field: m[1], Message: m[2]}
+	return problem{Field: m[1], Line: atoi(m[2]), Message: m[3]}
+}
+
+// atoi is the number in s, 0 for none.
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }
 
 // knownTopField reports whether a single word starting an error message is a top-level field
