@@ -181,6 +181,7 @@ func (s *Server) build(ctx context.Context) error {
 	if s.tls, err = newTLSSource(cfg.TLS); err != nil {
 		return err
 	}
+	s.metrics.WatchTLSCertificate(s.tls.certificate)
 	s.tls.verifyConnection = func(cs tls.ConnectionState) error {
 		err := authz.VerifyConnection(cs)
 		if err != nil {

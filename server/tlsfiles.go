@@ -52,6 +52,10 @@ func newTLSSource(files config.TLS) (*tlsSource, error) {
 // whether a new generation is in use; on error the previous one stays.
 func (s *tlsSource) reload() (bool, error) { return s.material.Check() }
 
+// certificate is the leaf of the server certificate in use (tls.LoadX509KeyPair fills Leaf),
+// read at every scrape by signet_server_tls_certificate_expiry_timestamp_seconds.
+func (s *tlsSource) certificate() *x509.Certificate { return s.material.Current().cert.Leaf }
+
 // config is the listener's TLS configuration: TLS 1.3, client certificates required and
 // verified, material from the latest generation at each handshake.
 func (s *tlsSource) config() *tls.Config {

@@ -104,6 +104,7 @@ type Client struct {
 	rpc     signetv1.SignerServiceClient
 	health  healthpb.HealthClient
 	timeout time.Duration
+	certs   *certReloader // the client certificate, for ClientCertificate
 }
 
 // New loads the TLS material in cfg and returns a Client for the servers at cfg.Address and
@@ -123,7 +124,7 @@ func New(cfg Config) (*Client, error) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	creds, err := clientCredentials(cfg, clk)
+	creds, certs, err := clientCredentials(cfg, clk)
 	if err != nil {
 		return nil, fmt.Errorf("creating signer client: %w", err)
 	}
@@ -152,7 +153,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("creating signer client for %s: %w", endpointList(endpoints), err)
 	}
 	return &Client{conn: conn, rpc: signetv1.NewSignerServiceClient(conn), health: healthpb.NewHealthClient(conn),
-		timeout: cfg.RPCTimeout}, nil
+		timeout: cfg.RPCTimeout, certs: certs}, nil
 }
 
 // resolverAddresses returns the endpoints of cfg, Address first, without duplicates, each
@@ -202,21 +203,22 @@ func observeInterceptor(observe func(string, codes.Code, time.Duration), clk clo
 
 // clientCredentials builds the mTLS credentials: TLS 1.3, servers verified against the
 // current CAFile bundle (re-read when it changes) under the name each endpoint carries (see
-// resolverAddresses), the client certificate served from disk by a reloader.
-func clientCredentials(cfg Config, clk clock.PassiveClock) (credentials.TransportCredentials, error) {
+// resolverAddresses), the client certificate served from disk by a reloader, which it also
+// returns (Client.ClientCertificate).
+func clientCredentials(cfg Config, clk clock.PassiveClock) (credentials.TransportCredentials, *certReloader, error) {
 	roots, err := newCAReloader(cfg.CAFile, clk, cfg.Logger)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	certs, err := newCertReloader(cfg.CertFile, cfg.KeyFile, clk, cfg.Logger)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	return &reloadingTLS{roots: roots, base: &tls.Config{
 		MinVersion:           tls.VersionTLS13,
 		ServerName:           cfg.ServerName,
 		GetClientCertificate: certs.GetClientCertificate,
-	}}, nil
+	}}, certs, nil
 }
 
 // Issued is what the server returned for one signed CSR or PodCertificateRequest.

@@ -60,6 +60,12 @@ func (r *certReloader) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.C
 	return r.Get(), nil
 }
 
+// ClientCertificate returns the leaf of the client certificate the next handshake presents
+// (tls.LoadX509KeyPair fills Leaf), after checking its files as a handshake does (at most once
+// per reloadInterval): the source of signet_watcher_client_certificate_expiry_timestamp_seconds,
+// which thus follows a renewed file even while the connection made with the old one lasts.
+func (c *Client) ClientCertificate() *x509.Certificate { return c.certs.Get().Leaf }
+
 // newCAReloader loads the server CA bundle once, so that a bad configuration fails at start;
 // a bundle without a certificate is an error.
 func newCAReloader(caFile string, clk clock.PassiveClock, logger klog.Logger) (*filereload.Value[*x509.CertPool], error) {

@@ -75,6 +75,7 @@ func Run(ctx context.Context, cfg *Config, kube kubeclient.Interface, logger klo
 			logger.Error(err, "Closing signer client")
 		}
 	}()
+	m.WatchClientCertificate(client.ClientCertificate)
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})

@@ -1,0 +1,87 @@
+package metrics
+
+import (
+	"crypto/x509"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+)
+
+const tlsExpiry = "signet_server_tls_certificate_expiry_timestamp_seconds"
+
+func TestTLSCertificateExpiry(t *testing.T) {
+	m := newTest(t)
+	if got := gather(t, m.Registry(), tlsExpiry); len(got) != 0 {
+		t.Fatalf("%s before WatchTLSCertificate = %v, want no series", tlsExpiry, got)
+	}
+	first := time.Date(2027, 3, 1, 0, 0, 0, 0, time.UTC)
+	second := first.AddDate(0, 3, 0)
+	var cur atomic.Pointer[x509.Certificate]
+	cur.Store(&x509.Certificate{NotAfter: first})
+	m.WatchTLSCertificate(cur.Load)
+	if got := gather(t, m.Registry(), tlsExpiry); got[""] != float64(first.Unix()) || len(got) != 1 {
+		t.Errorf("%s = %v, want %d", tlsExpiry, got, first.Unix())
+	}
+
+	// A reload swaps the certificate in use: the next scrape shows it.
+	cur.Store(&x509.Certificate{NotAfter: second})
+	if got := gather(t, m.Registry(), tlsExpiry); got[""] != float64(second.Unix()) {
+		t.Errorf("%s after a reload = %v, want %d", tlsExpiry, got, second.Unix())
+	}
+
+	// No certificate, no sample.
+	cur.Store(nil)
+	if got := gather(t, m.Registry(), tlsExpiry); len(got) != 0 {
+		t.Errorf("%s without a certificate = %v, want no series", tlsExpiry, got)
+	}
+
+	// A second call replaces the source instead of panicking on a duplicate registration.
+	third := second.AddDate(1, 0, 0)
+	m.WatchTLSCertificate(func() *x509.Certificate { return &x509.Certificate{NotAfter: third} })
+	if got := gather(t, m.Registry(), tlsExpiry); got[""] != float64(third.Unix()) || len(got) != 1 {
+		t.Errorf("%s after a second WatchTLSCertificate = %v, want %d", tlsExpiry, got, third.Unix())
+	}
+}
+
+func TestTLSCertificateExpiryLint(t *testing.T) {
+	m := newTest(t)
+	m.WatchTLSCertificate(func() *x509.Certificate { return &x509.Certificate{NotAfter: time.Now()} })
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+// TestTLSCertificateExpiryConcurrent scrapes while the source is replaced (run with -race).
+func TestTLSCertificateExpiryConcurrent(t *testing.T) {
+	m := newTest(t)
+	cert := &x509.Certificate{NotAfter: time.Now()}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 50 {
+				m.WatchTLSCertificate(func() *x509.Certificate { return cert })
+				if _, err := m.Registry().Gather(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestNilMetricsWatchTLSCertificate(t *testing.T) {
+	var m *Metrics
+	m.WatchTLSCertificate(func() *x509.Certificate { return nil })
+}
