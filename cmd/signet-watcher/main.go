@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	logsjson "k8s.io/component-base/logs/json"
 	"k8s.io/klog/v2"
 
 	"github.com/signet-pki/signet/internal/version"
@@ -53,6 +55,7 @@ type options struct {
 	kubeContentType  string
 	validateConfig   bool
 	version          bool
+	logFormat        string
 }
 
 func main() {
@@ -67,6 +70,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	_ = fs.Parse(args) // ExitOnError: Parse exits on failure.
 	defer klog.Flush()
+	if err := setLogFormat(fs, opts.logFormat, stderr); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
 	logger := klog.Background().WithName("signet-watcher")
 	if opts.version {
 		fmt.Fprintln(stdout, version.String())
@@ -112,6 +119,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// setLogFormat routes klog, and so every logger of the watcher and of client-go, to the
+// format asked for: "text" keeps klog's own; "json" writes Kubernetes' JSON log lines (the
+// component-base logger kube-apiserver uses with --logging-format=json) to stderr, at klog's
+// -v verbosity.
+func setLogFormat(fs *flag.FlagSet, format string, stderr io.Writer) error {
+	switch format {
+	case "text":
+		return nil
+	case "json":
+		v := 0
+		if f := fs.Lookup("v"); f != nil {
+			v, _ = strconv.Atoi(f.Value.String())
+		}
+		logger, _ := logsjson.NewJSONLogger(logsapi.VerbosityLevel(v), logsjson.AddNopSync(stderr), nil, nil)
+		klog.SetLogger(logger)
+		return nil
+	}
+	return fmt.Errorf("--log-format %q: want text or json", format)
+}
+
 // newFlagSet defines the command-line flags, and klog's, on a new FlagSet that exits on
 // errors.
 func newFlagSet() (*flag.FlagSet, *options) {
@@ -133,6 +160,7 @@ func newFlagSet() (*flag.FlagSet, *options) {
 	fs.StringVar(&opts.kubeContentType, "kube-api-content-type", runtime.ContentTypeProtobuf, "content type of requests to the kube-apiserver (application/vnd.kubernetes.protobuf or application/json)")
 	fs.BoolVar(&opts.validateConfig, "validate-config", false, "validate the configuration, print any problems, and exit")
 	fs.BoolVar(&opts.version, "version", false, "print the version and exit")
+	fs.StringVar(&opts.logFormat, "log-format", "text", `log format: "text" (klog) or "json" (one JSON object a line, Kubernetes' component-base JSON logger, as the server's --log-format json)`)
 	klog.InitFlags(fs)
 	return fs, opts
 }

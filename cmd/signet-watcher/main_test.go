@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"k8s.io/klog/v2"
 
 	"github.com/signet-pki/signet/internal/version"
 	"github.com/signet-pki/signet/watcher"
@@ -181,5 +185,32 @@ func TestValidateConfig(t *testing.T) {
 	if code != 1 || stdout != "" || !strings.HasPrefix(stderr, "invalid configuration:\n") ||
 		!strings.Contains(stderr, "\nsignerNames[0]: ") || !strings.Contains(stderr, "\nserver.address: ") {
 		t.Errorf("invalid flags: exit %d, stdout %q, stderr %q; want 1 and each field named", code, stdout, stderr)
+	}
+}
+
+// TestLogFormatJSON: --log-format json writes one JSON object a line (the component-base
+// logger), with the message and the error as fields; an unknown format is a usage error.
+func TestLogFormatJSON(t *testing.T) {
+	t.Cleanup(klog.ClearLogger)
+	code, _, stderr := runMain("--log-format", "json", "--kubeconfig", filepath.Join(t.TempDir(), "missing"),
+		"--signer-name", "example.com/a", "--server", "127.0.0.1:1", "--tls-ca", "ca", "--tls-cert", "c", "--tls-key", "k")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1 (no kubeconfig); stderr:\n%s", code, stderr)
+	}
+	var found bool
+	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		var entry map[string]any
+		if err := json.Unmarshal([]byte(line), &entry); err != nil {
+			t.Fatalf("log line %q is not JSON: %v", line, err)
+		}
+		if entry["msg"] == "Building Kubernetes client" && strings.Contains(fmt.Sprint(entry["err"]), "missing") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no JSON line for the kubeconfig error in:\n%s", stderr)
+	}
+	if code, _, stderr := runMain("--log-format", "xml"); code != 2 || !strings.Contains(stderr, `--log-format "xml"`) {
+		t.Errorf("--log-format xml: exit %d, stderr %q; want 2 and the flag named", code, stderr)
 	}
 }
