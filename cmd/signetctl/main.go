@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -60,7 +61,7 @@ func run(ctx context.Context, s streams, args []string) int {
 		s.in = os.Stdin
 	}
 	root := newRootCommand(s)
-	root.SetArgs(args)
+	root.SetArgs(singleDashLongFlags(root, args))
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return 0
@@ -137,6 +138,49 @@ func strictHelpCommand(root *cobra.Command) {
 			return cmd.Help()
 		}
 	}
+}
+
+// singleDashLongFlags rewrites "-name" and "-name=value" to "--name…" where name is a long flag
+// of the command args run: signetctl took Go's flag syntax before it moved to cobra, and its
+// help showed "-tls-ca FILE". Values of flags and everything after "--" are left alone.
+func singleDashLongFlags(root *cobra.Command, args []string) []string {
+	cmd, _, err := root.Find(args)
+	if err != nil || cmd == nil {
+		return args
+	}
+	cmd.InitDefaultHelpFlag()
+	cmd.InitDefaultVersionFlag()
+	// flag reports whether name is a flag of cmd and whether it takes a value.
+	flag := func(name string, short bool) (known, takesValue bool) {
+		f := cmd.Flags().Lookup(name)
+		switch {
+		case short:
+			f = cmd.Flags().ShorthandLookup(name)
+		case f == nil:
+			f = cmd.InheritedFlags().Lookup(name)
+		}
+		return f != nil, f != nil && f.NoOptDefVal == ""
+	}
+	out := slices.Clone(args)
+	for i := 0; i < len(out); i++ {
+		a := out[i]
+		if a == "--" {
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			continue
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		short := !strings.HasPrefix(a, "--") && len(name) == 1
+		known, takesValue := flag(name, short)
+		if known && !short && !strings.HasPrefix(a, "--") {
+			out[i] = "-" + a
+		}
+		if takesValue && !hasValue {
+			i++ // the next argument is this flag's value
+		}
+	}
+	return out
 }
 
 // inGroup puts cmds in the help group id and returns them.

@@ -7,7 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/signet-pki/signet/internal/devpki"
+	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 )
 
 // TestMain keeps the tests away from the environment's connection settings and config file.
@@ -140,5 +143,26 @@ func TestCompleteSigners(t *testing.T) {
 	// Without a server: no candidates, no error.
 	if code, out, errOut := runCmd("__complete", "trust", "--server", deadAddress(t), "--dev-state-dir", dir, ""); code != 0 || strings.Contains(out, "signet.dev") || strings.Contains(errOut, "rror") {
 		t.Errorf("no server: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// TestSingleDashLongFlags: the flag syntax of signetctl before cobra ("-dir DIR", "-o=json")
+// still works; a flag's value that looks like a flag is left alone.
+func TestSingleDashLongFlags(t *testing.T) {
+	code, out, errOut := runCmd("ledger", "verify", "-dir", newLedger(t, 1))
+	if code != 0 || !strings.HasPrefix(out, "ledger OK: 1 record") {
+		t.Errorf("-dir: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	fake := &fakeAuthority{}
+	conn := authorityServer(t, fake)
+	for i := range conn {
+		if strings.HasPrefix(conn[i], "--") {
+			conn[i] = conn[i][1:] // -server, -tls-ca, ...
+		}
+	}
+	code, _, errOut = runCmd(append([]string{"ca", "activate", "-signer", testSigner, "-force", "-reason", "-force", "-o=json"}, conn...)...)
+	want := &signetv1.ActivateCARequest{SignerName: testSigner, Force: true, Reason: "-force"}
+	if got := fake.recorded(); code != 0 || len(got) != 1 || !proto.Equal(got[0], want) {
+		t.Errorf("exit %d, stderr %q, requests %v, want %v", code, errOut, got, want)
 	}
 }
