@@ -200,7 +200,7 @@ func TestLoadConfigErrors(t *testing.T) {
 	}{
 		{"unknown field", "apiVersion: signet.dev/v1alpha1\nkind: WatcherConfiguration\nworkerz: 3\n", `unknown field "workerz"`},
 		{"unknown nested field", "apiVersion: signet.dev/v1alpha1\nkind: WatcherConfiguration\nserver:\n  adress: x:1\n", `unknown field "server.adress"`},
-		{"every unknown field is listed", "apiVersion: signet.dev/v1alpha1\nkind: WatcherConfiguration\nworkerz: 3\nSignerNames: []\n", "unknown field \"SignerNames\"\nunknown field \"workerz\""},
+		{"every unknown field is listed", "apiVersion: signet.dev/v1alpha1\nkind: WatcherConfiguration\nworkerz: 3\nSignerNames: []\n", "unknown field \"SignerNames\" (line 4)\nunknown field \"workerz\" (line 3)"},
 		{"duplicate field", "apiVersion: signet.dev/v1alpha1\nkind: WatcherConfiguration\nworkers: 1\nworkers: 2\n", `"workers"`},
 		{"missing apiVersion", "kind: WatcherConfiguration\n", `apiVersion/kind is ""/"WatcherConfiguration"`},
 		{"wrong kind", "apiVersion: signet.dev/v1alpha1\nkind: ServerConfiguration\n", `"ServerConfiguration"`},

@@ -74,7 +74,7 @@ func TestMetricsExposition(t *testing.T) {
 
 	checkLines(t, scrape(t, m),
 		"# TYPE signet_watcher_build_info gauge",
-		`signet_watcher_build_info{commit="` + version.Commit + `",go_version="` + runtime.Version() + `",version="` + version.Version + `"} 1`,
+		`signet_watcher_build_info{commit="`+version.Commit+`",go_version="`+runtime.Version()+`",version="`+version.Version+`"} 1`,
 		"# TYPE signet_watcher_leader gauge",
 		"signet_watcher_leader 1",
 		"# TYPE signet_watcher_objects_handled_total counter",
