@@ -57,6 +57,26 @@ test-unit: ## Run the package tests, without the end-to-end suite in test/integr
 	./hack/node-deps.sh
 	$(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v -e /test/integration)
 
+# The watcher's container image (deploy/watcher/Dockerfile): IMAGE_REPO:IMAGE_TAG and
+# IMAGE_REPO:latest (deploy/watcher/deployment.yaml runs signet-watcher:latest). CONTAINER_TOOL
+# is docker, else podman, whichever is on PATH.
+IMAGE_REPO     ?= signet-watcher
+IMAGE_TAG      ?= $(subst +,-,$(VERSION))
+CONTAINER_TOOL ?= $(shell command -v docker 2>/dev/null || command -v podman 2>/dev/null)
+WATCHER_DOCKERFILE := deploy/watcher/Dockerfile
+
+.PHONY: image
+image: ## Build the watcher's container image (static, distroless, non-root) as IMAGE_REPO:IMAGE_TAG (signet-watcher:VERSION) and :latest, with docker or podman.
+	@if [ -z "$(CONTAINER_TOOL)" ]; then echo "make image: neither docker nor podman is installed; install one (or set CONTAINER_TOOL=/path/to/docker-compatible tool)" >&2; exit 1; fi
+	@if ! command -v $(CONTAINER_TOOL) >/dev/null; then echo "make image: CONTAINER_TOOL=$(CONTAINER_TOOL) is not an executable on PATH" >&2; exit 1; fi
+	@if ! $(CONTAINER_TOOL) info >/dev/null 2>&1; then echo "make image: $(CONTAINER_TOOL) is installed but cannot reach its daemon ('$(CONTAINER_TOOL) info' fails): start it, or set CONTAINER_TOOL=podman" >&2; exit 1; fi
+	$(CONTAINER_TOOL) build -f $(WATCHER_DOCKERFILE) \
+		$(if $(findstring podman,$(notdir $(CONTAINER_TOOL))),--ignorefile $(WATCHER_DOCKERFILE).dockerignore) \
+		--build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) --build-arg COMMIT_DATE=$(COMMIT_DATE) \
+		--build-arg DAEMON_GODEBUG=$(DAEMON_GODEBUG) \
+		-t $(IMAGE_REPO):$(IMAGE_TAG) -t $(IMAGE_REPO):latest .
+	@echo "built $(IMAGE_REPO):$(IMAGE_TAG) and $(IMAGE_REPO):latest (deploy/watcher/deployment.yaml runs signet-watcher:latest; push it and set the image there or with kustomize's images:)"
+
 # KEY is where the demo signer's CA key lives: file (signet-server --dev's PEM file), pkcs11
 # (made inside a SoftHSM2 token) or tpm (made inside a TPM 2.0: swtpm, a separate process).
 KEY ?= file
@@ -65,10 +85,13 @@ ifeq ($(filter $(KEY),file pkcs11 tpm),)
 $(error make demo: unknown KEY=$(KEY): want file, pkcs11 (SoftHSM2) or tpm (swtpm))
 endif
 endif
+# KEEP=1 leaves the demo running in the background afterwards (control plane, server,
+# watcher) and prints where its folder is, how to poke at it and how to stop it.
+KEEP ?=
 .PHONY: demo
-demo: build kube-bins ## Start a local control plane, signet-server --dev and signet-watcher, and sign a CSR end to end (KEY=pkcs11|tpm: CA key in SoftHSM2 or a TPM).
+demo: build kube-bins ## Start a local control plane, signet-server --dev and signet-watcher, and sign a CSR end to end (KEY=pkcs11|tpm: CA key in SoftHSM2 or a TPM; KEEP=1: leave it all running).
 	$(if $(filter pkcs11 tpm,$(KEY)),./hack/node-deps.sh)
-	$(GO) run ./hack/demo --bin $(BIN) --kube-version $(KUBE_VERSION) --key $(KEY)
+	$(GO) run ./hack/demo --bin $(BIN) --kube-version $(KUBE_VERSION) --key $(KEY)$(if $(filter-out 0 no false,$(KEEP)), --keep)
 
 .PHONY: bench
 bench: build kube-bins ## Server issuance vs the bare parse+sign anchor (same run), watcher memory on a real cluster, CA keys in hardware.

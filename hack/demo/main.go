@@ -3,6 +3,10 @@
 // requester submits, an admin approves and Signet signs. It prints the issued chain, verifies
 // it against the signer's CA and shuts everything down. `make demo` runs it.
 //
+// --keep (`make demo KEEP=1`) leaves it all running instead: the demo goes on in the
+// background, in a folder it prints with how to reach each piece (kubectl, signetctl, the
+// metrics) and how to stop it (keep.go).
+//
 // --key chooses where the signer's CA key lives: file (the PEM file `signet-server --dev`
 // writes), pkcs11 (made inside a fresh SoftHSM2 token) or tpm (made inside a TPM 2.0: swtpm,
 // started as a separate process). For pkcs11 and tpm the demo prepares the dev PKI itself,
@@ -45,7 +49,8 @@ const (
 func main() {
 	bin := flag.String("bin", "bin", "folder holding signet-server and signet-watcher")
 	version := flag.String("kube-version", "v1.37.1", "kube-apiserver version (hack/kube/<version>)")
-	keep := flag.Bool("keep", false, "keep the state folder (CA, certificates, logs) after the demo")
+	keep := flag.Bool("keep", false, "leave the control plane, signet-server and signet-watcher running in the background after the demo, and print where everything is and how to stop it")
+	keepDir := flag.String("keep-dir", "", "internal: the folder of the background copy --keep starts")
 	key := flag.String("key", keyFile, "where the signer's CA key lives: file, pkcs11 (SoftHSM2) or tpm (swtpm)")
 	flag.Parse()
 	switch *key {
@@ -56,22 +61,36 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *bin, *version, *key, *keep); err != nil {
+	var err error
+	switch {
+	case *keepDir != "": // the background copy of --keep
+		err = run(ctx, *bin, *version, *key, &kept{dir: *keepDir, ready: readyPipe()})
+		_ = os.Remove(filepath.Join(*keepDir, pidFile)) // last: the stop script waits for it
+	case *keep:
+		err = detach(ctx, os.Args[1:])
+	default:
+		err = run(ctx, *bin, *version, *key, nil)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "\ndemo failed:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, bin, version, keyKind string, keep bool) error {
+// run runs the demo in a new temporary folder that it removes at the end; with keep (the
+// background copy of --keep) it runs in keep.dir, stays up until ctx ends and keeps the folder.
+func run(ctx context.Context, bin, version, keyKind string, keep *kept) error {
 	start := time.Now()
-	dir, err := os.MkdirTemp("", "signet-demo-")
-	if err != nil {
-		return err
-	}
-	if keep {
-		defer fmt.Printf("\nstate kept in %s (CA, certificates, logs)\n", dir)
-	} else {
+	var dir string
+	if keep == nil {
+		var err error
+		if dir, err = os.MkdirTemp("", "signet-demo-"); err != nil {
+			return err
+		}
 		defer os.RemoveAll(dir)
+	} else {
+		dir = keep.dir
+		defer fmt.Printf("\n==> stopped; the folder stays: %s (rm -rf it when done)\n", dir)
 	}
 
 	step("starting kube-apiserver and etcd %s", version)
@@ -165,7 +184,24 @@ func run(ctx context.Context, bin, version, keyKind string, keep bool) error {
 	showKeyMetrics(serverHTTP)
 	fmt.Printf("\nCA key: %s\n", caKey.summary())
 	fmt.Printf("\nDemo finished in %s.\n", time.Since(start).Round(100*time.Millisecond))
-	return nil
+	if keep == nil {
+		return nil
+	}
+	adminConfig, _ := cluster.Admin()
+	return stayUp(ctx, keptDemo{
+		dir: dir, state: state, bin: absPath(bin), grpcAddr: addr, serverHTTP: serverHTTP,
+		watcherMetrics: metricsAddr, apiserver: adminConfig.Host, csrName: csr.Name,
+		keySummary: caKey.summary(),
+	}, keep.ready, func(path string) error { return cluster.WriteKubeconfig(nil, path) })
+}
+
+// absPath is path made absolute, for the commands the kept demo prints; path itself if that
+// fails.
+func absPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
 }
 
 // startServer starts signet-server with its CA key where keyKind says and waits until it is
@@ -173,6 +209,9 @@ func run(ctx context.Context, bin, version, keyKind string, keep bool) error {
 // device first and the server runs on the configuration that names it.
 func startServer(ctx context.Context, bin, dir, state, keyKind, addr, httpAddr string) (*process, *caKey, error) {
 	ck := fileKey(state)
+	if err := prepareDevState(state, addr); err != nil {
+		return nil, nil, err
+	}
 	args := []string{"--dev", "--dev-state-dir", state, "--dev-signer-name", signerName}
 	if keyKind != keyFile {
 		step("generating the signer's CA key (P-256) inside a %s, and its root certificate", deviceName(keyKind))

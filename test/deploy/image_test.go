@@ -1,0 +1,313 @@
+package deploy
+
+import (
+	"bytes"
+	"debug/buildinfo"
+	"debug/elf"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// TestWatcherDeploymentMatchesTheImage: deploy/watcher/deployment.yaml runs the image make
+// image tags, as the image's user, with a read-only root file system and the image's own
+// entrypoint.
+func TestWatcherDeploymentMatchesTheImage(t *testing.T) {
+	df := loadWatcherDockerfile(t)
+	uid, gid := imageUser(t, df.stages[len(df.stages)-1])
+	var d appsv1.Deployment
+	if err := yaml.UnmarshalStrict([]byte(readFile(t, "deploy/watcher/deployment.yaml")), &d); err != nil {
+		t.Fatalf("deploy/watcher/deployment.yaml: %v", err)
+	}
+	psc := d.Spec.Template.Spec.SecurityContext
+	if psc == nil || psc.RunAsUser == nil || *psc.RunAsUser != int64(uid) || psc.RunAsGroup == nil || *psc.RunAsGroup != int64(gid) {
+		t.Errorf("deployment.yaml: pod securityContext %+v: want runAsUser %d, runAsGroup %d (the image's USER)", psc, uid, gid)
+	}
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
+		t.Error("deployment.yaml: want runAsNonRoot: true")
+	}
+	repo := regexp.MustCompile(`(?m)^IMAGE_REPO\s*\?=\s*(\S+)`).FindStringSubmatch(readFile(t, "Makefile"))
+	if repo == nil {
+		t.Fatal("Makefile: no IMAGE_REPO")
+	}
+	var watcher bool
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if c.Image != repo[1]+":latest" {
+			continue
+		}
+		watcher = true
+		if len(c.Command) > 0 {
+			t.Errorf("deployment.yaml: container %s sets command %v: the image's ENTRYPOINT starts the watcher", c.Name, c.Command)
+		}
+		if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			t.Errorf("deployment.yaml: container %s: want readOnlyRootFilesystem: true (the image writes nothing)", c.Name)
+		}
+	}
+	if !watcher {
+		t.Errorf("deployment.yaml: no container runs %s:latest, the image make image tags", repo[1])
+	}
+}
+
+// TestWatcherImageContextBuilds runs the Dockerfile's go build without docker: on a copy of
+// the build context as its .dockerignore admits it (Dockerfile.dockerignore), with the build
+// arguments make image passes. The binary must be static, report the version it was given
+// and carry the build settings the Dockerfile asks for.
+func TestWatcherImageContextBuilds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds signet-watcher")
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go on PATH")
+	}
+	df := loadWatcherDockerfile(t)
+	run := goBuild(t, df)
+	ignore := readFile(t, watcherDockerfile+".dockerignore")
+	ctx := t.TempDir()
+	n := copyContext(t, repoRoot, ctx, parseDockerignore(ignore))
+	t.Logf("build context: %d files admitted by %s.dockerignore", n, watcherDockerfile)
+
+	out := t.TempDir()
+	script := strings.ReplaceAll(stripRunFlags(run.args), "/out/", out+"/")
+	godebug, _ := df.stages[0].argDefault("DAEMON_GODEBUG")
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Dir = ctx
+	cmd.Env = append(os.Environ(),
+		"PATH="+filepath.Dir(goBin)+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"VERSION=v0.0.0-image-test", "COMMIT=0123456789abcdef0123456789abcdef01234567", "COMMIT_DATE=2026-01-02T03:04:05Z",
+		"DAEMON_GODEBUG="+godebug, "TARGETOS="+runtime.GOOS, "TARGETARCH="+runtime.GOARCH, "GOTOOLCHAIN=local")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s:%d: the go build fails on the context the ignore file admits: %v\n%s", watcherDockerfile, run.line, err, b)
+	}
+	bin := filepath.Join(out, "signet-watcher")
+	checkStatic(t, bin)
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	if settings["CGO_ENABLED"] != "0" || settings["-trimpath"] != "true" {
+		t.Errorf("build settings %v: want CGO_ENABLED=0 and -trimpath=true", settings)
+	}
+	// -trimpath leaves -ldflags out of the build settings: look for the GODEBUG default (a
+	// string the runtime reads) in the binary itself.
+	if data, err := os.ReadFile(bin); err != nil || !bytes.Contains(data, []byte(godebug)) {
+		t.Errorf("%s lacks the GODEBUG default %s (-X=runtime.godebugDefault) (%v)", bin, godebug, err)
+	}
+	v, err := exec.Command(bin, "--version").CombinedOutput()
+	if err != nil || !bytes.Contains(v, []byte("v0.0.0-image-test")) || !bytes.Contains(v, []byte("0123456789ab")) {
+		t.Errorf("signet-watcher --version = %q, %v: want the version and commit passed as build arguments", v, err)
+	}
+}
+
+// stripRunFlags drops a RUN's leading --mount=… (and other --flag) options, leaving the
+// shell command.
+func stripRunFlags(args string) string {
+	for strings.HasPrefix(args, "--") {
+		_, rest, _ := strings.Cut(args, " ")
+		args = strings.TrimSpace(rest)
+	}
+	return args
+}
+
+// checkStatic fails unless the ELF file at path has no interpreter and no shared libraries.
+func checkStatic(t *testing.T, path string) {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Errorf("%s has an ELF interpreter: not a static binary", path)
+		}
+	}
+	if libs, _ := f.ImportedLibraries(); len(libs) > 0 {
+		t.Errorf("%s needs shared libraries %v: not a static binary", path, libs)
+	}
+}
+
+// ignoreRule is one line of a .dockerignore file.
+type ignoreRule struct {
+	re     *regexp.Regexp
+	negate bool
+}
+
+// parseDockerignore compiles the rules of a .dockerignore file as docker reads them: one
+// pattern a line, # comments, ! re-includes, * and ? within one path element, ** across
+// any number of them, and a pattern matching a folder matching everything in it.
+func parseDockerignore(text string) []ignoreRule {
+	var rules []ignoreRule
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		r := ignoreRule{}
+		if p, ok := strings.CutPrefix(line, "!"); ok {
+			r.negate, line = true, p
+		}
+		line = strings.TrimPrefix(filepath.ToSlash(filepath.Clean(line)), "/")
+		var re strings.Builder
+		for i := 0; i < len(line); i++ {
+			switch c := line[i]; {
+			case strings.HasPrefix(line[i:], "**/"):
+				re.WriteString("(.*/)?")
+				i += 2
+			case strings.HasPrefix(line[i:], "**"):
+				re.WriteString(".*")
+				i++
+			case c == '*':
+				re.WriteString("[^/]*")
+			case c == '?':
+				re.WriteString("[^/]")
+			default:
+				re.WriteString(regexp.QuoteMeta(string(c)))
+			}
+		}
+		r.re = regexp.MustCompile("^" + re.String() + "(/.*)?$")
+		rules = append(rules, r)
+	}
+	return rules
+}
+
+// excluded says whether rules keep rel (slash-separated, relative to the context) out of
+// the build context: the last rule that matches it decides.
+func excluded(rules []ignoreRule, rel string) bool {
+	out := false
+	for _, r := range rules {
+		if r.re.MatchString(rel) {
+			out = !r.negate
+		}
+	}
+	return out
+}
+
+// copyContext copies the files under src that rules admit to dst and returns how many. .git
+// and .cache are not walked (the rules must exclude them: checked).
+func copyContext(t *testing.T, src, dst string, rules []ignoreRule) int {
+	t.Helper()
+	for _, big := range []string{".git/config", ".cache/kube"} {
+		if !excluded(rules, big) {
+			t.Errorf("%s.dockerignore admits %s into the build context", watcherDockerfile, big)
+		}
+	}
+	n := 0
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if rel == ".git" || rel == ".cache" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() || excluded(rules, rel) {
+			return nil
+		}
+		n++
+		return copyFile(path, filepath.Join(dst, rel))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func copyFile(src, dst string) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// TestDockerignoreRules pins the matcher to docker's behaviour on the patterns the watcher's
+// ignore file uses.
+func TestDockerignoreRules(t *testing.T) {
+	rules := parseDockerignore("*\n!go.mod\n!**/*.go\n")
+	for rel, want := range map[string]bool{
+		"go.mod":                  false,
+		"go.sum":                  true,
+		"main.go":                 false,
+		"cmd/signet-watcher/x.go": false,
+		"bin/signet-watcher":      true,
+		"README.md":               true,
+		"docs/x.md":               true,
+		".git/HEAD":               true,
+	} {
+		if got := excluded(rules, rel); got != want {
+			t.Errorf("excluded(%q) = %v, want %v", rel, got, want)
+		}
+	}
+}
+
+// TestWatcherImageBuild builds the image with make image where docker or podman can, then
+// runs it read-only as the unprivileged user and asks for its version. Where neither can
+// (this test's usual machine: no daemon), it says so and the file checks above stand.
+func TestWatcherImageBuild(t *testing.T) {
+	tool := containerTool()
+	if tool == "" {
+		t.Skip("neither docker nor podman can build here (not installed, or the daemon is unreachable): the Dockerfile is checked by the tests above, not built")
+	}
+	if testing.Short() {
+		t.Skip("-short: builds a container image")
+	}
+	const repo, tag = "signet-watcher-test", "deploy-test"
+	t.Cleanup(func() { _ = exec.Command(tool, "rmi", repo+":"+tag, repo+":latest").Run() })
+	mk := exec.Command("make", "image", "CONTAINER_TOOL="+tool, "IMAGE_REPO="+repo, "IMAGE_TAG="+tag, "VERSION=v0.0.0-image-test")
+	mk.Dir = repoRoot
+	if out, err := mk.CombinedOutput(); err != nil {
+		t.Fatalf("make image: %v\n%s", err, out)
+	}
+	user, err := exec.Command(tool, "image", "inspect", "--format", "{{.Config.User}}", repo+":"+tag).Output()
+	if err != nil || strings.TrimSpace(string(user)) != "65532:65532" {
+		t.Errorf("image user = %q, %v: want 65532:65532", user, err)
+	}
+	out, err := exec.Command(tool, "run", "--rm", "--read-only", "--cap-drop=ALL", "--security-opt=no-new-privileges", repo+":"+tag, "--version").CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("v0.0.0-image-test")) {
+		t.Errorf("%s run … --version = %q, %v", tool, out, err)
+	}
+}
+
+// containerTool returns docker or podman if one is installed and answers `info`, else "".
+func containerTool() string {
+	for _, name := range []string{"docker", "podman"} {
+		path, err := exec.LookPath(name)
+		if err != nil {
+			continue
+		}
+		if exec.Command(path, "info").Run() == nil {
+			return path
+		}
+	}
+	return ""
+}
