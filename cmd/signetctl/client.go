@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/signet-pki/signet/internal/devpki"
+	"github.com/signet-pki/signet/server/access"
 )
 
 // defaultServer is the address signetctl dials when no setting names one: signet-server's
@@ -34,6 +35,8 @@ type connFlags struct {
 	settings connSettings
 	// missingTLS is set by resolve when no source gives one of the TLS files.
 	missingTLS bool
+	// identity is the client identity of the certificate dial loaded.
+	identity string
 }
 
 // addConnFlags adds the connection flags to cmd and returns them.
@@ -151,7 +154,8 @@ func (c *connFlags) dial() (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, inputError("%v", err)
 	}
-	conn, err := grpc.NewClient(c.settings.server, grpc.WithTransportCredentials(credentials.NewTLS(cfg)),
+	c.identity = access.Identity(cfg.Certificates[0].Leaf)
+	conn, err := grpc.NewClient(c.settings.server, grpc.WithTransportCredentials(firstReadCreds{credentials.NewTLS(cfg)}),
 		grpc.WithUserAgent("signetctl"))
 	if err != nil {
 		return nil, inputError("server %s: %v", c.settings.server, err)
@@ -166,5 +170,5 @@ func (c *connFlags) callContext(ctx context.Context) (context.Context, context.C
 
 // callError is the exit of a failed call (see the function callError).
 func (c *connFlags) callError(err error) error {
-	return callError(c.settings.server, err)
+	return callError(endpoint{server: c.settings.server, identity: c.identity}, err)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/signet-pki/signet/internal/devpki"
+	"github.com/signet-pki/signet/internal/mtlstest"
 	"github.com/signet-pki/signet/internal/testpki"
 	"github.com/signet-pki/signet/server/config"
 	"github.com/signet-pki/signet/server/servertest"
@@ -242,5 +243,27 @@ func TestExpiredClientCertificate(t *testing.T) {
 	code, _, errOut := runCmd("signers", "--tls-ca", caFile, "--tls-cert", certFile, "--tls-key", keyFile, "--server", deadAddress(t))
 	if code != 2 || !strings.Contains(errOut, "expired at") {
 		t.Errorf("expired client certificate: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestConnectionFailuresNamed: each way the mutual TLS handshake fails gets its own name and
+// hint: a client identity the server does not know, a client certificate from a CA the server
+// does not trust, a server certificate from a CA --tls-ca does not hold.
+func TestConnectionFailuresNamed(t *testing.T) {
+	addr, dir := devServer(t, func(c *config.Config) { c.Clients[0].Identity = "someone-else" })
+	code, _, errOut := runCmd("signers", "--server", addr, "--dev-state-dir", dir)
+	if code != 2 || !strings.Contains(errOut, "[client not configured: the server refused the client certificate (identity ") {
+		t.Errorf("unknown identity: exit %d, stderr %q", code, errOut)
+	}
+	addr, dir = devServer(t)
+	_, cert, key := mtlstest.NewCA(t).ClientFiles(t, t.TempDir(), "stranger")
+	code, _, errOut = runCmd("signers", "--server", addr, "--tls-ca", filepath.Join(dir, devpki.TLSCACert), "--tls-cert", cert, "--tls-key", key)
+	if code != 2 || !strings.Contains(errOut, `[untrusted client certificate: the client certificate (identity "stranger") is not issued by a CA in the server's tls.clientCAFile]`) {
+		t.Errorf("untrusted client CA: exit %d, stderr %q", code, errOut)
+	}
+	_, other := devServer(t)
+	code, _, errOut = runCmd("signers", "--server", addr, "--dev-state-dir", dir, "--tls-ca", filepath.Join(other, devpki.TLSCACert))
+	if code != 2 || !strings.Contains(errOut, "[untrusted server: its certificate is not signed by a CA in --tls-ca]") {
+		t.Errorf("untrusted server: exit %d, stderr %q", code, errOut)
 	}
 }

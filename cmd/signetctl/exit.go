@@ -61,20 +61,29 @@ func failure(format string, a ...any) error {
 // silentFailure is exit 1 without a message: the command's output said it all.
 func silentFailure() error { return &exitError{code: exitFailed} }
 
-// callError is the exit of a failed call to the server at server: a refusal (a status
-// carrying a signet.dev reason) prints "refused (REASON): message" and exits 1; anything else
-// (no answer, a TLS failure, a timeout, a status without reason) is described by
-// describeRPCError and exits 2.
-func callError(server string, err error) error {
+// callError is the exit of a failed call to the server (at to.server, as to.identity): a
+// refusal (a status carrying a signet.dev reason) prints "refused (REASON): message" and exits
+// 1; anything else (no answer, a TLS failure, a timeout, a status without reason) is
+// described by describeRPCError and exits 2.
+func callError(to endpoint, err error) error {
 	var carrier interface{ GRPCStatus() *status.Status }
 	if errors.As(err, &carrier) && carrier.GRPCStatus() != nil {
 		st := carrier.GRPCStatus()
 		if reason := signetReason(st); reason != "" {
 			return &exitError{code: exitFailed, msg: fmt.Sprintf("refused (%s): %s", reason, st.Message())}
 		}
-		return &exitError{code: exitNoReply, msg: describeRPCError(server, st.Err())}
+		return &exitError{code: exitNoReply, msg: describeRPCError(to, st.Err())}
 	}
 	return &exitError{code: exitNoReply, msg: err.Error()}
+}
+
+// endpoint is who called whom, for the hints of describeRPCError.
+type endpoint struct {
+	// server is the address called.
+	server string
+	// identity is the client identity of the certificate presented (its first URI SAN, else
+	// its common name), as the server reads it.
+	identity string
 }
 
 // signetReason is the reason of st's first ErrorInfo of domain signet.dev, e.g.
@@ -91,7 +100,7 @@ func signetReason(st *status.Status) string {
 // describeRPCError is the one-line account of a failed call: the status code and message,
 // plus the google.rpc.ErrorInfo reason when the server sent one, and a hint at the likely
 // cause of a failed connection.
-func describeRPCError(server string, err error) string {
+func describeRPCError(to endpoint, err error) string {
 	st, ok := status.FromError(err)
 	if !ok {
 		return err.Error()
@@ -104,28 +113,37 @@ func describeRPCError(server string, err error) string {
 	}
 	switch st.Code() {
 	case codes.Unavailable:
-		msg += " [" + unavailableHint(server, st.Message()) + "]"
+		msg += " [" + unavailableHint(to, st.Message()) + "]"
 	case codes.DeadlineExceeded:
 		msg += " [no answer within --timeout]"
 	}
 	return msg
 }
 
-// unavailableHint guesses why the server at server could not be reached from the message of
-// an Unavailable status.
-func unavailableHint(server, msg string) string {
+// unavailableHint names the likely cause of a failed connection from the message of an
+// Unavailable status: the TLS alert the server sent (TLS 1.3 reports the server's refusal of
+// the client certificate when the connection is first read) or the client's own check of the
+// server's certificate.
+func unavailableHint(to endpoint, msg string) string {
+	who := "the client certificate"
+	if to.identity != "" {
+		who = fmt.Sprintf("the client certificate (identity %q)", to.identity)
+	}
 	switch {
 	case strings.Contains(msg, "certificate signed by unknown authority"):
-		return "the server's certificate is not signed by a CA in --tls-ca"
+		return "untrusted server: its certificate is not signed by a CA in --tls-ca"
 	case strings.Contains(msg, "certificate is valid for"), strings.Contains(msg, "doesn't contain any IP SANs"):
-		return "the server's certificate does not name the host of --server; set --server-name to a name it holds"
-	case strings.Contains(msg, "certificate has expired") || strings.Contains(msg, "expired certificate"):
-		return "a certificate has expired: check --tls-cert, and the server's certificate"
-	case strings.Contains(msg, "bad certificate"), strings.Contains(msg, "unknown certificate authority"),
-		strings.Contains(msg, "certificate required"):
-		return "the server did not accept the client certificate: is --tls-cert issued by the server's tls.clientCAFile, and not expired?"
+		return "wrong server name: the server's certificate does not name the host of --server; set --server-name to a name it holds"
+	case strings.Contains(msg, "certificate has expired or is not yet valid"):
+		return "the server's certificate has expired (or this host's clock is off)"
+	case strings.Contains(msg, "expired certificate"):
+		return "expired client certificate: the server refused " + who + " as expired; renew --tls-cert"
+	case strings.Contains(msg, "certificate required"), strings.Contains(msg, "unknown certificate authority"):
+		return "untrusted client certificate: " + who + " is not issued by a CA in the server's tls.clientCAFile"
+	case strings.Contains(msg, "access denied"), strings.Contains(msg, "bad certificate"):
+		return "client not configured: the server refused " + who + "; is that identity in the server's clients? (the server logs why)"
 	case strings.Contains(msg, "connection refused"), strings.Contains(msg, "no such host"):
-		return "is signet-server running at " + server + "?"
+		return "is signet-server running at " + to.server + "?"
 	}
-	return "is signet-server running at " + server + ", and do --tls-ca and --server-name match its certificate?"
+	return "is signet-server running at " + to.server + ", and do --tls-ca and --server-name match its certificate?"
 }
