@@ -67,6 +67,7 @@ init/csr) and its public key. PINs are redacted in everything printed.
 		if err := out.check(cmd); err != nil {
 			return err
 		}
+		alg = canonicalAlgorithm(alg)
 		key, made, err := keystore.Generate(cmd.Context(), uri, alg, opts)
 		if err != nil {
 			return failure("%v", err)
@@ -86,6 +87,27 @@ init/csr) and its public key. PINs are redacted in everything printed.
 		return nil
 	}
 	return cmd
+}
+
+// canonicalAlgorithm maps the other common spellings of a key algorithm (p256, ecdsa-p256,
+// prime256v1, rsa3072, any case) to the keystore's name (P-256, RSA-3072); other values are
+// returned as they are, for the keystore to refuse with the list of names it takes.
+func canonicalAlgorithm(alg string) string {
+	a := strings.NewReplacer("-", "", "_", "", " ", "").Replace(strings.ToLower(alg))
+	a = strings.TrimPrefix(a, "ecdsa")
+	switch a {
+	case "p256", "prime256v1", "secp256r1":
+		return keyerr.P256
+	case "p384", "secp384r1":
+		return keyerr.P384
+	case "rsa2048":
+		return keyerr.RSA2048
+	case "rsa3072":
+		return keyerr.RSA3072
+	case "rsa4096":
+		return keyerr.RSA4096
+	}
+	return alg
 }
 
 // listedKey is one key of keys list for -o json|yaml.

@@ -143,3 +143,14 @@ func TestKeysCreateRefusesFiles(t *testing.T) {
 		t.Errorf("ca init without CN: exit %d, stderr %q", code, errOut)
 	}
 }
+
+func TestCanonicalAlgorithm(t *testing.T) {
+	for in, want := range map[string]string{
+		"P-256": "P-256", "ecdsa-p256": "P-256", "prime256v1": "P-256", "ECDSA_P384": "P-384", "secp384r1": "P-384",
+		"rsa-2048": "RSA-2048", "RSA3072": "RSA-3072", "rsa4096": "RSA-4096", "ed25519": "ed25519",
+	} {
+		if got := canonicalAlgorithm(in); got != want {
+			t.Errorf("canonicalAlgorithm(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
