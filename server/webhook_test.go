@@ -9,7 +9,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -37,6 +36,7 @@ import (
 	"github.com/signet-pki/signet/server/access"
 	"github.com/signet-pki/signet/server/config"
 	"github.com/signet-pki/signet/server/ledger"
+	"github.com/signet-pki/signet/server/webhook/webhooktest"
 	"github.com/signet-pki/signet/signerclient"
 )
 
@@ -165,68 +165,6 @@ func (w *webhookServer) contractClient(t *testing.T, certs ...tls.Certificate) *
 	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
 }
 
-// googleError is the error body of docs/webhook.md.
-type googleError struct {
-	Error struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-		Status  string `json:"status"`
-		Details []struct {
-			Type   string `json:"@type"`
-			Reason string `json:"reason"`
-			Domain string `json:"domain"`
-		} `json:"details"`
-	} `json:"error"`
-}
-
-// reason is the ErrorInfo reason of the body, "" if it has none.
-func (g googleError) reason() string {
-	for _, d := range g.Error.Details {
-		if d.Type == "type.googleapis.com/google.rpc.ErrorInfo" && d.Domain == "signet.dev" {
-			return d.Reason
-		}
-	}
-	return ""
-}
-
-// postRaw posts body with contentType (none if "") to url and returns the status, headers and
-// body.
-func postRaw(t *testing.T, c *http.Client, method, url, contentType string, body io.Reader) (*http.Response, []byte) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(callContext(t), method, url, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, data
-}
-
-// postError posts body and parses the error body, failing t on a 2xx or a body that is not
-// the contract's.
-func postError(t *testing.T, c *http.Client, method, url, contentType string, body io.Reader) (*http.Response, googleError) {
-	t.Helper()
-	resp, data := postRaw(t, c, method, url, contentType, body)
-	var g googleError
-	if resp.StatusCode < 400 || json.Unmarshal(data, &g) != nil || g.Error.Code != resp.StatusCode || g.Error.Status == "" || g.Error.Message == "" {
-		t.Fatalf("answer %d %q, want an error body with the status code", resp.StatusCode, data)
-	}
-	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
-		t.Errorf("error Content-Type = %q, want application/json", ct)
-	}
-	return resp, g
-}
-
 func mustJSON(t *testing.T, v any) []byte {
 	t.Helper()
 	data, err := json.Marshal(v)
@@ -325,9 +263,9 @@ func TestWebhookRefusesLikeGRPC(t *testing.T) {
 			uid := fmt.Sprintf("uid-refused-%d", i)
 			csr := csrObject(uid+"-webhook", testpki.CSR(t, p256, nil))
 			tt.modify(csr)
-			resp, body := postError(t, hc, http.MethodPost, w.url, "application/json", bytes.NewReader(mustJSON(t, csr)))
-			if resp.StatusCode != tt.httpStatus || body.Error.Status != tt.status || body.reason() != tt.reason {
-				t.Fatalf("webhook answered %d %s %s (%q), want %d %s %s", resp.StatusCode, body.Error.Status, body.reason(), body.Error.Message, tt.httpStatus, tt.status, tt.reason)
+			resp, body := webhooktest.PostError(t, hc, http.MethodPost, w.url, "application/json", bytes.NewReader(mustJSON(t, csr)))
+			if resp.StatusCode != tt.httpStatus || body.Error.Status != tt.status || body.Reason() != tt.reason {
+				t.Fatalf("webhook answered %d %s %s (%q), want %d %s %s", resp.StatusCode, body.Error.Status, body.Reason(), body.Error.Message, tt.httpStatus, tt.status, tt.reason)
 			}
 			if tt.name == "unapproved" {
 				if !strings.Contains(body.Error.Message, "is not approved") {
@@ -347,8 +285,8 @@ func TestWebhookRefusesLikeGRPC(t *testing.T) {
 				t.Errorf("webhook message %q, gRPC message %q", body.Error.Message, st.Message())
 			}
 			for _, d := range st.Details() {
-				if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() != body.reason() {
-					t.Errorf("webhook reason %s, gRPC reason %s", body.reason(), info.GetReason())
+				if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() != body.Reason() {
+					t.Errorf("webhook reason %s, gRPC reason %s", body.Reason(), info.GetReason())
 				}
 			}
 		})
@@ -422,15 +360,15 @@ func TestWebhookRateLimited(t *testing.T) {
 	hc := w.contractClient(t, w.devClient(t))
 	for i, want := range []int{http.StatusOK, http.StatusTooManyRequests} {
 		request, _ := servingCSR(t)
-		resp, data := postRaw(t, hc, http.MethodPost, w.url, "application/json", bytes.NewReader(mustJSON(t, csrObject(fmt.Sprintf("uid-rate-%d", i), request))))
+		resp, data := webhooktest.PostRaw(t, hc, http.MethodPost, w.url, "application/json", bytes.NewReader(mustJSON(t, csrObject(fmt.Sprintf("uid-rate-%d", i), request))))
 		if resp.StatusCode != want {
 			t.Fatalf("request %d: %d %s, want %d", i, resp.StatusCode, data, want)
 		}
 		if want != http.StatusTooManyRequests {
 			continue
 		}
-		var g googleError
-		if json.Unmarshal(data, &g) != nil || g.Error.Status != "RESOURCE_EXHAUSTED" || g.reason() != "RATE_LIMITED" || resp.Header.Get("Retry-After") != "1" {
+		var g webhooktest.ErrorBody
+		if json.Unmarshal(data, &g) != nil || g.Error.Status != "RESOURCE_EXHAUSTED" || g.Reason() != "RATE_LIMITED" || resp.Header.Get("Retry-After") != "1" {
 			t.Errorf("rate limited: %s, Retry-After %q; want RESOURCE_EXHAUSTED RATE_LIMITED and Retry-After 1", data, resp.Header.Get("Retry-After"))
 		}
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/signet-pki/signet/server/config"
 	"github.com/signet-pki/signet/server/ledger"
 	"github.com/signet-pki/signet/server/servertest"
+	"github.com/signet-pki/signet/server/webhook/webhooktest"
 )
 
 // The webhook's input handling on a real server (servertest, the dev PKI), with a client
@@ -112,67 +113,6 @@ func mustJSON(t *testing.T, v any) []byte {
 	return data
 }
 
-// googleError is the error body of docs/webhook.md.
-type googleError struct {
-	Error struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-		Status  string `json:"status"`
-		Details []struct {
-			Type   string `json:"@type"`
-			Reason string `json:"reason"`
-			Domain string `json:"domain"`
-		} `json:"details"`
-	} `json:"error"`
-}
-
-// reason is the body's ErrorInfo reason, "" if none.
-func (g googleError) reason() string {
-	for _, d := range g.Error.Details {
-		if d.Type == "type.googleapis.com/google.rpc.ErrorInfo" && d.Domain == "signet.dev" {
-			return d.Reason
-		}
-	}
-	return ""
-}
-
-// postRaw sends body with contentType (none if "") and returns the answer and its body.
-func postRaw(t *testing.T, c *http.Client, method, url, contentType string, body io.Reader) (*http.Response, []byte) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(callContext(t), method, url, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, data
-}
-
-// postError sends body and parses the error body, failing t on a 2xx or a body that is not
-// the contract's.
-func postError(t *testing.T, c *http.Client, method, url, contentType string, body io.Reader) (*http.Response, googleError) {
-	t.Helper()
-	resp, data := postRaw(t, c, method, url, contentType, body)
-	var g googleError
-	if resp.StatusCode < 400 || json.Unmarshal(data, &g) != nil || g.Error.Code != resp.StatusCode || g.Error.Status == "" || g.Error.Message == "" {
-		t.Fatalf("answer %d %q, want an error body with the status code", resp.StatusCode, data)
-	}
-	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
-		t.Errorf("error Content-Type = %q, want application/json", ct)
-	}
-	return resp, g
-}
-
 // TestWebhookBadInput: what is not an approved certificates.k8s.io/v1
 // CertificateSigningRequest in JSON gets a 4xx with a reason, and nothing is issued or
 // recorded; another method or path gets 405 or 404 in the same shape.
@@ -223,9 +163,9 @@ func TestWebhookBadInput(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			url := strings.TrimSuffix(w.url, "/") + tt.path
-			resp, body := postError(t, hc, tt.method, url, tt.contentType, strings.NewReader(tt.body))
-			if resp.StatusCode != tt.httpStatus || body.Error.Status != tt.status || body.reason() != tt.reason || !strings.Contains(body.Error.Message, tt.message) {
-				t.Errorf("answer %d %s %s %q; want %d %s %s and a message with %q", resp.StatusCode, body.Error.Status, body.reason(), body.Error.Message,
+			resp, body := webhooktest.PostError(t, hc, tt.method, url, tt.contentType, strings.NewReader(tt.body))
+			if resp.StatusCode != tt.httpStatus || body.Error.Status != tt.status || body.Reason() != tt.reason || !strings.Contains(body.Error.Message, tt.message) {
+				t.Errorf("answer %d %s %s %q; want %d %s %s and a message with %q", resp.StatusCode, body.Error.Status, body.Reason(), body.Error.Message,
 					tt.httpStatus, tt.status, tt.reason, tt.message)
 			}
 			if resp.Header.Get("Retry-After") != "" {
@@ -280,8 +220,8 @@ func TestWebhookBodyLimit(t *testing.T) {
 			}
 			data, _ := io.ReadAll(resp.Body)
 			_ = resp.Body.Close()
-			var g googleError
-			if resp.StatusCode != http.StatusRequestEntityTooLarge || json.Unmarshal(data, &g) != nil || g.reason() != "MALFORMED_REQUEST" ||
+			var g webhooktest.ErrorBody
+			if resp.StatusCode != http.StatusRequestEntityTooLarge || json.Unmarshal(data, &g) != nil || g.Reason() != "MALFORMED_REQUEST" ||
 				!strings.Contains(g.Error.Message, fmt.Sprint(limit)) {
 				t.Errorf("h2 %t, Content-Length %t: answer %d %q, want 413 naming the limit", h2, declared, resp.StatusCode, data)
 			}
@@ -300,11 +240,11 @@ func TestWebhookBodyLimit(t *testing.T) {
 	request := servingCSR(t)
 	exact := mustJSON(t, csrObject("uid-limit-exact", request))
 	exact = append(exact, bytes.Repeat([]byte(" "), limit-len(exact))...)
-	if resp, data := postRaw(t, hc, http.MethodPost, w.url, "application/json", bytes.NewReader(exact)); resp.StatusCode != http.StatusOK {
+	if resp, data := webhooktest.PostRaw(t, hc, http.MethodPost, w.url, "application/json", bytes.NewReader(exact)); resp.StatusCode != http.StatusOK {
 		t.Errorf("a body of exactly the limit: %d %s", resp.StatusCode, data)
 	}
 	over := append(exact, ' ')
-	if resp, _ := postError(t, hc, http.MethodPost, w.url, "application/json", bytes.NewReader(over)); resp.StatusCode != http.StatusRequestEntityTooLarge {
+	if resp, _ := webhooktest.PostError(t, hc, http.MethodPost, w.url, "application/json", bytes.NewReader(over)); resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Errorf("a body one byte over the limit: %d, want 413", resp.StatusCode)
 	}
 }

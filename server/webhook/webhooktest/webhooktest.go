@@ -1,0 +1,77 @@
+// Package webhooktest is a client of the signing webhook written to its contract
+// (docs/webhook.md), not to the server's code, for the webhook's tests: it posts bodies and
+// parses the Google API error body.
+package webhooktest
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// ErrorBody is the error body of docs/webhook.md.
+type ErrorBody struct {
+	Error struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+		Status  string `json:"status"`
+		Details []struct {
+			Type   string `json:"@type"`
+			Reason string `json:"reason"`
+			Domain string `json:"domain"`
+		} `json:"details"`
+	} `json:"error"`
+}
+
+// Reason is the body's ErrorInfo reason in the signet.dev domain, "" if it has none.
+func (g ErrorBody) Reason() string {
+	for _, d := range g.Error.Details {
+		if d.Type == "type.googleapis.com/google.rpc.ErrorInfo" && d.Domain == "signet.dev" {
+			return d.Reason
+		}
+	}
+	return ""
+}
+
+// PostRaw sends body with method and contentType (none if "") to url and returns the answer
+// and its body, failing t when the request cannot be made.
+func PostRaw(t testing.TB, c *http.Client, method, url, contentType string, body io.Reader) (*http.Response, []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, data
+}
+
+// PostError sends body and parses the error body, failing t on a 2xx or a body that is not
+// the contract's (code equal to the status, a status name and a message, JSON).
+func PostError(t testing.TB, c *http.Client, method, url, contentType string, body io.Reader) (*http.Response, ErrorBody) {
+	t.Helper()
+	resp, data := PostRaw(t, c, method, url, contentType, body)
+	var g ErrorBody
+	if resp.StatusCode < 400 || json.Unmarshal(data, &g) != nil || g.Error.Code != resp.StatusCode || g.Error.Status == "" || g.Error.Message == "" {
+		t.Fatalf("answer %d %q, want an error body with the status code", resp.StatusCode, data)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("error Content-Type = %q, want application/json", ct)
+	}
+	return resp, g
+}
