@@ -3,7 +3,7 @@
 # packages (Debian/Ubuntu), when they are missing: the container runtime containerd and runc
 # (real-kubelet tests), SoftHSM2 (the PKCS#11 keystore backend), swtpm (the TPM backend
 # against a separate TPM process) and OpenSSL's headers (the in-process TPM simulator of
-# go-tpm-tools links libcrypto). It needs root (or sudo) only when it has something to install;
+# go-tpm-tools links libcrypto), and systemd's tools (test/deploy verifies the server's unit). It needs root (or sudo) only when it has something to install;
 # without either it prints the one command to run and fails: a missing HSM or TPM is a test
 # failure, never a skip.
 set -euo pipefail
@@ -14,6 +14,7 @@ command -v softhsm2-util >/dev/null || missing+=(softhsm2)
 command -v swtpm >/dev/null || missing+=(swtpm)
 command -v swtpm_setup >/dev/null || missing+=(swtpm-tools)
 [ -e /usr/include/openssl/evp.h ] || missing+=(libssl-dev)
+command -v systemd-analyze >/dev/null && command -v systemd-sysusers >/dev/null || missing+=(systemd)
 [ ${#missing[@]} -eq 0 ] && exit 0
 sudo=()
 if [ "$(id -u)" -ne 0 ]; then

@@ -73,7 +73,7 @@ func TestWatcherImageContextBuilds(t *testing.T) {
 	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("no go on PATH")
+		t.Fatal("no go on PATH: the build context cannot be checked")
 	}
 	df := loadWatcherDockerfile(t)
 	run := goBuild(t, df)
@@ -284,46 +284,4 @@ func TestDockerignoreRules(t *testing.T) {
 			t.Errorf("excluded(%q) = %v, want %v", rel, got, want)
 		}
 	}
-}
-
-// TestWatcherImageBuild builds the image with make image where docker or podman can, then
-// runs it read-only as the unprivileged user and asks for its version. Where neither can
-// (this test's usual machine: no daemon), it says so and the file checks above stand.
-func TestWatcherImageBuild(t *testing.T) {
-	tool := containerTool()
-	if tool == "" {
-		t.Skip("neither docker nor podman can build here (not installed, or the daemon is unreachable): the Dockerfile is checked by the tests above, not built")
-	}
-	if testing.Short() {
-		t.Skip("-short: builds a container image")
-	}
-	const repo, tag = "signet-watcher-test", "deploy-test"
-	t.Cleanup(func() { _ = exec.Command(tool, "rmi", repo+":"+tag, repo+":latest").Run() })
-	mk := exec.Command("make", "image", "CONTAINER_TOOL="+tool, "IMAGE_REPO="+repo, "IMAGE_TAG="+tag, "VERSION=v0.0.0-image-test")
-	mk.Dir = repoRoot
-	if out, err := mk.CombinedOutput(); err != nil {
-		t.Fatalf("make image: %v\n%s", err, out)
-	}
-	user, err := exec.Command(tool, "image", "inspect", "--format", "{{.Config.User}}", repo+":"+tag).Output()
-	if err != nil || strings.TrimSpace(string(user)) != "65532:65532" {
-		t.Errorf("image user = %q, %v: want 65532:65532", user, err)
-	}
-	out, err := exec.Command(tool, "run", "--rm", "--read-only", "--cap-drop=ALL", "--security-opt=no-new-privileges", repo+":"+tag, "--version").CombinedOutput()
-	if err != nil || !bytes.Contains(out, []byte("v0.0.0-image-test")) {
-		t.Errorf("%s run … --version = %q, %v", tool, out, err)
-	}
-}
-
-// containerTool returns docker or podman if one is installed and answers `info`, else "".
-func containerTool() string {
-	for _, name := range []string{"docker", "podman"} {
-		path, err := exec.LookPath(name)
-		if err != nil {
-			continue
-		}
-		if exec.Command(path, "info").Run() == nil {
-			return path
-		}
-	}
-	return ""
 }
