@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -184,13 +183,12 @@ func (s *signerState) adopt(set authority.Set) {
 	}
 }
 
-// report takes a cluster's report at now and returns whether it is news worth recording: a
-// bundle hash the cluster had not reported before while a CA is staged.
-func (s *signerState) report(r authority.Report, now time.Time) bool {
+// report records a cluster's report at now: when its bundle hash was first reported, and when
+// it first held the staged CA.
+func (s *signerState) report(r authority.Report, now time.Time) {
 	prev, seen := s.reports[r.Cluster]
 	r.ReportedAt, r.LastSeen = now, now
-	news := !seen || prev.BundleHash != r.BundleHash
-	if !news {
+	if seen && prev.BundleHash == r.BundleHash {
 		r.ReportedAt = prev.ReportedAt
 	}
 	if fp := stagedFP(s.set); fp != "" && r.Holds(fp) {
@@ -200,7 +198,6 @@ func (s *signerState) report(r authority.Report, now time.Time) bool {
 		}
 	}
 	s.reports[r.Cluster] = r
-	return news && stagedFP(s.set) != ""
 }
 
 // stagedFP is the fingerprint of the staged CA of set, or "".
@@ -289,8 +286,8 @@ func (m *Manager) Report(ctx context.Context, client string, r authority.Report,
 			authority.ErrRotationRefused, r.Cluster, signer, s.cfg.Clusters)
 	}
 	now := m.opts.Clock.Now()
-	probe := &signerState{set: s.set, reports: maps.Clone(s.reports)}
-	news := probe.report(r, now)
+	prev, seen := s.reports[r.Cluster]
+	news := stagedFP(s.set) != "" && (!seen || prev.BundleHash != r.BundleHash)
 	m.mu.Unlock()
 	if news {
 		if m.opts.Ledger == nil {
