@@ -61,6 +61,7 @@ type Metrics struct {
 	ledgerRecords prometheus.Counter
 	keyMetrics
 	*rotationMetrics
+	*webhookMetrics
 }
 
 // New creates the metrics on a new registry holding them, the Go runtime and process
@@ -116,6 +117,7 @@ func New(version, commit string, signers []string) *Metrics {
 		}),
 		keyMetrics:      newKeyMetrics(),
 		rotationMetrics: newRotationMetrics(),
+		webhookMetrics:  newWebhookMetrics(),
 	}
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Subsystem: subsystem, Name: "build_info",
@@ -130,6 +132,7 @@ func New(version, commit string, signers []string) *Metrics {
 	)
 	m.registry.MustRegister(m.keyMetrics.collectors()...)
 	m.registry.MustRegister(m.rotationMetrics.collectors()...)
+	m.registry.MustRegister(m.webhookMetrics.collectors()...)
 	// The served signers are fixed for the server's life: their requests_total series (every
 	// outcome), sign_duration_seconds and issuance_duration_seconds series exist from the
 	// start, at zero; other names are recorded as signer="unknown".
