@@ -229,7 +229,8 @@ func (s *Server) buildWebhook() error {
 		return nil
 	}
 	var err error
-	s.webhook, err = webhook.New(webhook.Options{Core: s.core, TLS: s.tls.config(), MaxRequestBytes: wc.MaxRequestBytes, Log: s.log})
+	s.webhook, err = webhook.New(webhook.Options{Core: s.core, TLS: s.tls.config(), MaxRequestBytes: wc.MaxRequestBytes, Log: s.log,
+		Metrics: s.metrics})
 	if err != nil {
 		return err
 	}

@@ -35,29 +35,25 @@ var errNotJSON = errors.New("not JSON")
 // then the core's decision on the request the watcher would forward for it. The answer is the
 // object as posted with status.certificate set to the chain, or the error body.
 //
-// The webhook's own refusals (content type, size, JSON, kind, state) are logged; they never
-// reach the core, as a request gRPC cannot decode never does, so they are not in the ledger.
-// Every refusal of the core is, with the client's identity.
+// The webhook's own refusals (content type, size, JSON, kind, state) are recorded by the core
+// (refuse), as its own are, with the client's identity: every refusal of a request that
+// reached the handler is in the ledger.
 func (s *Server) sign(w http.ResponseWriter, r *http.Request) {
 	identity := clientIdentity(r)
-	log := s.log.With(logKeyClient, identity)
 	if identity == "" {
 		// The handshake requires a verified, configured client certificate; this is only
 		// reached if the server is wired without it.
 		writeError(w, answer{httpStatus: http.StatusUnauthorized, status: "UNAUTHENTICATED", message: "no verified client certificate"})
 		return
 	}
-	csr, ans, err := s.readCSR(w, r)
-	if err == nil {
-		err = checkState(csr)
-	}
-	if err != nil {
-		if ans.httpStatus == 0 {
-			ans = answerFor(err)
+	csr, rf := s.readCSR(w, r)
+	if rf == nil {
+		if err := checkState(csr); err != nil {
+			rf = &refusal{err: err, req: CSRRequest(csr)}
 		}
-		log.Info("webhook request refused", logKeyStatus, ans.httpStatus, logKeyReason, ans.reason,
-			logKeyObject, short(csr.Name), logKeyUID, short(string(csr.UID)), logKeyError, err.Error())
-		writeError(w, ans)
+	}
+	if rf != nil {
+		s.refuse(w, r, identity, rf)
 		return
 	}
 	issued, err := s.core.SignCSR(r.Context(), identity, CSRRequest(csr))
@@ -70,6 +66,62 @@ func (s *Server) sign(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, csr)
 }
 
+// refusal is one of the webhook's own refusals.
+type refusal struct {
+	// err is the refusal; it wraps one of the core's sentinels (issuance.ErrMalformedRequest,
+	// issuance.ErrPolicyViolation), which give its reason.
+	err error
+	// ans is its answer when the HTTP status is not server/wire's (413, 415); the zero answer
+	// means answerFor(err).
+	ans answer
+	// req is what is known of the request: the decoded CSR's; the zero CSR when the body
+	// could not be decoded.
+	req decision.CSR
+	// detail is what the record adds about a body that could not be decoded (its size); it is
+	// not answered.
+	detail string
+	// unread: the body could not be read (the client went away, or broke the stream's
+	// framing): a transport failure, not a request that was refused; logged, not recorded.
+	unread bool
+}
+
+// refuse answers one of the webhook's own refusals, recorded by the core
+// (decision.Core.RefuseCSR), so that it is recorded, counted and logged as a refusal of the
+// core's is: the client's rate limit comes first and, when its bucket is empty, the answer is
+// the rate limit's 429 (with Retry-After) and nothing is recorded; otherwise the ledger holds
+// one refused record with the client's identity, the reason, the message and what is known of
+// the object, and the answer is the refusal's, the same as before it was recorded.
+//
+// Every request that reached this handler is recorded, a body that cannot be decoded (not JSON,
+// over the size limit, another content type, kind or apiVersion) included, with what is known
+// of it (the client, the reason, its size) and without the object it may have named. On gRPC a
+// message that cannot be decoded is not recorded, but there grpc-go refuses it before any of
+// Signet's code runs, and every message that decodes is recorded, an empty one included (a
+// refusal without signer or object). Here the handler has decoded the caller's identity from a
+// verified, configured certificate, and holds the bytes: recording them is what the design's
+// rule asks of a refusal (recorded, with a reason a person can act on), and it costs a client
+// no more of the ledger than an empty gRPC request does, its rate-limit token. Only a body that
+// could not be read at all (rf.unread) is merely logged: no request arrived, so there is no
+// decision to record. Requests for another path or method (404, 405) are not signing requests
+// and are not recorded either; the webhook's metrics count every answer.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, identity string, rf *refusal) {
+	ans := rf.ans
+	if ans.httpStatus == 0 {
+		ans = answerFor(rf.err)
+	}
+	if rf.unread {
+		s.log.Info("webhook request refused", logKeyClient, identity, logKeyStatus, ans.httpStatus, logKeyReason, ans.reason,
+			logKeyError, rf.err.Error())
+		writeError(w, ans)
+		return
+	}
+	if err := s.core.RefuseCSR(r.Context(), identity, rf.req, rf.err, rf.detail); err != rf.err {
+		// Past the client's rate limit: nothing was recorded, and the answer says when to retry.
+		ans = answerFor(err)
+	}
+	writeError(w, ans)
+}
+
 // clientIdentity names the caller from its verified certificate (access.Identity), or "".
 func clientIdentity(r *http.Request) string {
 	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
@@ -78,20 +130,23 @@ func clientIdentity(r *http.Request) string {
 	return access.Identity(r.TLS.VerifiedChains[0][0])
 }
 
-// readCSR reads and decodes the body. A body over maxBytes (by its Content-Length, or once
-// that many bytes have been read) is refused with 413, and a content type other than JSON with
-// 415 (both in ans); other errors wrap issuance.ErrMalformedRequest.
-func (s *Server) readCSR(w http.ResponseWriter, r *http.Request) (*certificatesv1.CertificateSigningRequest, answer, error) {
-	csr := &certificatesv1.CertificateSigningRequest{}
+// readCSR reads and decodes the body, or returns the refusal. A body over maxBytes (by its
+// Content-Length, or once that many bytes have been read) is refused with 413, and a content
+// type other than JSON with 415; other refusals wrap issuance.ErrMalformedRequest (400).
+func (s *Server) readCSR(w http.ResponseWriter, r *http.Request) (*certificatesv1.CertificateSigningRequest, *refusal) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 			err := fmt.Errorf("%w: %w: content type %s; the webhook accepts application/json", issuance.ErrMalformedRequest, errNotJSON, quote(ct))
-			return csr, s.withStatus(err, http.StatusUnsupportedMediaType), err
+			rf := &refusal{err: err, ans: s.withStatus(err, http.StatusUnsupportedMediaType)}
+			if r.ContentLength >= 0 {
+				rf.detail = fmt.Sprintf("Content-Length %d", r.ContentLength)
+			}
+			return nil, rf
 		}
 	}
 	if r.ContentLength > s.maxBytes {
 		err := s.tooLarge(fmt.Sprintf("%d bytes", r.ContentLength))
-		return csr, s.withStatus(err, http.StatusRequestEntityTooLarge), err
+		return nil, &refusal{err: err, ans: s.withStatus(err, http.StatusRequestEntityTooLarge)}
 	}
 	var buf bytes.Buffer
 	if r.ContentLength > 0 {
@@ -103,14 +158,16 @@ func (s *Server) readCSR(w http.ResponseWriter, r *http.Request) (*certificatesv
 	switch {
 	case errors.As(err, &tooLarge):
 		err := s.tooLarge("more")
-		return csr, s.withStatus(err, http.StatusRequestEntityTooLarge), err
+		return nil, &refusal{err: err, ans: s.withStatus(err, http.StatusRequestEntityTooLarge)}
 	case err != nil:
-		return csr, answer{}, fmt.Errorf("%w: reading the body: %w", issuance.ErrMalformedRequest, err)
+		return nil, &refusal{err: fmt.Errorf("%w: reading the body: %w", issuance.ErrMalformedRequest, err), unread: true}
 	}
+	csr := &certificatesv1.CertificateSigningRequest{}
 	if err := decodeCSR(body, csr); err != nil {
-		return &certificatesv1.CertificateSigningRequest{}, answer{}, err
+		// What did decode is not trusted: it may be another kind's, or half an object.
+		return nil, &refusal{err: err, detail: fmt.Sprintf("body of %d bytes", len(body))}
 	}
-	return csr, answer{}, nil
+	return csr, nil
 }
 
 // tooLarge is the refusal of a body of size (words) over the limit.

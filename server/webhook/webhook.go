@@ -5,7 +5,9 @@
 // ({"error":{"code","message","status","details"}}) whose status and message are the ones the
 // gRPC service gives for the same refusal (server/wire). The caller is named from its verified
 // mTLS certificate (access.Identity), as on gRPC; authorization, rate limits, idempotency,
-// the lint gate, the ledger and metrics are the core's. docs/webhook.md is the contract.
+// the lint gate, the ledger and the decision metrics are the core's, for the webhook's own
+// refusals too (decision.Core.RefuseCSR). The webhook counts its answers by HTTP status
+// (metrics.ObserveWebhookRequest). docs/webhook.md is the contract.
 package webhook
 
 import (
@@ -20,8 +22,11 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"k8s.io/utils/clock"
 
 	"github.com/signet-pki/signet/server/decision"
+	"github.com/signet-pki/signet/server/metrics"
 )
 
 // Timeouts and limits of the HTTP server. A signing call may wait for an HSM or TPM
@@ -45,8 +50,6 @@ const Path = "/"
 const (
 	logKeyAddress = "address"
 	logKeyClient  = "client"
-	logKeyObject  = "object"
-	logKeyUID     = "object_uid"
 	logKeyStatus  = "status"
 	logKeyReason  = "reason"
 	logKeyError   = "error"
@@ -62,8 +65,13 @@ type Options struct {
 	// MaxRequestBytes bounds a request body; a larger one gets 413 before it is read whole.
 	// Required (config.Webhook.MaxRequestBytes).
 	MaxRequestBytes int64
-	// Log receives the webhook's own refusals and serving events; nil discards.
+	// Log receives serving events and the requests whose body could not be read (the core
+	// logs every refusal); nil discards.
 	Log *slog.Logger
+	// Metrics counts every answer by HTTP status, with its duration; nil counts nothing.
+	Metrics *metrics.Metrics
+	// Clock times the answers; nil is the real clock.
+	Clock clock.PassiveClock
 }
 
 // Server serves the webhook.
@@ -72,6 +80,8 @@ type Server struct {
 	tls      *tls.Config
 	maxBytes int64
 	log      *slog.Logger
+	metrics  *metrics.Metrics
+	clock    clock.PassiveClock
 	http     *http.Server
 
 	// base is the context of every request: cancelled when the shutdown grace has passed.
@@ -96,7 +106,11 @@ func New(opts Options) (*Server, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{core: opts.Core, tls: TLSConfig(opts.TLS), maxBytes: opts.MaxRequestBytes, log: opts.Log}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	s := &Server{core: opts.Core, tls: TLSConfig(opts.TLS), maxBytes: opts.MaxRequestBytes, log: opts.Log,
+		metrics: opts.Metrics, clock: opts.Clock}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
 	s.http = &http.Server{
 		Handler:           s.Handler(),
@@ -112,11 +126,12 @@ func New(opts Options) (*Server, error) {
 }
 
 // Handler is the router: POST on Path signs; any other method there gets 405, any other path
-// 404, both with the error body. Every request is counted in, so that Serve returns only once
-// every handler has.
+// 404, both with the error body. Every answer is counted in the metrics (the 503 of a server
+// that is stopping too), and every request is counted in, so that Serve returns only once every
+// handler has.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.track)
+	r.Use(s.observe, s.track)
 	r.Post(Path, s.sign)
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, answer{httpStatus: http.StatusNotFound, status: "NOT_FOUND",
@@ -128,6 +143,21 @@ func (s *Server) Handler() http.Handler {
 			message: "the webhook accepts POST only"})
 	})
 	return r
+}
+
+// observe counts the answer to every request by its HTTP status (200 when the handler set
+// none), with the time the handler took.
+func (s *Server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := s.clock.Now()
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		next.ServeHTTP(ww, r)
+		code := ww.Status()
+		if code == 0 {
+			code = http.StatusOK
+		}
+		s.metrics.ObserveWebhookRequest(code, s.clock.Since(start))
+	})
 }
 
 // track counts a handler in for Serve to wait for, or answers 503 once Serve is stopping.
