@@ -10,12 +10,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +27,7 @@ import (
 
 	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/internal/testpki"
+	"github.com/signet-pki/signet/server/access"
 	"github.com/signet-pki/signet/server/config"
 	"github.com/signet-pki/signet/server/ledger"
 	"github.com/signet-pki/signet/server/servertest"
@@ -36,20 +41,26 @@ import (
 // running is a dev server with the webhook on, its body limit at the floor.
 type running struct {
 	url       string
+	httpAddr  string // /metrics
 	ledgerDir string
 	tls       *tls.Config // the dev client's
 }
 
-func start(t *testing.T) *running {
+// start runs the server; modify may change its configuration first (Clients[0] is the dev
+// client).
+func start(t *testing.T, modify ...func(*config.Config)) *running {
 	t.Helper()
 	cfg, dir := servertest.DevConfig(t, devpki.Options{})
 	cfg.Webhook = config.Webhook{Address: "127.0.0.1:0", MaxRequestBytes: config.MinWebhookRequestBytes}
+	for _, m := range modify {
+		m(cfg)
+	}
 	r := servertest.Start(t, cfg, slog.New(slog.DiscardHandler))
 	tlsCfg, err := devpki.ClientTLSConfig(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &running{url: "https://" + r.WebhookAddr() + "/", ledgerDir: cfg.Ledger.Dir, tls: tlsCfg}
+	return &running{url: "https://" + r.WebhookAddr() + "/", httpAddr: r.HTTPAddr(), ledgerDir: cfg.Ledger.Dir, tls: tlsCfg}
 }
 
 // client is an HTTP/2 (or HTTP/1.1) client with the dev client certificate, closed before
@@ -65,13 +76,71 @@ func (w *running) client(t *testing.T, h2 bool) *http.Client {
 func (w *running) records(t *testing.T) map[string][]ledger.Record {
 	t.Helper()
 	out := map[string][]ledger.Record{}
-	if err := ledger.Replay(w.ledgerDir, time.Time{}, func(r ledger.Record) error {
+	for _, r := range w.ledger(t) {
 		out[r.ObjectUID] = append(out[r.ObjectUID], r)
+	}
+	return out
+}
+
+// ledger returns the ledger's records in order.
+func (w *running) ledger(t *testing.T) []ledger.Record {
+	t.Helper()
+	var out []ledger.Record
+	if err := ledger.Replay(w.ledgerDir, time.Time{}, func(r ledger.Record) error {
+		out = append(out, r)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// metrics scrapes /metrics: the value of every counter and gauge series, and the count of
+// every histogram series (as name_count), keyed as the exposition writes them with labels in
+// name order, e.g. signet_server_webhook_requests_total{code="400"}.
+func (w *running) metrics(t *testing.T) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + w.httpAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v", err)
+	}
+	out := map[string]float64{}
+	for name, mf := range families {
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			}
+			slices.Sort(labels)
+			key := "{" + strings.Join(labels, ",") + "}"
+			switch {
+			case m.Counter != nil:
+				out[name+key] = m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				out[name+key] = m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				out[name+"_count"+key] = float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return out
+}
+
+// wantMetrics fails t for every series of want whose value in got differs (a missing series
+// is 0).
+func wantMetrics(t *testing.T, got, want map[string]float64) {
+	t.Helper()
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if got[k] != want[k] {
+			t.Errorf("%s = %v, want %v", k, got[k], want[k])
+		}
+	}
 }
 
 func callContext(t *testing.T) context.Context {
@@ -114,8 +183,12 @@ func mustJSON(t *testing.T, v any) []byte {
 }
 
 // TestWebhookBadInput: what is not an approved certificates.k8s.io/v1
-// CertificateSigningRequest in JSON gets a 4xx with a reason, and nothing is issued or
-// recorded; another method or path gets 405 or 404 in the same shape.
+// CertificateSigningRequest in JSON gets a 4xx with a reason, and nothing is issued; each
+// refusal is one refused ledger record with the client's identity, the reason, the answered
+// message (and the size of a body that could not be decoded), and the object's UID, signer and
+// requester when the CSR decoded; the core counts it as a refusal (signer "unknown" when no
+// signer is known). Another method or path gets 405 or 404 in the same shape, and no record.
+// The webhook counts every answer by HTTP status.
 func TestWebhookBadInput(t *testing.T) {
 	t.Parallel()
 	w := start(t)
@@ -131,57 +204,107 @@ func TestWebhookBadInput(t *testing.T) {
 			c.Status.Conditions = append(c.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{Type: ct, Status: corev1.ConditionTrue})
 		}
 	}
+	// What the record knows of the request.
+	const (
+		noRecord     = ""       // no record
+		bodyRecord   = "body"   // a body that could not be decoded: the client, reason and size only
+		objectRecord = "object" // a decoded CSR: also its UID (the test's uid), signer and requester
+	)
 	good := object("uid-bad-dup", func(*certificatesv1.CertificateSigningRequest) {})
 	tests := []struct {
 		name, method, path, contentType, body string
 		httpStatus                            int
 		status, reason, message               string
+		recorded, uid                         string
 	}{
-		{"not JSON", "POST", "/", "application/json", "-----BEGIN CERTIFICATE REQUEST-----", 400, "INVALID_ARGUMENT", "MALFORMED_REQUEST", "not a JSON CertificateSigningRequest"},
-		{"empty body", "POST", "/", "application/json", "", 400, "INVALID_ARGUMENT", "MALFORMED_REQUEST", "not a JSON CertificateSigningRequest"},
-		{"trailing data", "POST", "/", "application/json", good + "{}", 400, "INVALID_ARGUMENT", "MALFORMED_REQUEST", "not a JSON CertificateSigningRequest"},
+		{"not JSON", "POST", "/", "application/json", "-----BEGIN CERTIFICATE REQUEST-----", 400, "INVALID_ARGUMENT", "MALFORMED_REQUEST", "not a JSON CertificateSigningRequest", bodyRecord, ""},
+		{"empty body", "POST", "/", "application/json", "", 400, "INVALID_ARGUMENT", "MALFORMED_REQUEST", "not a JSON CertificateSigningRequest", bodyRecord, ""},
+		{"trailing data", "POST", "/", "application/json", good + "{}", 400, "INVALID_ARGUMENT", "MALFORMED_REQUEST", "not a JSON CertificateSigningRequest", bodyRecord, ""},
 		{"duplicate field", "POST", "/", "application/json", strings.Replace(good, `"signerName":`, `"signerName":"example.com/other","signerName":`, 1),
-			400, "INVALID_ARGUMENT", "MALFORMED_REQUEST", `duplicate field "spec.signerName"`},
+			400, "INVALID_ARGUMENT", "MALFORMED_REQUEST", `duplicate field "spec.signerName"`, bodyRecord, ""},
 		{"wrong kind", "POST", "/", "application/json", object("uid-bad-kind", func(c *certificatesv1.CertificateSigningRequest) { c.Kind = "PodCertificateRequest" }),
-			400, "INVALID_ARGUMENT", "MALFORMED_REQUEST", `kind "PodCertificateRequest"`},
+			400, "INVALID_ARGUMENT", "MALFORMED_REQUEST", `kind "PodCertificateRequest"`, bodyRecord, ""},
 		{"v1beta1", "POST", "/", "application/json", object("uid-bad-version", func(c *certificatesv1.CertificateSigningRequest) { c.APIVersion = "certificates.k8s.io/v1beta1" }),
-			400, "INVALID_ARGUMENT", "MALFORMED_REQUEST", `apiVersion "certificates.k8s.io/v1beta1"`},
-		{"not JSON content type", "POST", "/", "application/vnd.kubernetes.protobuf", good, 415, "INVALID_ARGUMENT", "MALFORMED_REQUEST", "accepts application/json"},
-		{"denied", "POST", "/", "application/json", object("uid-bad-denied", condition(certificatesv1.CertificateDenied)), 403, "FAILED_PRECONDITION", "POLICY_VIOLATION", "is denied"},
-		{"failed", "POST", "/", "application/json", object("uid-bad-failed", condition(certificatesv1.CertificateFailed)), 403, "FAILED_PRECONDITION", "POLICY_VIOLATION", "has failed"},
+			400, "INVALID_ARGUMENT", "MALFORMED_REQUEST", `apiVersion "certificates.k8s.io/v1beta1"`, bodyRecord, ""},
+		{"not JSON content type", "POST", "/", "application/vnd.kubernetes.protobuf", good, 415, "INVALID_ARGUMENT", "MALFORMED_REQUEST", "accepts application/json", bodyRecord, ""},
+		{"denied", "POST", "/", "application/json", object("uid-bad-denied", condition(certificatesv1.CertificateDenied)), 403, "FAILED_PRECONDITION", "POLICY_VIOLATION", "is denied", objectRecord, "uid-bad-denied"},
+		{"failed", "POST", "/", "application/json", object("uid-bad-failed", condition(certificatesv1.CertificateFailed)), 403, "FAILED_PRECONDITION", "POLICY_VIOLATION", "has failed", objectRecord, "uid-bad-failed"},
 		{"approval withdrawn", "POST", "/", "application/json", object("uid-bad-false", func(c *certificatesv1.CertificateSigningRequest) {
 			c.Status.Conditions[0].Status = corev1.ConditionFalse
 		}),
-			403, "FAILED_PRECONDITION", "POLICY_VIOLATION", "is not approved"},
+			403, "FAILED_PRECONDITION", "POLICY_VIOLATION", "is not approved", objectRecord, "uid-bad-false"},
 		{"already signed", "POST", "/", "application/json", object("uid-bad-signed", func(c *certificatesv1.CertificateSigningRequest) { c.Status.Certificate = []byte("x") }),
-			403, "FAILED_PRECONDITION", "POLICY_VIOLATION", "already has a certificate"},
-		{"no UID", "POST", "/", "", object("", func(*certificatesv1.CertificateSigningRequest) {}), 400, "INVALID_ARGUMENT", "MALFORMED_REQUEST", "object.uid is required"},
-		{"GET", "GET", "/", "", "", 405, "UNIMPLEMENTED", "", "POST only"},
-		{"other path", "POST", "/sign", "application/json", good, 404, "NOT_FOUND", "", "served at /"},
+			403, "FAILED_PRECONDITION", "POLICY_VIOLATION", "already has a certificate", objectRecord, "uid-bad-signed"},
+		// The core's own refusal, recorded as before.
+		{"no UID", "POST", "/", "", object("", func(*certificatesv1.CertificateSigningRequest) {}), 400, "INVALID_ARGUMENT", "MALFORMED_REQUEST", "object.uid is required", objectRecord, ""},
+		{"GET", "GET", "/", "", "", 405, "UNIMPLEMENTED", "", "POST only", noRecord, ""},
+		{"other path", "POST", "/sign", "application/json", good, 404, "NOT_FOUND", "", "served at /", noRecord, ""},
 	}
+	// Sequential, so that each case's records are the ones appended during it.
+	codes := map[int]float64{}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
+			before := len(w.ledger(t))
 			url := strings.TrimSuffix(w.url, "/") + tt.path
-			resp, body := webhooktest.PostError(t, hc, tt.method, url, tt.contentType, strings.NewReader(tt.body))
-			if resp.StatusCode != tt.httpStatus || body.Error.Status != tt.status || body.Reason() != tt.reason || !strings.Contains(body.Error.Message, tt.message) {
-				t.Errorf("answer %d %s %s %q; want %d %s %s and a message with %q", resp.StatusCode, body.Error.Status, body.Reason(), body.Error.Message,
+			resp, answer := webhooktest.PostError(t, hc, tt.method, url, tt.contentType, strings.NewReader(tt.body))
+			codes[resp.StatusCode]++
+			if resp.StatusCode != tt.httpStatus || answer.Error.Status != tt.status || answer.Reason() != tt.reason || !strings.Contains(answer.Error.Message, tt.message) {
+				t.Errorf("answer %d %s %s %q; want %d %s %s and a message with %q", resp.StatusCode, answer.Error.Status, answer.Reason(), answer.Error.Message,
 					tt.httpStatus, tt.status, tt.reason, tt.message)
 			}
 			if resp.Header.Get("Retry-After") != "" {
 				t.Errorf("a final refusal carries Retry-After %s", resp.Header.Get("Retry-After"))
 			}
+			recs := w.ledger(t)[before:]
+			if tt.recorded == noRecord {
+				if len(recs) != 0 {
+					t.Errorf("not a signing request, yet recorded: %+v", recs)
+				}
+				return
+			}
+			if len(recs) != 1 {
+				t.Fatalf("%d records, want one refusal: %+v", len(recs), recs)
+			}
+			r := recs[0]
+			want := ledger.Record{Decision: ledger.Refused, Reason: tt.reason, Client: devpki.ClientName, ObjectKind: "CertificateSigningRequest"}
+			if tt.recorded == objectRecord {
+				want.ObjectUID, want.Signer, want.Requester = tt.uid, devpki.DefaultSigner, "system:serviceaccount:default:web"
+			}
+			if r.Decision != want.Decision || r.Reason != want.Reason || r.Client != want.Client || r.ObjectKind != want.ObjectKind ||
+				r.ObjectUID != want.ObjectUID || r.Signer != want.Signer || r.Requester != want.Requester || r.Certificate != "" || r.Serial != "" {
+				t.Errorf("record %+v; want %+v", r, want)
+			}
+			switch {
+			case !strings.HasPrefix(r.Message, answer.Error.Message):
+				t.Errorf("record message %q is not the answered %q", r.Message, answer.Error.Message)
+			case tt.recorded == bodyRecord && !strings.HasSuffix(r.Message, fmt.Sprintf(" %d bytes)", len(tt.body))) &&
+				!strings.HasSuffix(r.Message, fmt.Sprintf("(Content-Length %d)", len(tt.body))):
+				t.Errorf("record message %q does not give the body's size, %d bytes", r.Message, len(tt.body))
+			}
 		})
 	}
-	t.Cleanup(func() {
-		for uid, recs := range w.records(t) {
-			for _, r := range recs {
-				if r.Decision == ledger.Issued || (uid != "" && strings.HasPrefix(uid, "uid-bad-")) {
-					t.Errorf("bad input reached the ledger: %+v", r)
-				}
-			}
+	for _, r := range w.ledger(t) {
+		if r.Decision != ledger.Refused {
+			t.Errorf("bad input got a record other than a refusal: %+v", r)
 		}
-	})
+	}
+	got := w.metrics(t)
+	want := map[string]float64{
+		// The core counts the webhook's refusals as its own: unknown is the signer of a body
+		// that named none.
+		`signet_server_refusals_total{reason="MALFORMED_REQUEST",signer="unknown"}`:                      7,
+		`signet_server_refusals_total{reason="MALFORMED_REQUEST",signer="` + devpki.DefaultSigner + `"}`: 1,
+		`signet_server_refusals_total{reason="POLICY_VIOLATION",signer="` + devpki.DefaultSigner + `"}`:  4,
+		`signet_server_requests_total{outcome="refused",signer="unknown"}`:                               7,
+		`signet_server_requests_total{outcome="refused",signer="` + devpki.DefaultSigner + `"}`:          5,
+		`signet_server_requests_total{outcome="issued",signer="` + devpki.DefaultSigner + `"}`:           0,
+		"signet_server_ledger_records_total{}":                                                           12,
+	}
+	for code, n := range codes {
+		want[fmt.Sprintf(`signet_server_webhook_requests_total{code="%d"}`, code)] = n
+		want[fmt.Sprintf(`signet_server_webhook_request_duration_seconds_count{code="%d"}`, code)] = n
+	}
+	wantMetrics(t, got, want)
 }
 
 // endless is a body that never ends, counting what was read from it.
@@ -247,4 +370,71 @@ func TestWebhookBodyLimit(t *testing.T) {
 	if resp, _ := webhooktest.PostError(t, hc, http.MethodPost, w.url, "application/json", bytes.NewReader(over)); resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Errorf("a body one byte over the limit: %d, want 413", resp.StatusCode)
 	}
+	// Each 413 is a refusal in the ledger, with the client and the limit; the body of exactly
+	// the limit was issued.
+	refused, issued := 0, 0
+	for _, r := range w.ledger(t) {
+		switch {
+		case r.Decision == ledger.Issued && r.ObjectUID == "uid-limit-exact":
+			issued++
+		case r.Decision == ledger.Refused && r.Reason == "MALFORMED_REQUEST" && r.Client == devpki.ClientName && r.ObjectUID == "" &&
+			strings.Contains(r.Message, fmt.Sprintf("more than the %d bytes this webhook accepts", limit)):
+			refused++
+		default:
+			t.Errorf("unexpected record %+v", r)
+		}
+	}
+	if refused != 5 || issued != 1 {
+		t.Errorf("%d refusals and %d issuances in the ledger, want 5 (one per 413) and 1", refused, issued)
+	}
+	wantMetrics(t, w.metrics(t), map[string]float64{
+		`signet_server_webhook_requests_total{code="413"}`: 5,
+		`signet_server_webhook_requests_total{code="200"}`: 1,
+	})
+}
+
+// TestWebhookRefusalsRateLimited: the webhook's own refusals spend the client's rate limit as
+// the core's do; past it, bad input gets 429 RESOURCE_EXHAUSTED with Retry-After and is not
+// recorded. Another method or path is not a signing request: it spends nothing.
+func TestWebhookRefusalsRateLimited(t *testing.T) {
+	t.Parallel()
+	w := start(t, func(c *config.Config) { c.Clients[0].RateLimit = &access.Rate{PerSecond: 0.001, Burst: 2} })
+	hc := w.client(t, true)
+	unapproved := csrObject("uid-rate-unapproved", servingCSR(t))
+	unapproved.Status.Conditions = nil
+	notApproved := string(mustJSON(t, unapproved))
+	for i, tc := range []struct {
+		method, contentType, body string
+		want                      int
+	}{
+		{"GET", "", "", http.StatusMethodNotAllowed},
+		{"POST", "application/json", "not JSON", http.StatusBadRequest},
+		{"POST", "application/json", notApproved, http.StatusForbidden},
+		// The client's two tokens are spent.
+		{"POST", "application/json", "not JSON", http.StatusTooManyRequests},
+		{"POST", "application/json", notApproved, http.StatusTooManyRequests},
+		{"POST", "text/plain", "x", http.StatusTooManyRequests},
+	} {
+		resp, answer := webhooktest.PostError(t, hc, tc.method, w.url, tc.contentType, strings.NewReader(tc.body))
+		if resp.StatusCode != tc.want {
+			t.Fatalf("request %d: %d %q, want %d", i, resp.StatusCode, answer.Error.Message, tc.want)
+		}
+		if tc.want == http.StatusTooManyRequests && (answer.Error.Status != "RESOURCE_EXHAUSTED" || answer.Reason() != "RATE_LIMITED" ||
+			resp.Header.Get("Retry-After") != "1" || !strings.Contains(answer.Error.Message, "client rate limit")) {
+			t.Errorf("request %d: %s %s %q, Retry-After %q; want RESOURCE_EXHAUSTED RATE_LIMITED naming the client limit, Retry-After 1",
+				i, answer.Error.Status, answer.Reason(), answer.Error.Message, resp.Header.Get("Retry-After"))
+		}
+	}
+	recs := w.ledger(t)
+	if len(recs) != 2 || recs[0].Reason != "MALFORMED_REQUEST" || recs[1].Reason != "POLICY_VIOLATION" || recs[1].ObjectUID != "uid-rate-unapproved" {
+		t.Errorf("ledger %+v; want the two refusals within the rate limit only", recs)
+	}
+	wantMetrics(t, w.metrics(t), map[string]float64{
+		`signet_server_webhook_requests_total{code="429"}`:                                           3,
+		`signet_server_rate_limited_total{limit="client",signer="unknown"}`:                          2,
+		`signet_server_rate_limited_total{limit="client",signer="` + devpki.DefaultSigner + `"}`:     1,
+		`signet_server_requests_total{outcome="rate_limited",signer="unknown"}`:                      2,
+		`signet_server_requests_total{outcome="rate_limited",signer="` + devpki.DefaultSigner + `"}`: 1,
+		"signet_server_ledger_records_total{}":                                                       2,
+	})
 }
