@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -225,8 +226,11 @@ func TestWebhookRoundTrip(t *testing.T) {
 
 // TestWebhookRefusesLikeGRPC: the same bad requests, from the same client, get the same
 // reason, code and message on both front doors (the webhook's HTTP status is server/wire's),
-// and each refusal is in the ledger with the client's identity. An unapproved CSR, which
-// gRPC never sees (the watcher does not forward it), is refused by the webhook alone.
+// and the same ledger record: one refusal with the client's identity, the reason, the message,
+// the signer, the requester and the request's hash, only the object UID told apart. The core
+// counts the refusals of both doors alike (refusals_total by signer and reason). An
+// unapproved CSR, which gRPC never sees (the watcher does not forward it), is refused by the
+// webhook alone, and recorded and counted the same way.
 func TestWebhookRefusesLikeGRPC(t *testing.T) {
 	t.Parallel()
 	w := startWebhook(t, nil)
@@ -240,22 +244,25 @@ func TestWebhookRefusesLikeGRPC(t *testing.T) {
 		httpStatus int
 		status     string
 		reason     string
+		signer     string // the signer label the refusal is counted under
 	}{
 		{"unknown signer", func(c *certificatesv1.CertificateSigningRequest) { c.Spec.SignerName = "example.com/not-served" },
-			http.StatusNotFound, "NOT_FOUND", "UNKNOWN_SIGNER"},
+			http.StatusNotFound, "NOT_FOUND", "UNKNOWN_SIGNER", "unknown"},
 		{"signer not allowed", func(c *certificatesv1.CertificateSigningRequest) { c.Spec.SignerName = devpki.DefaultPodIdentitySigner },
-			http.StatusForbidden, "PERMISSION_DENIED", "SIGNER_NOT_ALLOWED"},
+			http.StatusForbidden, "PERMISSION_DENIED", "SIGNER_NOT_ALLOWED", devpki.DefaultPodIdentitySigner},
+		{"no signer name", func(c *certificatesv1.CertificateSigningRequest) { c.Spec.SignerName = "" },
+			http.StatusBadRequest, "INVALID_ARGUMENT", "MALFORMED_REQUEST", "unknown"},
 		{"malformed PEM", func(c *certificatesv1.CertificateSigningRequest) {
 			c.Spec.Request = []byte("-----BEGIN CERTIFICATE REQUEST-----\nnot base64\n")
-		}, http.StatusBadRequest, "INVALID_ARGUMENT", "MALFORMED_REQUEST"},
+		}, http.StatusBadRequest, "INVALID_ARGUMENT", "MALFORMED_REQUEST", devpki.DefaultSigner},
 		{"broken signature", func(c *certificatesv1.CertificateSigningRequest) {
 			c.Spec.Request = testpki.BreakSignature(t, testpki.CSR(t, p256, nil))
 		},
-			http.StatusBadRequest, "INVALID_ARGUMENT", "INVALID_SIGNATURE"},
+			http.StatusBadRequest, "INVALID_ARGUMENT", "INVALID_SIGNATURE", devpki.DefaultSigner},
 		{"policy violation (CA:TRUE)", func(c *certificatesv1.CertificateSigningRequest) { c.Spec.Request = testpki.CARequestCSR(t, p256) },
-			http.StatusForbidden, "FAILED_PRECONDITION", "POLICY_VIOLATION"},
+			http.StatusForbidden, "FAILED_PRECONDITION", "POLICY_VIOLATION", devpki.DefaultSigner},
 		{"unapproved", func(c *certificatesv1.CertificateSigningRequest) { c.Status.Conditions = nil },
-			http.StatusForbidden, "FAILED_PRECONDITION", "POLICY_VIOLATION"},
+			http.StatusForbidden, "FAILED_PRECONDITION", "POLICY_VIOLATION", devpki.DefaultSigner},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -293,19 +300,50 @@ func TestWebhookRefusesLikeGRPC(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		recs := w.records(t)
+		counted := map[string]int{}
 		for i, tt := range tests {
-			got := recs[fmt.Sprintf("uid-refused-%d-webhook", i)]
+			uid := fmt.Sprintf("uid-refused-%d", i)
+			got := recs[uid+"-webhook"]
+			if len(got) != 1 || got[0].Decision != ledger.Refused || got[0].Reason != tt.reason || got[0].Client != csrOnlyClient ||
+				got[0].Requester != "system:serviceaccount:default:web" || got[0].ObjectKind != "CertificateSigningRequest" {
+				t.Errorf("%s: webhook ledger records %+v, want one refusal %s by %s for the requester", tt.name, got, tt.reason, csrOnlyClient)
+				continue
+			}
+			counted[fmt.Sprintf(`reason=%q,signer=%q`, tt.reason, tt.signer)]++
 			if tt.name == "unapproved" {
-				if len(got) != 0 {
-					t.Errorf("%s: the webhook's own refusal reached the ledger: %+v", tt.name, got)
+				if got[0].ObjectUID != uid+"-webhook" || got[0].Signer != devpki.DefaultSigner || !strings.Contains(got[0].Message, "is not approved") {
+					t.Errorf("%s: record %+v, want the object, its signer and the reason it is refused", tt.name, got[0])
 				}
 				continue
 			}
-			if len(got) != 1 || got[0].Decision != ledger.Refused || got[0].Reason != tt.reason || got[0].Client != csrOnlyClient {
-				t.Errorf("%s: ledger records %+v, want one refusal %s by %s", tt.name, got, tt.reason, csrOnlyClient)
+			counted[fmt.Sprintf(`reason=%q,signer=%q`, tt.reason, tt.signer)]++
+			other := recs[uid+"-grpc"]
+			if len(other) != 1 {
+				t.Errorf("%s: gRPC ledger records %+v, want one", tt.name, other)
+				continue
+			}
+			if a, b := sameDecision(got[0]), sameDecision(other[0]); !reflect.DeepEqual(a, b) {
+				t.Errorf("%s: the doors' records differ beyond the object UID:\nwebhook %+v\n   gRPC %+v", tt.name, a, b)
 			}
 		}
+		_, metrics := httpGet(t, w.srv.HTTPAddr(), "/metrics")
+		for labels, n := range counted {
+			if want := fmt.Sprintf("signet_server_refusals_total{%s} %d\n", labels, n); !strings.Contains(metrics, want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
+		}
+		if want := fmt.Sprintf(`signet_server_webhook_requests_total{code="%d"}`, http.StatusForbidden); !strings.Contains(metrics, want+" 3\n") {
+			t.Errorf("/metrics lacks %s 3", want)
+		}
 	})
+}
+
+// sameDecision is r without what tells two records of one decision apart: its place in the
+// ledger and the object UID (and the idempotency key made from it).
+func sameDecision(r ledger.Record) ledger.Record {
+	r.Seq, r.Time, r.PrevHash, r.Hash = 0, time.Time{}, "", ""
+	r.ObjectUID, r.IdempotencyKey = "", ""
+	return r
 }
 
 // TestWebhookRequiresClientCertificate: without a client certificate, with one from another
