@@ -113,7 +113,7 @@ variables, else from a config file (see 'signetctl help connection').
 	root.AddGroup(&cobra.Group{ID: "server", Title: "Ask the server:"},
 		&cobra.Group{ID: "host", Title: "On the server's host and offline:"})
 	root.AddCommand(inGroup("server", signersCommand(), explainCommand(), healthCommand(), trustCommand(), caCommand(), statusCommand(), versionCommand())...)
-	root.AddCommand(inGroup("host", ledgerCommand(), keysCommand(), inspectCommand(), validateCommand())...)
+	root.AddCommand(inGroup("host", ledgerCommand(), keysCommand(), pkiCommand(), inspectCommand(), validateCommand())...)
 	root.AddCommand(connectionHelpTopic())
 	strictHelpCommand(root)
 	return root
