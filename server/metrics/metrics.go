@@ -3,8 +3,8 @@
 //
 // Label values are bounded: signer is always a served signer name or "unknown" (a name a
 // client sent that the server does not serve), outcome is one of the Outcome constants,
-// reason an ErrorReason name, limit "client" or "signer", lint a lint name from the
-// configured lint set.
+// reason an ErrorReason name (of tls_client_refused_total: a TLSRefusalReasons value), limit
+// "client" or "signer", lint a lint name from the configured lint set.
 package metrics
 
 import (
@@ -59,6 +59,7 @@ type Metrics struct {
 	caExpiry      *prometheus.GaugeVec
 	ledgerAppend  prometheus.Histogram
 	ledgerRecords prometheus.Counter
+	tlsRefused    *prometheus.CounterVec
 	keyMetrics
 	*rotationMetrics
 	*webhookMetrics
@@ -115,6 +116,7 @@ func New(version, commit string, signers []string) *Metrics {
 			Namespace: namespace, Subsystem: subsystem, Name: "ledger_records_total",
 			Help: "Ledger records appended since the server started.",
 		}),
+		tlsRefused:      newTLSRefused(),
 		keyMetrics:      newKeyMetrics(),
 		rotationMetrics: newRotationMetrics(),
 		webhookMetrics:  newWebhookMetrics(),
@@ -128,7 +130,7 @@ func New(version, commit string, signers []string) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildInfo, m.requests, m.refusals, m.signDuration, m.issuance, m.lintFailures, m.lintAccepted, m.rateLimited,
-		m.caExpiry, m.ledgerAppend, m.ledgerRecords,
+		m.caExpiry, m.ledgerAppend, m.ledgerRecords, m.tlsRefused,
 	)
 	m.registry.MustRegister(m.keyMetrics.collectors()...)
 	m.registry.MustRegister(m.rotationMetrics.collectors()...)
