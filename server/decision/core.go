@@ -1,5 +1,5 @@
-// Package decision is Signet's decision core, behind every front door (the gRPC service
-// today, the webhook next): for one caller, identified by its mTLS identity, and one request,
+// Package decision is Signet's decision core, behind every front door (the gRPC service and
+// the HTTPS webhook): for one caller, identified by its mTLS identity, and one request,
 // it applies the rate limits, the limits on what a caller may send, authorization,
 // idempotency and the signer's issuance pipeline, records the decision in the ledger before a
 // certificate leaves, and reports it in metrics and logs. It knows no transport: a refusal is
