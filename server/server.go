@@ -4,7 +4,6 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -182,15 +180,9 @@ func (s *Server) build(ctx context.Context) error {
 		return err
 	}
 	s.metrics.WatchTLSCertificate(s.tls.certificate)
-	s.tls.verifyConnection = func(cs tls.ConnectionState) error {
-		err := authz.VerifyConnection(cs)
-		if err != nil {
-			log.Warn("refused a TLS client", "error", err.Error())
-		}
-		return err
-	}
+	s.tls.guard(authz.VerifyConnection, log, s.metrics)
 	s.grpc = grpc.NewServer(
-		grpc.Creds(credentials.NewTLS(s.tls.config())),
+		grpc.Creds(s.tls.credentials()),
 		grpc.MaxRecvMsgSize(maxRecvMsgSize),
 		// Stop (after shutdownGrace) waits for the handlers it cancels, so Close never
 		// releases a key or the ledger under a call still running.

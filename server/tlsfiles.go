@@ -4,9 +4,15 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"google.golang.org/grpc/credentials"
 
 	"github.com/signet-pki/signet/internal/filereload"
 	"github.com/signet-pki/signet/server/config"
+	"github.com/signet-pki/signet/server/metrics"
 )
 
 // tlsMaterial is one loaded generation of the server certificate and the client CA pool.
@@ -19,9 +25,11 @@ type tlsMaterial struct {
 // handshake uses the latest generation that loaded successfully.
 type tlsSource struct {
 	material *filereload.Value[*tlsMaterial]
-	// verifyConnection, when set, runs after the client chain is verified (authorization of
-	// the client identity).
-	verifyConnection func(tls.ConnectionState) error
+	// authorize, when set, runs after the client chain is verified (authorization of the
+	// client identity); its refusals are reported to refusals as identity_not_configured.
+	authorize func(tls.ConnectionState) error
+	// refusals reports refused clients (see tlsrefusal.go); nil reports nothing.
+	refusals *refusalLog
 }
 
 // newTLSSource loads the files once; an error names the file that is wrong.
@@ -56,20 +64,58 @@ func (s *tlsSource) reload() (bool, error) { return s.material.Check() }
 // read at every scrape by signet_server_tls_certificate_expiry_timestamp_seconds.
 func (s *tlsSource) certificate() *x509.Certificate { return s.material.Current().cert.Leaf }
 
+// guard makes authorize decide on every client whose chain verified, and reports refused
+// clients to log and m (see tlsrefusal.go).
+func (s *tlsSource) guard(authorize func(tls.ConnectionState) error, log *slog.Logger, m *metrics.Metrics) {
+	s.authorize = authorize
+	s.refusals = newRefusalLog(log, m, time.Now)
+}
+
 // config is the listener's TLS configuration: TLS 1.3, client certificates required and
-// verified, material from the latest generation at each handshake.
+// verified by crypto/tls against the client CA pool (why not by hand: tlsrefusal.go), then
+// authorized, material from the latest generation at each handshake.
 func (s *tlsSource) config() *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS13,
-		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 			m := s.material.Current()
+			var remote net.Addr
+			if hello.Conn != nil {
+				remote = hello.Conn.RemoteAddr()
+			}
 			return &tls.Config{
 				MinVersion:       tls.VersionTLS13,
 				Certificates:     []tls.Certificate{m.cert},
 				ClientAuth:       tls.RequireAndVerifyClientCert,
 				ClientCAs:        m.clientCAs,
-				VerifyConnection: s.verifyConnection,
+				VerifyConnection: s.verifyConnection(remote),
 			}, nil
 		},
 	}
+}
+
+// verifyConnection is the VerifyConnection hook of a connection from remote: authorize, its
+// refusal reported; nil without authorize.
+func (s *tlsSource) verifyConnection(remote net.Addr) func(tls.ConnectionState) error {
+	if s.authorize == nil {
+		return nil
+	}
+	return func(cs tls.ConnectionState) error {
+		err := s.authorize(cs)
+		if err == nil || s.refusals == nil {
+			return err
+		}
+		var leaf *x509.Certificate
+		if len(cs.PeerCertificates) > 0 {
+			leaf = cs.PeerCertificates[0]
+		}
+		s.refusals.refused(remote, metrics.TLSRefusedIdentityNotConfigured, leaf, err)
+		return reportedError{err}
+	}
+}
+
+// credentials are the gRPC listener's transport credentials: config, with every failed
+// handshake reported.
+func (s *tlsSource) credentials() credentials.TransportCredentials {
+	return refusingCreds{TransportCredentials: credentials.NewTLS(s.config()), refusals: s.refusals}
 }

@@ -85,3 +85,27 @@ func TestNilMetricsWatchTLSCertificate(t *testing.T) {
 	var m *Metrics
 	m.WatchTLSCertificate(func() *x509.Certificate { return nil })
 }
+
+// TestTLSClientRefused: every reason has a series from the start, at zero; a value outside
+// TLSRefusalReasons counts as invalid, so the label stays bounded.
+func TestTLSClientRefused(t *testing.T) {
+	const name = "signet_server_tls_client_refused_total"
+	m := newTest(t)
+	got := gather(t, m.Registry(), name)
+	if len(got) != len(TLSRefusalReasons) {
+		t.Fatalf("%s at start = %v, want a zero series per reason", name, got)
+	}
+	for _, r := range TLSRefusalReasons {
+		if v, ok := got["reason="+r]; !ok || v != 0 {
+			t.Errorf("%s{reason=%q} at start = %v, %v; want 0", name, r, v, ok)
+		}
+	}
+	m.ObserveTLSClientRefused(TLSRefusedExpired)
+	m.ObserveTLSClientRefused("made-up")
+	got = gather(t, m.Registry(), name)
+	if got["reason=expired"] != 1 || got["reason=invalid"] != 1 || len(got) != len(TLSRefusalReasons) {
+		t.Errorf("%s = %v, want expired 1 and invalid 1 (the made-up reason)", name, got)
+	}
+	var nilMetrics *Metrics
+	nilMetrics.ObserveTLSClientRefused(TLSRefusedExpired) // records nothing, does not panic
+}
