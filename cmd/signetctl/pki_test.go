@@ -22,8 +22,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/signet-pki/signet/internal/tlspki"
 	"github.com/signet-pki/signet/internal/testpki"
+	"github.com/signet-pki/signet/internal/tlspki"
 	"github.com/signet-pki/signet/server/access"
 )
 
@@ -246,7 +246,7 @@ func TestPKIInit(t *testing.T) {
 func TestPKIInitAlgorithms(t *testing.T) {
 	t.Parallel()
 	for alg, check := range map[string]func(crypto.PublicKey) bool{
-		"p384": func(k crypto.PublicKey) bool { e, ok := k.(*ecdsa.PublicKey); return ok && e.Curve == elliptic.P384() },
+		"p384":     func(k crypto.PublicKey) bool { e, ok := k.(*ecdsa.PublicKey); return ok && e.Curve == elliptic.P384() },
 		"RSA-3072": func(k crypto.PublicKey) bool { r, ok := k.(*rsa.PublicKey); return ok && r.N.BitLen() == 3072 },
 	} {
 		dir, _, _ := pkiInit(t, "--server-name", "localhost", "--watcher-identity", testIdentity, "--algorithm", alg)
