@@ -174,7 +174,7 @@ func ParseIdentity(id string) (*url.URL, error) {
 		if u.Path == "" || u.Path == "/" {
 			return nil, errors.New("a SPIFFE ID needs a path, e.g. /ns/signet-system/sa/signet-watcher")
 		}
-		for _, seg := range strings.Split(u.Path, "/")[1:] {
+		for _, seg := range strings.Split(u.EscapedPath(), "/")[1:] {
 			if !spiffeSegment.MatchString(seg) {
 				return nil, fmt.Errorf("SPIFFE ID path segment %q: letters, digits, \".\", \"-\" and \"_\" only, not empty", seg)
 			}
