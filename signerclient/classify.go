@@ -31,11 +31,21 @@ const (
 //   - message is the status message, the server's safe explanation; for an error that is not
 //     a gRPC status (or a status without message), the error text or the code.
 //
+// A call that failed because the TLS handshake failed over a certificate (a *HandshakeError
+// in err) is transient, since a certificate renewed on disk or a server reconfigured cures
+// it and the connection is retried with back-off, but it is named: reason is the failure's
+// Reason (ClientNotConfigured, ClientCertificateExpired, ClientCAUntrusted, ServerCAUntrusted,
+// ServerNameMismatch, ...) and message its message, which says what to do.
+//
 // Errors wrapping a gRPC status are unwrapped. A nil error is not classified: it returns
 // empty strings and false.
 func Classify(err error) (reason string, message string, terminal bool) {
 	if err == nil {
 		return "", "", false
+	}
+	var handshake *HandshakeError
+	if errors.As(err, &handshake) {
+		return handshake.Reason(), handshake.Error(), false
 	}
 	var carrier interface{ GRPCStatus() *status.Status }
 	if !errors.As(err, &carrier) || carrier.GRPCStatus() == nil {

@@ -10,6 +10,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -18,7 +19,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	_ "google.golang.org/grpc/health" // client-side health checking (healthCheckConfig)
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -88,7 +88,8 @@ type Config struct {
 	// Clock paces the TLS file reload checks and times the calls for ObserveRPC; nil means
 	// the real clock.
 	Clock clock.PassiveClock
-	// Logger reports TLS file reloads; the zero Logger discards.
+	// Logger reports TLS file reloads and failed TLS handshakes (once per distinct failure of
+	// each server, and when a handshake succeeds again); the zero Logger discards.
 	Logger klog.Logger
 	// ObserveRPC, if not nil, is called after every call with the method's name (the part
 	// after the last "/", e.g. "SignCertificateSigningRequest"), the call's gRPC code (OK on
@@ -101,6 +102,7 @@ type Config struct {
 // use.
 type Client struct {
 	conn    *grpc.ClientConn
+	creds   *HandshakeCredentials // names failed handshakes (Explain)
 	rpc     signetv1.SignerServiceClient
 	health  healthpb.HealthClient
 	timeout time.Duration
@@ -112,6 +114,13 @@ type Client struct {
 // call waits (within its deadline) while they are still connecting and fails with
 // Unavailable, a transient error, once none is connected and healthy. Each endpoint is
 // reconnected with gRPC's back-off and rejoins when healthy. TLS 1.3 is the minimum.
+//
+// A call that fails because the TLS handshake failed over a certificate returns an error
+// matching the failure's kind with errors.Is (ErrClientNotConfigured, ErrClientCAUntrusted,
+// ErrServerNameMismatch, ...; see HandshakeError), still an Unavailable status, whose message
+// says what to do; each distinct failure is logged once (cfg.Logger). The connection keeps
+// being retried with back-off, so a certificate renewed on disk (or a server reconfigured)
+// cures it without a restart.
 func New(cfg Config) (*Client, error) {
 	if cfg.RPCTimeout <= 0 {
 		return nil, fmt.Errorf("creating signer client: rpc timeout %s is not positive", cfg.RPCTimeout)
@@ -144,6 +153,7 @@ func New(cfg Config) (*Client, error) {
 		// answer to measure bandwidth (see signet-server's streamWindow); the messages are small.
 		grpc.WithStaticStreamWindowSize(streamWindow),
 		grpc.WithStaticConnWindowSize(connWindow),
+		grpc.WithChainUnaryInterceptor(explainInterceptor(creds)),
 	}
 	if cfg.ObserveRPC != nil {
 		opts = append(opts, grpc.WithChainUnaryInterceptor(observeInterceptor(cfg.ObserveRPC, clk)))
@@ -152,7 +162,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating signer client for %s: %w", endpointList(endpoints), err)
 	}
-	return &Client{conn: conn, rpc: signetv1.NewSignerServiceClient(conn), health: healthpb.NewHealthClient(conn),
+	return &Client{conn: conn, creds: creds, rpc: signetv1.NewSignerServiceClient(conn), health: healthpb.NewHealthClient(conn),
 		timeout: cfg.RPCTimeout, certs: certs}, nil
 }
 
@@ -201,11 +211,19 @@ func observeInterceptor(observe func(string, codes.Code, time.Duration), clk clo
 	}
 }
 
+// explainInterceptor attaches to a failed call the handshake failure that caused it
+// (HandshakeCredentials.Explain).
+func explainInterceptor(creds *HandshakeCredentials) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		return creds.Explain(invoker(ctx, method, req, reply, cc, opts...))
+	}
+}
+
 // clientCredentials builds the mTLS credentials: TLS 1.3, servers verified against the
 // current CAFile bundle (re-read when it changes) under the name each endpoint carries (see
 // resolverAddresses), the client certificate served from disk by a reloader, which it also
-// returns (Client.ClientCertificate).
-func clientCredentials(cfg Config, clk clock.PassiveClock) (credentials.TransportCredentials, *certReloader, error) {
+// returns (Client.ClientCertificate); failed handshakes are named (HandshakeCredentials).
+func clientCredentials(cfg Config, clk clock.PassiveClock) (*HandshakeCredentials, *certReloader, error) {
 	roots, err := newCAReloader(cfg.CAFile, clk, cfg.Logger)
 	if err != nil {
 		return nil, nil, err
@@ -214,11 +232,16 @@ func clientCredentials(cfg Config, clk clock.PassiveClock) (credentials.Transpor
 	if err != nil {
 		return nil, nil, err
 	}
-	return &reloadingTLS{roots: roots, base: &tls.Config{
+	creds := &reloadingTLS{roots: roots, base: &tls.Config{
 		MinVersion:           tls.VersionTLS13,
 		ServerName:           cfg.ServerName,
 		GetClientCertificate: certs.GetClientCertificate,
-	}}, certs, nil
+	}}
+	return NewHandshakeCredentials(creds, HandshakeOptions{
+		ClientCertificate: func() *x509.Certificate { return certs.Get().Leaf },
+		Clock:             clk,
+		Logger:            cfg.Logger,
+	}), certs, nil
 }
 
 // Issued is what the server returned for one signed CSR or PodCertificateRequest.

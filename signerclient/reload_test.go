@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"net"
 	"os"
 	"strings"
@@ -110,7 +111,7 @@ func TestCABundleReload(t *testing.T) {
 		if err == nil {
 			t.Fatal("SignCSR succeeded with the server on CA B while the bundle holds only A")
 		}
-		return strings.Contains(err.Error(), "certificate signed by unknown authority")
+		return errors.Is(err, ErrServerCAUntrusted)
 	})
 
 	rewrite(t, s.caFile, append(caA.CertPEM(), caB.CertPEM()...))
@@ -206,12 +207,13 @@ func TestServerVerificationStrict(t *testing.T) {
 		name       string
 		cert       tls.Certificate
 		serverName string
+		kind       error
 		wantErr    string
 	}{
-		{"foreign CA", foreign.Leaf(t, "localhost", x509.ExtKeyUsageServerAuth), "", "certificate signed by unknown authority"},
-		{"wrong name", ca.Leaf(t, "other.test", x509.ExtKeyUsageServerAuth), "", "not localhost"},
-		{"wrong ServerName", ca.Leaf(t, "localhost", x509.ExtKeyUsageServerAuth), "signet.test", "not signet.test"},
-		{"client-auth only", ca.Leaf(t, "localhost", x509.ExtKeyUsageClientAuth), "", "incompatible key usage"},
+		{"foreign CA", foreign.Leaf(t, "localhost", x509.ExtKeyUsageServerAuth), "", ErrServerCAUntrusted, "is not issued by a CA in the client's server CA bundle"},
+		{"wrong name", ca.Leaf(t, "other.test", x509.ExtKeyUsageServerAuth), "", ErrServerNameMismatch, `does not hold "localhost"`},
+		{"wrong ServerName", ca.Leaf(t, "localhost", x509.ExtKeyUsageServerAuth), "signet.test", ErrServerNameMismatch, `does not hold "signet.test"`},
+		{"client-auth only", ca.Leaf(t, "localhost", x509.ExtKeyUsageClientAuth), "", ErrServerCertificateInvalid, "is not for server authentication"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -223,8 +225,8 @@ func TestServerVerificationStrict(t *testing.T) {
 				CAFile: caFile, CertFile: certFile, KeyFile: keyFile, RPCTimeout: 2 * time.Second,
 			})
 			_, err := c.SignCSR(context.Background(), testCSR())
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("SignCSR error = %v, want a refusal containing %q", err, tt.wantErr)
+			if !errors.Is(err, tt.kind) || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("SignCSR error = %v, want %v containing %q", err, tt.kind, tt.wantErr)
 			}
 		})
 	}
