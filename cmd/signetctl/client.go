@@ -15,6 +15,7 @@ import (
 
 	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/server/access"
+	"github.com/signet-pki/signet/signerclient"
 )
 
 // defaultServer is the address signetctl dials when no setting names one: signet-server's
@@ -37,6 +38,9 @@ type connFlags struct {
 	missingTLS bool
 	// identity is the client identity of the certificate dial loaded.
 	identity string
+	// creds are the transport credentials dial made; they name a failed handshake
+	// (callError).
+	creds *signerclient.HandshakeCredentials
 }
 
 // addConnFlags adds the connection flags to cmd and returns them.
@@ -154,9 +158,11 @@ func (c *connFlags) dial() (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, inputError("%v", err)
 	}
-	c.identity = access.Identity(cfg.Certificates[0].Leaf)
-	conn, err := grpc.NewClient(c.settings.server, grpc.WithTransportCredentials(firstReadCreds{credentials.NewTLS(cfg)}),
-		grpc.WithUserAgent("signetctl"))
+	leaf := cfg.Certificates[0].Leaf
+	c.identity = access.Identity(leaf)
+	c.creds = signerclient.NewHandshakeCredentials(credentials.NewTLS(cfg),
+		signerclient.HandshakeOptions{ClientCertificate: func() *x509.Certificate { return leaf }})
+	conn, err := grpc.NewClient(c.settings.server, grpc.WithTransportCredentials(c.creds), grpc.WithUserAgent("signetctl"))
 	if err != nil {
 		return nil, inputError("server %s: %v", c.settings.server, err)
 	}
@@ -168,7 +174,11 @@ func (c *connFlags) callContext(ctx context.Context) (context.Context, context.C
 	return context.WithTimeout(ctx, c.settings.timeout)
 }
 
-// callError is the exit of a failed call (see the function callError).
+// callError is the exit of a failed call (see the function callError); a call that failed
+// because the TLS handshake did is named (signerclient.HandshakeError).
 func (c *connFlags) callError(err error) error {
+	if c.creds != nil {
+		err = c.creds.Explain(err)
+	}
 	return callError(endpoint{server: c.settings.server, identity: c.identity}, err)
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/signerclient"
 )
 
 // The exit codes of every command (exitCodesHelp).
@@ -72,7 +73,9 @@ func callError(to endpoint, err error) error {
 		if reason := signetReason(st); reason != "" {
 			return &exitError{code: exitFailed, msg: fmt.Sprintf("refused (%s): %s", reason, st.Message())}
 		}
-		return &exitError{code: exitNoReply, msg: describeRPCError(to, st.Err())}
+		var handshake *signerclient.HandshakeError
+		errors.As(err, &handshake)
+		return &exitError{code: exitNoReply, msg: describeRPCError(to, st.Err(), handshake)}
 	}
 	return &exitError{code: exitNoReply, msg: err.Error()}
 }
@@ -99,8 +102,9 @@ func signetReason(st *status.Status) string {
 
 // describeRPCError is the one-line account of a failed call: the status code and message,
 // plus the google.rpc.ErrorInfo reason when the server sent one, and a hint at the likely
-// cause of a failed connection.
-func describeRPCError(to endpoint, err error) string {
+// cause of a failed connection (handshake, when not nil, is the failed TLS handshake that
+// caused it).
+func describeRPCError(to endpoint, err error, handshake *signerclient.HandshakeError) string {
 	st, ok := status.FromError(err)
 	if !ok {
 		return err.Error()
@@ -113,17 +117,48 @@ func describeRPCError(to endpoint, err error) string {
 	}
 	switch st.Code() {
 	case codes.Unavailable:
-		msg += " [" + unavailableHint(to, st.Message()) + "]"
+		hint := unavailableHint(to, st.Message())
+		if handshake != nil {
+			hint = handshakeHint(to, handshake)
+		}
+		msg += " [" + hint + "]"
 	case codes.DeadlineExceeded:
 		msg += " [no answer within --timeout]"
 	}
 	return msg
 }
 
+// handshakeHint names a failed TLS handshake in signetctl's terms: the flags that fix it.
+func handshakeHint(to endpoint, e *signerclient.HandshakeError) string {
+	who := "the client certificate"
+	if to.identity != "" {
+		who = fmt.Sprintf("the client certificate (identity %q)", to.identity)
+	}
+	switch {
+	case errors.Is(e, signerclient.ErrServerCAUntrusted):
+		return "untrusted server: its certificate is not signed by a CA in --tls-ca"
+	case errors.Is(e, signerclient.ErrServerNameMismatch):
+		return "wrong server name: the server's certificate does not name the host of --server; set --server-name to a name it holds"
+	case errors.Is(e, signerclient.ErrServerCertificateInvalid):
+		return "invalid server certificate: the server's TLS certificate (tls.certFile) must be renewed or reissued for server authentication, or this host's clock is off"
+	case errors.Is(e, signerclient.ErrClientCertificateExpired):
+		return "expired client certificate: the server refused " + who + " as expired or not yet valid; renew --tls-cert"
+	case errors.Is(e, signerclient.ErrClientCAUntrusted):
+		return "untrusted client certificate: " + who + " is not issued by a CA in the server's tls.clientCAFile"
+	case errors.Is(e, signerclient.ErrClientCertificateUsage):
+		return "wrong client certificate: " + who + " is not for client authentication; --tls-cert needs extended key usage clientAuth"
+	case errors.Is(e, signerclient.ErrClientCertificateMissing):
+		return "no client certificate: the server requires one; give --tls-cert and --tls-key"
+	case errors.Is(e, signerclient.ErrClientNotConfigured):
+		return "client not configured: the server refused " + who + "; is that identity in the server's clients? (the server logs why)"
+	}
+	return "client certificate refused: the server refused " + who + " (the server logs why)"
+}
+
 // unavailableHint names the likely cause of a failed connection from the message of an
-// Unavailable status: the TLS alert the server sent (TLS 1.3 reports the server's refusal of
-// the client certificate when the connection is first read) or the client's own check of the
-// server's certificate.
+// Unavailable status that is not a named handshake failure (handshakeHint): the TLS alert
+// the server sent or the client's own check of the server's certificate, as the text shows
+// them, else a refused or unresolved address.
 func unavailableHint(to endpoint, msg string) string {
 	who := "the client certificate"
 	if to.identity != "" {
