@@ -248,7 +248,8 @@ func TestExpiredClientCertificate(t *testing.T) {
 
 // TestConnectionFailuresNamed: each way the mutual TLS handshake fails gets its own name and
 // hint: a client identity the server does not know, a client certificate from a CA the server
-// does not trust, a server certificate from a CA --tls-ca does not hold.
+// does not trust, a server certificate from a CA --tls-ca does not hold, a server certificate
+// without the name --server-name gives (the only one whose hint names --server-name).
 func TestConnectionFailuresNamed(t *testing.T) {
 	addr, dir := devServer(t, func(c *config.Config) { c.Clients[0].Identity = "someone-else" })
 	code, _, errOut := runCmd("signers", "--server", addr, "--dev-state-dir", dir)
@@ -263,7 +264,12 @@ func TestConnectionFailuresNamed(t *testing.T) {
 	}
 	_, other := devServer(t)
 	code, _, errOut = runCmd("signers", "--server", addr, "--dev-state-dir", dir, "--tls-ca", filepath.Join(other, devpki.TLSCACert))
-	if code != 2 || !strings.Contains(errOut, "[untrusted server: its certificate is not signed by a CA in --tls-ca]") {
+	if code != 2 || !strings.Contains(errOut, "[untrusted server: its certificate is not signed by a CA in --tls-ca]") || strings.Contains(errOut, "--server-name") {
 		t.Errorf("untrusted server: exit %d, stderr %q", code, errOut)
+	}
+	code, _, errOut = runCmd("signers", "--server", addr, "--dev-state-dir", dir, "--server-name", "wrong.example")
+	if code != 2 || !strings.Contains(errOut, `does not hold "wrong.example"`) ||
+		!strings.Contains(errOut, "[wrong server name: the server's certificate does not name the host of --server; set --server-name to a name it holds]") {
+		t.Errorf("wrong server name: exit %d, stderr %q", code, errOut)
 	}
 }
