@@ -37,19 +37,8 @@ the server gets server.crt, server.key and clients-ca.crt; the cluster gets the 
 		pkiInitCommand(), pkiRenewCommand())
 }
 
-// pkiInitCommand is "signetctl pki init".
-func pkiInitCommand() *cobra.Command {
-	var (
-		opts       tlspki.Options
-		dir        string
-		secretFile string
-		force      bool
-	)
-	opts.Validity, opts.CAValidity = tlspki.DefaultValidity, tlspki.DefaultCAValidity
-	cmd := &cobra.Command{
-		Use:   "init --dir DIR --server-name NAME[,NAME...] [--server-ip IP...] --watcher-identity URI [flags]",
-		Short: "Make the TLS CAs, the server's certificate, the watcher's client certificate and its Secret",
-		Long: `Makes in DIR (created 0700) the TLS PKI of one signing server and its watcher:
+// pkiInitLong is the help of pki init, before the exit codes.
+const pkiInitLong = `Makes in DIR (created 0700) the TLS PKI of one signing server and its watcher:
 
   server-ca.crt, server-ca.key    the server CA (signs the server's certificate)
   clients-ca.crt, clients-ca.key  the client CA (signs client certificates)
@@ -70,9 +59,21 @@ It prints the manifest of the watcher's Secret (type kubernetes.io/tls: tls.crt,
 ca.crt = the server CA; what deploy/watcher mounts at /etc/signet/tls) on standard output, or
 writes it (0600) to --secret-file. THE MANIFEST CONTAINS THE WATCHER'S PRIVATE KEY: pipe it to
 kubectl or keep the file as carefully as the key. Which file goes where, with the server
-config's tls and clients entries, is printed on standard error; nothing else secret is printed.
+config's tls and clients entries, is printed on standard error; nothing else secret is printed.`
 
-` + exitCodesHelp,
+// pkiInitCommand is "signetctl pki init".
+func pkiInitCommand() *cobra.Command {
+	var (
+		opts       tlspki.Options
+		dir        string
+		secretFile string
+		force      bool
+	)
+	opts.Validity, opts.CAValidity = tlspki.DefaultValidity, tlspki.DefaultCAValidity
+	cmd := &cobra.Command{
+		Use:   "init --dir DIR --server-name NAME[,NAME...] [--server-ip IP...] --watcher-identity URI [flags]",
+		Short: "Make the TLS CAs, the server's certificate, the watcher's client certificate and its Secret",
+		Long:  pkiInitLong + "\n\n" + exitCodesHelp,
 		Example: `  signetctl pki init --dir ./signet-pki --server-name signet.internal.example.com --server-ip 10.0.0.5 \
       --watcher-identity spiffe://prod.example.com/ns/signet-system/sa/signet-watcher --cluster prod-eu-1 \
       --secret-file watcher-secret.yaml
