@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -115,6 +116,9 @@ func pkiInitCommand() *cobra.Command {
 		}
 		if err := pki.Write(dir, force); err != nil {
 			return failure("%v", err)
+		}
+		if info, err := os.Stat(dir); err == nil && info.Mode().Perm()&0o077 != 0 {
+			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s is open to group or others (mode %#o): its keys are 0600, but consider chmod 700 %s\n", dir, info.Mode().Perm(), dir)
 		}
 		manifest, err := tlspki.WatcherSecret(pki.Record.WatcherSecret, pki.Watcher, pki.ServerCA.Cert)
 		if err != nil {

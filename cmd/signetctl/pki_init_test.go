@@ -271,3 +271,20 @@ func TestPKIInitRefusesOverwrite(t *testing.T) {
 		t.Errorf("--secret-file mode %v, want 0600", info.Mode().Perm())
 	}
 }
+
+// TestPKIInitIntoExistingFolder: an existing empty folder is used as it is; one open to group
+// or others gets a warning.
+func TestPKIInitIntoExistingFolder(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runCmd("pki", "init", "--dir", dir, "--server-name", "localhost", "--watcher-identity", testIdentity)
+	if code != 0 || !strings.Contains(errOut, "warning: "+dir+" is open to group or others (mode 0755)") {
+		t.Errorf("exit %d, stderr:\n%s", code, errOut)
+	}
+	if info, err := os.Stat(filepath.Join(dir, tlspki.ClientCAKey)); err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("the CA key in an open folder: %v", err)
+	}
+}
