@@ -151,8 +151,9 @@ key file, then the certificate file, are replaced atomically in DIR.
 
 --watcher prints the new manifest of the watcher's Secret (it contains the watcher's PRIVATE
 KEY) on standard output, or writes it (0600) to --secret-file; applying it renews the watcher
-without a restart: the kubelet updates the mounted files and the watcher reads them at its next
-connection to the server (docs/operations.md, "Renewing the watcher's client certificate").
+without a restart: the kubelet updates the mounted files, the watcher reads them within seconds
+and presents the new certificate from its next connection to the server (docs/operations.md,
+"Renewing the watcher's client certificate").
 --server prints nothing on standard output: copy server.key, then server.crt, to the signing
 host; the server re-reads them within its reloadInterval.
 
