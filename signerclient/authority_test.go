@@ -46,6 +46,9 @@ func (f *authorityFake) answer(ctx context.Context, req proto.Message, signer st
 		select {
 		case <-time.After(time.Second):
 		case <-ctx.Done():
+			// The server's deadline (the client's, less transit) can pass before the
+			// client's: an answer then would reach the client in time, as a success.
+			return nil, status.FromContextError(ctx.Err()).Err()
 		}
 	}
 	return authorityOf(signer), nil
