@@ -214,7 +214,8 @@ func (s *Server) build(ctx context.Context) error {
 }
 
 // buildWebhook builds the signing webhook when it is configured: the same decision core as
-// gRPC, behind the same TLS source (server certificate, client CA, the client check, reloads).
+// gRPC, behind the same TLS source (server certificate, client CA, the client check, reloads)
+// and the same refusal log.
 func (s *Server) buildWebhook() error {
 	wc := s.cfg.Webhook
 	if !wc.Enabled() {
@@ -222,7 +223,7 @@ func (s *Server) buildWebhook() error {
 	}
 	var err error
 	s.webhook, err = webhook.New(webhook.Options{Core: s.core, TLS: s.tls.config(), MaxRequestBytes: wc.MaxRequestBytes, Log: s.log,
-		Metrics: s.metrics})
+		Metrics: s.metrics, HandshakeFailed: s.tls.refusals.handshakeFailed})
 	if err != nil {
 		return err
 	}

@@ -37,10 +37,12 @@ import (
 //
 // A failed verification never reaches a hook of the tls.Config, so it is read from the
 // handshake's error instead: a *tls.CertificateVerificationError carries the certificates
-// and the x509 error (refusalReason). The gRPC listener's credentials do that (refusingCreds).
-// The webhook's HTTP server runs its handshakes itself: there, only the refusals of
-// VerifyConnection (identity_not_configured) are logged and counted here; net/http logs the
-// others as "http: TLS handshake error".
+// and the x509 error (refusalReason). Both listeners hand every failed handshake to
+// handshakeFailed: the gRPC listener's credentials (refusingCreds), and the webhook's
+// listener, which runs the handshakes itself rather than leave them to net/http (so no
+// "http: TLS handshake error" line either; webhook.Options.HandshakeFailed). A refusal of
+// VerifyConnection (identity_not_configured) is reported by the hook, which sees the
+// certificate, and is not reported again from the handshake's error (reportedError).
 
 // Rate of the refusal log: at most refusalLogBurst lines at once, refusalLogPerSecond a
 // second after that; a line logged after some were left out says how many ("suppressed").

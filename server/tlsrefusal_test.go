@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/internal/testpki"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/server/webhook/webhooktest"
 )
 
 // devTLSCA is the TLS CA of the dev PKI in dir, which issues the client certificates.
@@ -83,16 +85,50 @@ func (b *logBuffer) logLine(msg, key, value string) map[string]any {
 	return nil
 }
 
-// TestTLSClientRefusals: the server is exactly as strict as crypto/tls's RequireAndVerifyClientCert
-// plus the client list: no certificate, a self-signed one, one from another CA, an expired
-// one, one not yet valid, one for server authentication only and a valid one whose identity
-// is not configured are all refused, each with the alert the client names, a WARN line
-// "refused a TLS client" naming the reason, the remote address and the certificate (identity,
-// subject, issuer, serial, NotAfter), and signet_server_tls_client_refused_total{reason}; the
-// configured client is accepted and its identity (read from the verified chain) authorized.
+// TestTLSClientRefusals: on both listeners (gRPC and the webhook) the server is exactly as
+// strict as crypto/tls's RequireAndVerifyClientCert plus the client list: no certificate, a
+// self-signed one, one from another CA, an expired one, one not yet valid, one for server
+// authentication only and a valid one whose identity is not configured are all refused, each
+// with the alert the client names, one WARN line "refused a TLS client" naming the reason, the
+// remote address and the certificate (identity, subject, issuer, serial, NotAfter), and one
+// count in signet_server_tls_client_refused_total{reason}; net/http logs no handshake error
+// of its own. The configured client is accepted and its identity (read from the verified
+// chain) authorized; on the webhook, over HTTP/2.
 func TestTLSClientRefusals(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, nil)
+	t.Run("grpc", func(t *testing.T) {
+		t.Parallel()
+		s := startServer(t, nil)
+		testTLSClientRefusals(t, s, s.addr)
+		resp, err := signetv1.NewSignerServiceClient(s.dial(t, s.clientTLS(t, s.devClient(t)))).ListSigners(callContext(t), &signetv1.ListSignersRequest{})
+		if err != nil || len(resp.GetSigners()) == 0 {
+			t.Errorf("ListSigners as the configured client = %v, %v; want its signers", resp, err)
+		}
+	})
+	t.Run("webhook", func(t *testing.T) {
+		t.Parallel()
+		w := startWebhook(t, nil)
+		testTLSClientRefusals(t, w.testServer, w.srv.WebhookAddr())
+		request, _ := servingCSR(t)
+		resp, data := webhooktest.PostRaw(t, w.contractClient(t, w.devClient(t)), http.MethodPost, w.url, "application/json",
+			bytes.NewReader(mustJSON(t, csrObject("uid-tls-refusals", request))))
+		if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 {
+			t.Errorf("the configured client got %s %d %s, want HTTP/2 200", resp.Proto, resp.StatusCode, data)
+		}
+		if recs := w.records(t)["uid-tls-refusals"]; len(recs) != 1 || recs[0].Client != devpki.ClientName {
+			t.Errorf("ledger records %+v, want one issuance to %s", recs, devpki.ClientName)
+		}
+		if w.logs.Contains("TLS handshake error") {
+			t.Error("net/http logged a handshake error of its own")
+		}
+	})
+}
+
+// testTLSClientRefusals presents every refused kind of client certificate to the listener of s
+// on addr, checks each refusal's alert, log line and count, and that the configured client's
+// handshake succeeds.
+func testTLSClientRefusals(t *testing.T, s *testServer, addr string) {
+	t.Helper()
 	ca := devTLSCA(t, s.dir)
 	other := testpki.CA(t)
 	selfKey := testpki.Key(t, testpki.P256)
@@ -115,13 +151,15 @@ func TestTLSClientRefusals(t *testing.T) {
 	tests := []struct {
 		cn, alert, reason string
 	}{
+		// The identity first: the refusals after it leave time for a second count, were
+		// there one.
+		{"stranger", "bad certificate", "identity_not_configured"},
 		{"", "certificate required", "no_certificate"},
 		{"self-signed", "unknown certificate authority", "unknown_ca"},
 		{"foreign-client", "unknown certificate authority", "unknown_ca"},
 		{"expired-client", "expired certificate", "expired"},
 		{"early-client", "expired certificate", "not_yet_valid"},
 		{"server-only", "bad certificate", "wrong_usage"},
-		{"stranger", "bad certificate", "identity_not_configured"},
 	}
 	for _, tt := range tests {
 		var cert *tls.Certificate
@@ -129,7 +167,7 @@ func TestTLSClientRefusals(t *testing.T) {
 			c := pairs[tt.cn]
 			cert = &c
 		}
-		local, err := s.handshake(t, s.addr, cert)
+		local, err := s.handshake(t, addr, cert)
 		if err == nil || !strings.Contains(err.Error(), "remote error: tls: "+tt.alert) {
 			t.Errorf("%s: the client read %v, want the alert %q", tt.reason, err, tt.alert)
 		}
@@ -159,6 +197,14 @@ func TestTLSClientRefusals(t *testing.T) {
 			t.Errorf("%s: log line says some were suppressed: %v", tt.reason, line)
 		}
 	}
+
+	// The configured client is accepted.
+	if _, err := s.handshake(t, addr, ptr(s.devClient(t))); err != nil {
+		t.Errorf("the configured client read %v, want the server's first bytes", err)
+	}
+	if n := s.logs.count("refused a TLS client"); n != len(tests) {
+		t.Errorf("%d lines \"refused a TLS client\", want one for each of the %d refused clients", n, len(tests))
+	}
 	_, body := httpGet(t, s.srv.HTTPAddr(), "/metrics")
 	for reason, n := range map[string]int{"no_certificate": 1, "unknown_ca": 2, "expired": 1, "not_yet_valid": 1,
 		"wrong_usage": 1, "identity_not_configured": 1, "invalid": 0} {
@@ -166,35 +212,20 @@ func TestTLSClientRefusals(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
-
-	// The configured client is accepted, and the service reads its identity.
-	if _, err := s.handshake(t, s.addr, ptr(s.devClient(t))); err != nil {
-		t.Errorf("the configured client read %v, want the server's first bytes", err)
-	}
-	resp, err := signetv1.NewSignerServiceClient(s.dial(t, s.clientTLS(t, s.devClient(t)))).ListSigners(callContext(t), &signetv1.ListSignersRequest{})
-	if err != nil || len(resp.GetSigners()) == 0 {
-		t.Errorf("ListSigners as the configured client = %v, %v; want its signers", resp, err)
-	}
 }
 
-// TestWebhookTLSClientRefusals: on the webhook's listener too, a client whose identity is not
-// configured is logged with its address and certificate and counted.
-func TestWebhookTLSClientRefusals(t *testing.T) {
-	t.Parallel()
-	w := startWebhook(t, nil)
-	stranger := clientPair(t, devTLSCA(t, w.dir), clientTemplate("webhook-stranger"))
-	local, err := w.handshake(t, w.srv.WebhookAddr(), &stranger)
-	if err == nil || !strings.Contains(err.Error(), "remote error: tls: bad certificate") {
-		t.Errorf("the client read %v, want bad certificate", err)
+// count is the number of log lines with message msg.
+func (b *logBuffer) count(msg string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, l := range bytes.Split(b.buf.Bytes(), []byte("\n")) {
+		var attrs map[string]any
+		if json.Unmarshal(l, &attrs) == nil && attrs["msg"] == msg {
+			n++
+		}
 	}
-	line := w.logs.logLine("refused a TLS client", "remote_address", local)
-	if line == nil || line["reason"] != "identity_not_configured" || line["identity"] != "webhook-stranger" {
-		t.Errorf("log line %v, want reason identity_not_configured and identity webhook-stranger", line)
-	}
-	_, body := httpGet(t, w.srv.HTTPAddr(), "/metrics")
-	if want := `signet_server_tls_client_refused_total{reason="identity_not_configured"} 1`; !strings.Contains(body, want) {
-		t.Errorf("/metrics lacks %q", want)
-	}
+	return n
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -44,7 +44,7 @@ func newTLSRefused() *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Subsystem: subsystem, Name: "tls_client_refused_total",
 		Help: "TLS handshakes refused because of the client's certificate, by reason (no_certificate, unknown_ca, expired, " +
-			"not_yet_valid, wrong_usage, invalid, identity_not_configured); on the webhook listener identity_not_configured only.",
+			"not_yet_valid, wrong_usage, invalid, identity_not_configured), on the gRPC and webhook listeners.",
 	}, []string{"reason"})
 	for _, r := range TLSRefusalReasons {
 		c.WithLabelValues(r)

@@ -72,6 +72,10 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// Clock times the answers; nil is the real clock.
 	Clock clock.PassiveClock
+	// HandshakeFailed is told of every TLS handshake that failed, but those Serve's end
+	// aborted, with the client's address and the handshake's error (a refused client
+	// certificate among them: the server logs and counts those as on gRPC); nil ignores them.
+	HandshakeFailed func(remote net.Addr, err error)
 }
 
 // Server serves the webhook.
@@ -83,6 +87,8 @@ type Server struct {
 	metrics  *metrics.Metrics
 	clock    clock.PassiveClock
 	http     *http.Server
+	// handshakeFailed is Options.HandshakeFailed.
+	handshakeFailed func(remote net.Addr, err error)
 
 	// base is the context of every request: cancelled when the shutdown grace has passed.
 	base       context.Context
@@ -110,7 +116,7 @@ func New(opts Options) (*Server, error) {
 		opts.Clock = clock.RealClock{}
 	}
 	s := &Server{core: opts.Core, tls: TLSConfig(opts.TLS), maxBytes: opts.MaxRequestBytes, log: opts.Log,
-		metrics: opts.Metrics, clock: opts.Clock}
+		metrics: opts.Metrics, clock: opts.Clock, handshakeFailed: opts.HandshakeFailed}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
 	s.http = &http.Server{
 		Handler:           s.Handler(),
@@ -176,8 +182,8 @@ func (s *Server) track(next http.Handler) http.Handler {
 	})
 }
 
-// Serve serves HTTPS on lis (a plain TCP listener: Serve adds TLS) until ctx ends, then shuts
-// down: in-flight requests get shutdownGrace, then their contexts are cancelled and the
+// Serve serves HTTPS on lis (a plain TCP listener: Serve adds TLS, handshaking every
+// connection itself, see handshakingListener) until ctx ends, then shuts down: in-flight requests get shutdownGrace, then their contexts are cancelled and the
 // connections closed, and Serve returns once every handler has returned, so that the caller
 // may release what they use. It returns nil after a shutdown caused by ctx, or the error if
 // serving fails first (lis closed). Serve closes lis and may be called once.
@@ -197,7 +203,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 			_ = s.http.Close()
 		}
 	}()
-	err := s.http.Serve(tls.NewListener(lis, s.tls))
+	err := s.http.Serve(newHandshakingListener(lis, s.tls, handshakeTimeout, s.handshakeFailed))
 	cancel()
 	<-done
 	s.mu.Lock()
