@@ -190,6 +190,8 @@ func TestDashboardCoversOperations(t *testing.T) {
 		"server unreachable":          {"signet_watcher_server_rpc_errors_total"},
 		"trust bundles":               {"signet_watcher_trust_bundle_published_timestamp_seconds", "signet_watcher_trust_bundle_publish_errors_total"},
 		"rotation (and forced steps)": {"signet_server_ca_rotation_steps_total", "signet_server_ca_rotation_forced_total"},
+		"TLS clients refused":         {"signet_server_tls_client_refused_total"},
+		"webhook answers":             {"signet_server_webhook_requests_total"},
 	} {
 		for _, m := range metrics {
 			if !used[m] {

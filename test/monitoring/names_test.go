@@ -75,6 +75,8 @@ func exported(t *testing.T) series {
 	sm.ObserveReport(signer, "cluster", "hash", now)
 	sm.ObserveRotation(signer, "activate", true)
 	sm.WatchTLSCertificate(func() *x509.Certificate { return cert })
+	sm.ObserveTLSClientRefused(servermetrics.TLSRefusedExpired)
+	sm.ObserveWebhookRequest(http.StatusOK, time.Millisecond)
 
 	wm := watchermetrics.New([]string{signer}, []string{"signed"}, []string{"signed"}, []string{"Forbidden"})
 	wm.ObserveRPC("SignCertificateSigningRequest", codes.Unavailable, time.Millisecond)
@@ -141,6 +143,9 @@ func TestExportedCoversTheNewGauges(t *testing.T) {
 		"signet_server_refusals_total",
 		"signet_server_sign_duration_seconds_bucket",
 		"signet_server_ca_rotation_forced_total",
+		"signet_server_tls_client_refused_total",
+		"signet_server_webhook_requests_total",
+		"signet_server_webhook_request_duration_seconds_bucket",
 		"signet_watcher_oldest_pending_approved_seconds",
 		"signet_watcher_oldest_pending_pod_certificate_seconds",
 		"signet_watcher_trust_bundle_publish_errors_total",
