@@ -67,13 +67,16 @@ type Config struct {
 	// Addresses are the host:port of every signing server (fail-over endpoints). Calls go
 	// round-robin to the endpoints that are connected and healthy.
 	Addresses []string
-	// CAFile is the PEM bundle of CA certificates that verify the server. It is re-read when
-	// its modification time or size changes, checked at most every few seconds; new
-	// connections use the new bundle, so a server can move to a new CA without a restart
-	// (publish old and new CA in the bundle, then switch the server's certificate).
+	// CAFile is the PEM bundle of CA certificates that verify the server. It is loaded again
+	// when its content changes (a SHA-256 digest of the file, not its modification time or
+	// size), checked on use at most every few seconds; new connections use the new bundle, so
+	// a server can move to a new CA without a restart (publish old and new CA in the bundle,
+	// then switch the server's certificate).
 	CAFile string
-	// CertFile and KeyFile are the client certificate (chain) and key, PEM. They are re-read
-	// when their modification time or size changes, checked at most every few seconds.
+	// CertFile and KeyFile are the client certificate (chain) and key, PEM. They are loaded
+	// again when their contents change (a SHA-256 digest of both files, not their
+	// modification time or size), checked on use at most every few seconds; a pair that does
+	// not load keeps the previous one in use.
 	CertFile, KeyFile string
 	// ServerName is the name verified in every server's certificate; empty means the host
 	// part of each endpoint's address.
