@@ -72,9 +72,10 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// Clock times the answers; nil is the real clock.
 	Clock clock.PassiveClock
-	// HandshakeFailed is told of every TLS handshake that failed, but those Serve's end
+	// HandshakeFailed is told of every failed TLS handshake, except those that Serve's end
 	// aborted, with the client's address and the handshake's error (a refused client
 	// certificate among them: the server logs and counts those as on gRPC); nil ignores them.
+	// It is called from the handshake's own goroutine and must be safe for concurrent use.
 	HandshakeFailed func(remote net.Addr, err error)
 }
 
@@ -182,8 +183,9 @@ func (s *Server) track(next http.Handler) http.Handler {
 	})
 }
 
-// Serve serves HTTPS on lis (a plain TCP listener: Serve adds TLS, handshaking every
-// connection itself, see handshakingListener) until ctx ends, then shuts down: in-flight requests get shutdownGrace, then their contexts are cancelled and the
+// Serve serves HTTPS on lis (a plain TCP listener: Serve adds TLS, running every handshake
+// itself, see handshakingListener) until ctx ends, then shuts down: handshakes in progress are
+// aborted, in-flight requests get shutdownGrace, then their contexts are cancelled and the
 // connections closed, and Serve returns once every handler has returned, so that the caller
 // may release what they use. It returns nil after a shutdown caused by ctx, or the error if
 // serving fails first (lis closed). Serve closes lis and may be called once.
