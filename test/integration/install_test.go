@@ -116,9 +116,9 @@ func install(t *testing.T, method string, s *signet, objs []*unstructured.Unstru
 		ObjectMeta: metav1.ObjectMeta{Name: secretVolume(t, in.deployment), Namespace: in.namespace},
 		Type:       corev1.SecretTypeTLS,
 		Data: map[string][]byte{
-			corev1.TLSCertKey:       readFile(t, filepath.Join(s.state, devpki.ClientCert)),
-			corev1.TLSPrivateKeyKey: readFile(t, filepath.Join(s.state, devpki.ClientKey)),
-			"ca.crt":                readFile(t, filepath.Join(s.state, devpki.TLSCACert)),
+			corev1.TLSCertKey:       mustRead(t, filepath.Join(s.state, devpki.ClientCert)),
+			corev1.TLSPrivateKeyKey: mustRead(t, filepath.Join(s.state, devpki.ClientKey)),
+			"ca.crt":                mustRead(t, filepath.Join(s.state, devpki.TLSCACert)),
 		},
 	}
 	_, admin := cluster.Admin()
@@ -126,15 +126,6 @@ func install(t *testing.T, method string, s *signet, objs []*unstructured.Unstru
 		t.Fatal(err)
 	}
 	return in
-}
-
-func readFile(t *testing.T, path string) []byte {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
 }
 
 // volume returns the Deployment's volume named name.
@@ -277,7 +268,7 @@ func (in *installed) runPod(t *testing.T, bin, pod string) *exec.Cmd {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		if t.Failed() {
-			t.Logf("%s watcher log:\n%s", in.method, readFile(t, logFile.Name()))
+			t.Logf("%s watcher log:\n%s", in.method, mustRead(t, logFile.Name()))
 		}
 	})
 	return cmd
