@@ -61,14 +61,40 @@ type clusterOpts struct {
 	pacedRate     float64
 	out, plot     string
 	scenarioLimit time.Duration
-	rounds        int    // every scenario runs this many times, interleaved; the median run is reported
-	kubeVersion   string // Kubernetes version of the control plane and kube-controller-manager
-	trustBundles  []bool // Signet runs once per setting of the watcher's trust bundle publishing (trustcost.go)
-	admin         bool   // the dev client has the admin role on the server (-rotation)
+	rounds        int      // every scenario runs this many times, interleaved; the median run is reported
+	kubeVersion   string   // Kubernetes version of the control plane and kube-controller-manager
+	trustBundles  []bool   // Signet runs once per setting of the watcher's trust bundle publishing (trustcost.go)
+	admin         bool     // the dev client has the admin role on the server (-rotation)
+	signers       []string // the signers to run, by name (clusterSignerNames); empty: all
+}
+
+// clusterSignerNames are the signers -cluster can run, by the name -cluster-signers takes.
+var clusterSignerNames = []string{"ceiling", "kcm", "kcm-qps", "signet"}
+
+// parseClusterSigners reads -cluster-signers: names from clusterSignerNames, each once.
+func parseClusterSigners(list string) ([]string, error) {
+	var out []string
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		switch {
+		case name == "":
+			continue
+		case !slices.Contains(clusterSignerNames, name):
+			return nil, fmt.Errorf("unknown signer %q (want some of %s)", name, strings.Join(clusterSignerNames, ", "))
+		case slices.Contains(out, name):
+			return nil, fmt.Errorf("signer %q named twice", name)
+		}
+		out = append(out, name)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no signer named (want some of %s)", strings.Join(clusterSignerNames, ", "))
+	}
+	return out, nil
 }
 
 type signerKind struct {
 	label string
+	name  string // its name in -cluster-signers (clusterSignerNames)
 	kind  string // "ceiling", "kcm" or "signet"
 	qps   int    // KCM --kube-api-qps; 0 = default
 	// trustBundlesOff runs Signet's watcher with trustBundles.enabled false (trustcost.go).
@@ -96,6 +122,10 @@ type result struct {
 	cpuEach  []float64 // seconds, per signer process (Signet: server, watcher)
 	planeCPU float64   // seconds, kube-apiserver + etcd
 	rss      float64   // MiB, sum of the processes' VmHWM
+	rssEach  []float64 // MiB, VmHWM per signer process (Signet: server, watcher)
+	// requests are the API server's requests over the timed run, by verb and resource
+	// (apirequests.go); nil when not measured.
+	requests requestCounts
 	points   []point
 	negative int
 	busy     float64 // share of all cores busy in the second before the scenario started
@@ -155,11 +185,9 @@ func runCluster(ctx context.Context, opts clusterOpts) (err error) {
 	if err != nil {
 		return err
 	}
-	// SIGNET_BENCH_SIGNERS (comma-separated kinds: ceiling, kcm, signet) narrows the run for debugging.
-	only := os.Getenv("SIGNET_BENCH_SIGNERS")
-	want := func(kind string) bool { return only == "" || slices.Contains(strings.Split(only, ","), kind) }
+	want := func(name string) bool { return len(opts.signers) == 0 || slices.Contains(opts.signers, name) }
 	kcmPath := ""
-	if want("kcm") {
+	if want("kcm") || want("kcm-qps") {
 		var err error
 		if kcmPath, err = kcmBinary(opts.kubeVersion); err != nil {
 			return err
@@ -210,12 +238,12 @@ func runCluster(ctx context.Context, opts clusterOpts) (err error) {
 	}
 
 	signers := []signerKind{
-		{label: "apiserver-only ceiling (generator writes the cert)", kind: "ceiling"},
-		{label: "KCM csrsigning, default QPS 20/burst 30", kind: "kcm"},
-		{label: "KCM csrsigning, QPS 1000/burst 2000", kind: "kcm", qps: 1000},
+		{label: "apiserver-only ceiling (generator writes the cert)", name: "ceiling", kind: "ceiling"},
+		{label: "KCM csrsigning, default QPS 20/burst 30", name: "kcm", kind: "kcm"},
+		{label: "KCM csrsigning, QPS 1000/burst 2000", name: "kcm-qps", kind: "kcm", qps: 1000},
 	}
 	signers = append(signers, signetSigners(opts.trustBundles)...)
-	signers = slices.DeleteFunc(signers, func(s signerKind) bool { return !want(s.kind) })
+	signers = slices.DeleteFunc(signers, func(s signerKind) bool { return !want(s.name) })
 	var loads []workload
 	for _, n := range opts.burst {
 		loads = append(loads, workload{label: fmt.Sprintf("burst %d", n), n: n})

@@ -93,6 +93,7 @@ func main() {
 	hardwareBackends := flag.String("hardware-backends", strings.Join(hardwareBackendNames, ","), "with -hardware, the comma-separated backends to measure")
 	hardwareRounds := flag.Int("hardware-rounds", 3, "with -hardware, measure everything this many times, interleaved, and report the medians")
 	hardwareBenchtime := flag.Duration("hardware-benchtime", 500*time.Millisecond, "with -hardware, time per measurement")
+	clusterSigners := flag.String("cluster-signers", strings.Join(clusterSignerNames, ","), "with -cluster, the comma-separated signers to run: ceiling (the apiserver-only ceiling), kcm (kube-controller-manager at its default QPS), kcm-qps (at QPS 1000), signet")
 	trustBundles := flag.String("cluster-trust-bundles", "on", "with -cluster, run Signet with the watcher's ClusterTrustBundle publishing on, off, or both in the same rounds (on,off)")
 	rotation := flag.Bool("rotation", false, "measure how long a CA staged on the signing server takes to reach the cluster's ClusterTrustBundle, and a retired one to leave it, with the watcher's default trust bundle settings, instead")
 	rotationN := flag.Int("rotation-n", 10, "with -rotation, stage and retire this many CAs")
@@ -117,8 +118,12 @@ func main() {
 		if err != nil {
 			fail(fmt.Errorf("-cluster-pcr-burst: %w", err))
 		}
+		signers, err := parseClusterSigners(*clusterSigners)
+		if err != nil {
+			fail(fmt.Errorf("-cluster-signers: %w", err))
+		}
 		if err := runCluster(context.Background(), clusterOpts{bin: *bin, burst: bursts, pcrBurst: pcrBursts, pacedN: *clusterPaced, pacedRate: *clusterRate,
-			out: *out, plot: *plot, scenarioLimit: 5 * time.Minute, rounds: *rounds, kubeVersion: *kubeVersion, trustBundles: tb}); err != nil {
+			out: *out, plot: *plot, scenarioLimit: 5 * time.Minute, rounds: *rounds, kubeVersion: *kubeVersion, trustBundles: tb, signers: signers}); err != nil {
 			fail(err)
 		}
 		return

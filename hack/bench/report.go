@@ -88,14 +88,19 @@ func clusterTable(results []result, kubeVersion string, elapsed time.Duration) s
 	for _, r := range results {
 		fmt.Fprintf(&sb, " %s / %s %.0f %%;", r.load.label, r.signer.label, 100*r.busy)
 	}
-	sb.WriteString("\n\nSignet's CPU by process (server on its own host in production; only the watcher shares the control plane's cores):")
+	sb.WriteString("\n\nSignet's CPU and peak RSS by process (server on its own host in production; only the watcher shares the control plane's cores):")
 	for _, r := range results {
 		if r.signer.kind == "signet" && len(r.cpuEach) == 2 && r.signed > 0 {
-			fmt.Fprintf(&sb, " %s%s server %.2f s, watcher %.2f s (%.2f / %.2f ms per object);", r.load.label, offNote(r.signer), r.cpuEach[0], r.cpuEach[1],
+			fmt.Fprintf(&sb, " %s%s server %.2f s, watcher %.2f s (%.2f / %.2f ms per object)", r.load.label, offNote(r.signer), r.cpuEach[0], r.cpuEach[1],
 				1000*r.cpuEach[0]/float64(r.signed), 1000*r.cpuEach[1]/float64(r.signed))
+			if len(r.rssEach) == 2 {
+				fmt.Fprintf(&sb, ", server %.0f MiB, watcher %.0f MiB", r.rssEach[0], r.rssEach[1])
+			}
+			sb.WriteString(";")
 		}
 	}
 	sb.WriteString("\n")
+	sb.WriteString(apiRequestsTable(results))
 	var parts []string
 	for _, r := range results {
 		if r.breakdown.calls > 0 {

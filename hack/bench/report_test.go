@@ -15,10 +15,10 @@ var (
 	pacedLoad = workload{label: "paced 10/s", n: 200, rate: 10}
 	pcrLoad   = workload{label: "PCR burst 500", n: 500, pcr: true}
 
-	ceilingSigner = signerKind{label: "apiserver-only ceiling (generator writes the cert)", kind: "ceiling"}
-	kcmDefault    = signerKind{label: "KCM csrsigning, default QPS 20/burst 30", kind: "kcm"}
-	kcmFast       = signerKind{label: "KCM csrsigning, QPS 1000/burst 2000", kind: "kcm", qps: 1000}
-	signetSigner  = signerKind{label: "Signet (signet-server + signet-watcher)", kind: "signet"}
+	ceilingSigner = signerKind{label: "apiserver-only ceiling (generator writes the cert)", name: "ceiling", kind: "ceiling"}
+	kcmDefault    = signerKind{label: "KCM csrsigning, default QPS 20/burst 30", name: "kcm", kind: "kcm"}
+	kcmFast       = signerKind{label: "KCM csrsigning, QPS 1000/burst 2000", name: "kcm-qps", kind: "kcm", qps: 1000}
+	signetSigner  = signerKind{label: "Signet (signet-server + signet-watcher)", name: "signet", kind: "signet"}
 )
 
 func run(s signerKind, l workload, signed int, total, p50, p90, p99 time.Duration) result {

@@ -96,7 +96,7 @@ func runRotation(ctx context.Context, opts rotationOpts) (err error) {
 	}
 	bundle := watchBundle(ctx, kube, clientSigner)
 	defer bundle.stop()
-	proc, err := b.startSigner(ctx, "", signerKind{label: signetLabel, kind: "signet"}, "rotation")
+	proc, err := b.startSigner(ctx, "", signerKind{label: signetLabel, name: "signet", kind: "signet"}, "rotation")
 	if err != nil {
 		return err
 	}

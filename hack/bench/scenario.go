@@ -65,6 +65,10 @@ func (b *clusterBench) scenario(ctx context.Context, kcmPath string, s signerKin
 	// Wait for quiet after the signer's start-up and warm-up, right before the timed run.
 	res.busy = waitQuiet(60 * time.Second)
 	// Scraped outside the CPU-timed window, so that the scrapes' own CPU is not counted.
+	requests0, err := scrapeAPIRequests(ctx, b.kube)
+	if err != nil {
+		return res, err
+	}
 	var sums0 sums
 	if proc != nil && len(proc.metrics) > 0 {
 		var err error
@@ -198,8 +202,14 @@ func (b *clusterBench) scenario(ctx context.Context, kcmPath string, s signerKin
 			if err == nil {
 				res.rss += hwm
 			}
+			res.rssEach = append(res.rssEach, hwm)
 		}
 	}
+	requests1, err := scrapeAPIRequests(ctx, b.kube)
+	if err != nil {
+		return res, err
+	}
+	res.requests = requests1.since(requests0)
 	mu.Lock()
 	defer mu.Unlock()
 	res.signed, res.failed = seen, failed

@@ -50,7 +50,7 @@ func signetSigners(settings []bool) []signerKind {
 		if slices.Contains(settings[:i], on) {
 			continue
 		}
-		s := signerKind{label: signetLabel, kind: "signet"}
+		s := signerKind{label: signetLabel, name: "signet", kind: "signet"}
 		if !on {
 			s.label, s.trustBundlesOff = "Signet, trust bundle publishing off", true
 		}

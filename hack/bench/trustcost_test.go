@@ -28,7 +28,7 @@ func TestParseTrustBundles(t *testing.T) {
 }
 
 func TestSignetSigners(t *testing.T) {
-	off := signerKind{label: "Signet, trust bundle publishing off", kind: "signet", trustBundlesOff: true}
+	off := signerKind{label: "Signet, trust bundle publishing off", name: "signet", kind: "signet", trustBundlesOff: true}
 	tests := []struct {
 		settings []bool
 		want     []signerKind
