@@ -68,9 +68,6 @@ const buildEnv = "SIGNET_TEST_WATCHER_BUILD"
 // also runs the Dockerfile's go build there, with the build arguments make image passes: the
 // binary must be static, report the version it was given and carry the GODEBUG default.
 func TestWatcherImageContextBuilds(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: copies the build context")
-	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatal("no go on PATH: the build context cannot be checked")
