@@ -228,17 +228,7 @@ func TestLint(t *testing.T) {
 	m.ObserveRateLimited(serving, "signer")
 	m.SetCAExpiry(serving, time.Now())
 	m.ObserveLedgerAppend(time.Millisecond)
-	mfs, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range problems {
-		t.Errorf("lint: %s: %s", p.Metric, p.Text)
-	}
+	checkLint(t, m)
 }
 
 func TestNilMetricsRecordsNothing(t *testing.T) {
@@ -281,5 +271,21 @@ func TestHandler(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("scrape lacks %q", want)
 		}
+	}
+}
+
+// checkLint gathers m's registry and fails the test for every promlint problem.
+func checkLint(t *testing.T, m *Metrics) {
+	t.Helper()
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 )
 
 const tlsExpiry = "signet_server_tls_certificate_expiry_timestamp_seconds"
@@ -49,17 +48,7 @@ func TestTLSCertificateExpiry(t *testing.T) {
 func TestTLSCertificateExpiryLint(t *testing.T) {
 	m := newTest(t)
 	m.WatchTLSCertificate(func() *x509.Certificate { return &x509.Certificate{NotAfter: time.Now()} })
-	mfs, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range problems {
-		t.Errorf("lint: %s: %s", p.Metric, p.Text)
-	}
+	checkLint(t, m)
 }
 
 // TestTLSCertificateExpiryConcurrent scrapes while the source is replaced (run with -race).

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 )
 
 // TestObserveWebhookRequest: the webhook's answers are counted by HTTP status code, with
@@ -32,17 +31,7 @@ func TestObserveWebhookRequest(t *testing.T) {
 	if got := value(t, m.requests.WithLabelValues(serving, OutcomeIssued)); got != 0 {
 		t.Errorf("an answer of the webhook counted an issuance: %v", got)
 	}
-	mfs, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range problems {
-		t.Errorf("lint: %s: %s", p.Metric, p.Text)
-	}
+	checkLint(t, m)
 	var none *Metrics
 	none.ObserveWebhookRequest(200, time.Millisecond)
 }
