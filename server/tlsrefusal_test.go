@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"bytes"
-	"crypto"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -10,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,18 +16,9 @@ import (
 	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/internal/testpki"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/server/servertest"
 	"github.com/signet-pki/signet/server/webhook/webhooktest"
 )
-
-// devTLSCA is the TLS CA of the dev PKI in dir, which issues the client certificates.
-func devTLSCA(t *testing.T, dir string) *testpki.Authority {
-	t.Helper()
-	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, devpki.TLSCACert), filepath.Join(dir, devpki.TLSCAKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testpki.Authority{Cert: pair.Leaf, Key: pair.PrivateKey.(crypto.Signer)}
-}
 
 // clientPair is a certificate from ca for a new key, made from tmpl.
 func clientPair(t *testing.T, ca *testpki.Authority, tmpl *x509.Certificate) tls.Certificate {
@@ -129,7 +118,7 @@ func TestTLSClientRefusals(t *testing.T) {
 // handshake succeeds.
 func testTLSClientRefusals(t *testing.T, s *testServer, addr string) {
 	t.Helper()
-	ca := devTLSCA(t, s.dir)
+	ca := servertest.DevTLSCA(t, s.dir)
 	other := testpki.CA(t)
 	selfKey := testpki.Key(t, testpki.P256)
 	selfTmpl := clientTemplate("self-signed")

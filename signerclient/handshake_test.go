@@ -2,8 +2,6 @@ package signerclient_test
 
 import (
 	"context"
-	"crypto"
-	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
@@ -31,16 +29,6 @@ func devServer(t *testing.T) (addr, dir string) {
 	t.Helper()
 	cfg, dir := servertest.DevConfig(t, devpki.Options{})
 	return servertest.Start(t, cfg, slog.New(slog.DiscardHandler)).Addr, dir
-}
-
-// devTLSCA is the dev PKI's TLS CA, which issues the client certificates the server trusts.
-func devTLSCA(t *testing.T, dir string) *testpki.Authority {
-	t.Helper()
-	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, devpki.TLSCACert), filepath.Join(dir, devpki.TLSCAKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testpki.Authority{Cert: pair.Leaf, Key: pair.PrivateKey.(crypto.Signer)}
 }
 
 // clientTemplate is a client authentication leaf named cn.
@@ -79,7 +67,7 @@ func writeFile(t *testing.T, path string, data []byte) {
 func TestHandshakeFailuresNamed(t *testing.T) {
 	t.Parallel()
 	addr, dir := devServer(t)
-	ca := devTLSCA(t, dir)
+	ca := servertest.DevTLSCA(t, dir)
 	caFile := filepath.Join(dir, devpki.TLSCACert)
 	otherCAFile := filepath.Join(t.TempDir(), "other-ca.crt")
 	writeFile(t, otherCAFile, testpki.CA(t).CertPEM())
@@ -201,7 +189,7 @@ func TestHandshakeFailuresNamed(t *testing.T) {
 func TestHandshakeFailureCured(t *testing.T) {
 	t.Parallel()
 	addr, dir := devServer(t)
-	certFile, keyFile, _ := writePair(t, devTLSCA(t, dir), clientTemplate("stranger"))
+	certFile, keyFile, _ := writePair(t, servertest.DevTLSCA(t, dir), clientTemplate("stranger"))
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true), ktesting.Verbosity(4)))
 	logs := logger.GetSink().(ktesting.Underlier).GetBuffer().String
 	clk := clocktesting.NewFakePassiveClock(time.Now())

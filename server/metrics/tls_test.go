@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
 )
 
 const tlsExpiry = "signet_server_tls_certificate_expiry_timestamp_seconds"

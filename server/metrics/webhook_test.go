@@ -3,7 +3,6 @@ package metrics
 import (
 	"testing"
 	"time"
-
 )
 
 // TestObserveWebhookRequest: the webhook's answers are counted by HTTP status code, with

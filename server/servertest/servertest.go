@@ -5,12 +5,16 @@ package servertest
 
 import (
 	"context"
+	"crypto"
+	"crypto/tls"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"sync"
 	"testing"
 
 	"github.com/signet-pki/signet/internal/devpki"
+	"github.com/signet-pki/signet/internal/testpki"
 	"github.com/signet-pki/signet/server"
 	"github.com/signet-pki/signet/server/config"
 )
@@ -75,4 +79,15 @@ func Start(t testing.TB, cfg *config.Config, log *slog.Logger) *Running {
 	}
 	t.Cleanup(stop)
 	return &Running{Server: srv, Addr: lis.Addr().String(), Stop: stop}
+}
+
+// DevTLSCA is the TLS CA of the dev PKI in dir (DevConfig's), which issues the client
+// certificates the server trusts: tests sign their own clients with it.
+func DevTLSCA(t testing.TB, dir string) *testpki.Authority {
+	t.Helper()
+	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, devpki.TLSCACert), filepath.Join(dir, devpki.TLSCAKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testpki.Authority{Cert: pair.Leaf, Key: pair.PrivateKey.(crypto.Signer)}
 }

@@ -23,7 +23,6 @@ import (
 	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/internal/filereload"
 	"github.com/signet-pki/signet/internal/testpki"
-	"github.com/signet-pki/signet/keystore/pemfile"
 	"github.com/signet-pki/signet/server/servertest"
 	"github.com/signet-pki/signet/signerclient"
 	watchermetrics "github.com/signet-pki/signet/watcher/metrics"
@@ -45,7 +44,7 @@ func TestServerTLSCertificateExpiry(t *testing.T) {
 	}
 
 	notAfter := first.NotAfter.AddDate(0, 0, 45).Truncate(time.Second)
-	ca := devTLSCA(t, dir)
+	ca := servertest.DevTLSCA(t, dir)
 	key := testpki.Key(t, testpki.P256)
 	cert := ca.Sign(t, &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "signet-server"},
@@ -99,7 +98,7 @@ func TestWatcherClientCertificateExpiry(t *testing.T) {
 
 	notAfter := time.Now().AddDate(0, 0, 90).Truncate(time.Second)
 	key := testpki.Key(t, testpki.P256)
-	cert := devTLSCA(t, dir).Sign(t, &x509.Certificate{
+	cert := servertest.DevTLSCA(t, dir).Sign(t, &x509.Certificate{
 		Subject:     pkix.Name{CommonName: devpki.ClientName},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 		NotBefore:   time.Now().Add(-time.Minute),
@@ -111,20 +110,6 @@ func TestWatcherClientCertificateExpiry(t *testing.T) {
 	if got := scrapeGauge(t, scrape(), name); got != notAfter.Unix() {
 		t.Errorf("%s after renewal = %d, want the renewed certificate's NotAfter %d", name, got, notAfter.Unix())
 	}
-}
-
-// devTLSCA is the TLS CA of the dev PKI in dir.
-func devTLSCA(t *testing.T, dir string) *testpki.Authority {
-	t.Helper()
-	keyPEM, err := os.ReadFile(filepath.Join(dir, devpki.TLSCAKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := pemfile.ParsePrivateKeyPEM(keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testpki.Authority{Cert: readCert(t, filepath.Join(dir, devpki.TLSCACert)), Key: key}
 }
 
 // readCert returns the first certificate of a PEM file.
