@@ -100,7 +100,7 @@ func TestTLSClientRefusals(t *testing.T) {
 		testTLSClientRefusals(t, w.testServer, w.srv.WebhookAddr())
 		request, _ := servingCSR(t)
 		resp, data := webhooktest.PostRaw(t, w.contractClient(t, w.devClient(t)), http.MethodPost, w.url, "application/json",
-			bytes.NewReader(mustJSON(t, csrObject("uid-tls-refusals", request))))
+			bytes.NewReader(webhooktest.JSON(t, csrObject("uid-tls-refusals", request))))
 		if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 {
 			t.Errorf("the configured client got %s %d %s, want HTTP/2 200", resp.Proto, resp.StatusCode, data)
 		}

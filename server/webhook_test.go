@@ -166,15 +166,6 @@ func (w *webhookServer) contractClient(t *testing.T, certs ...tls.Certificate) *
 	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
 }
 
-func mustJSON(t *testing.T, v any) []byte {
-	t.Helper()
-	data, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
-
 // records returns the ledger's records by object UID.
 func (w *webhookServer) records(t *testing.T) map[string][]ledger.Record {
 	t.Helper()
@@ -211,7 +202,7 @@ func TestWebhookRoundTrip(t *testing.T) {
 	}
 	want := csr.DeepCopy()
 	want.Status.Certificate = out.Status.Certificate
-	if got, wantJSON := mustJSON(t, out), mustJSON(t, want); !bytes.Equal(got, wantJSON) {
+	if got, wantJSON := webhooktest.JSON(t, out), webhooktest.JSON(t, want); !bytes.Equal(got, wantJSON) {
 		t.Errorf("answer differs from the posted object beyond status.certificate:\n got %s\nwant %s", got, wantJSON)
 	}
 	if again := upstreamSign(t, wh, csr); !bytes.Equal(again.Status.Certificate, out.Status.Certificate) {
@@ -270,7 +261,7 @@ func TestWebhookRefusesLikeGRPC(t *testing.T) {
 			uid := fmt.Sprintf("uid-refused-%d", i)
 			csr := csrObject(uid+"-webhook", testpki.CSR(t, p256, nil))
 			tt.modify(csr)
-			resp, body := webhooktest.PostError(t, hc, http.MethodPost, w.url, "application/json", bytes.NewReader(mustJSON(t, csr)))
+			resp, body := webhooktest.PostError(t, hc, http.MethodPost, w.url, "application/json", bytes.NewReader(webhooktest.JSON(t, csr)))
 			if resp.StatusCode != tt.httpStatus || body.Error.Status != tt.status || body.Reason() != tt.reason {
 				t.Fatalf("webhook answered %d %s %s (%q), want %d %s %s", resp.StatusCode, body.Error.Status, body.Reason(), body.Error.Message, tt.httpStatus, tt.status, tt.reason)
 			}
@@ -368,7 +359,7 @@ func TestWebhookRequiresClientCertificate(t *testing.T) {
 		{"identity not configured", []tls.Certificate{w.clientCert(t, "stranger")}},
 	} {
 		uid := fmt.Sprintf("uid-handshake-%d", i)
-		req, err := http.NewRequestWithContext(callContext(t), http.MethodPost, w.url, bytes.NewReader(mustJSON(t, csrObject(uid, request))))
+		req, err := http.NewRequestWithContext(callContext(t), http.MethodPost, w.url, bytes.NewReader(webhooktest.JSON(t, csrObject(uid, request))))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -398,7 +389,7 @@ func TestWebhookRateLimited(t *testing.T) {
 	hc := w.contractClient(t, w.devClient(t))
 	for i, want := range []int{http.StatusOK, http.StatusTooManyRequests} {
 		request, _ := servingCSR(t)
-		resp, data := webhooktest.PostRaw(t, hc, http.MethodPost, w.url, "application/json", bytes.NewReader(mustJSON(t, csrObject(fmt.Sprintf("uid-rate-%d", i), request))))
+		resp, data := webhooktest.PostRaw(t, hc, http.MethodPost, w.url, "application/json", bytes.NewReader(webhooktest.JSON(t, csrObject(fmt.Sprintf("uid-rate-%d", i), request))))
 		if resp.StatusCode != want {
 			t.Fatalf("request %d: %d %s, want %d", i, resp.StatusCode, data, want)
 		}

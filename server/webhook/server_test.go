@@ -173,15 +173,6 @@ func csrObject(uid string, request []byte) *certificatesv1.CertificateSigningReq
 	}
 }
 
-func mustJSON(t *testing.T, v any) []byte {
-	t.Helper()
-	data, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
-
 // TestWebhookBadInput: what is not an approved certificates.k8s.io/v1
 // CertificateSigningRequest in JSON gets a 4xx with a reason, and nothing is issued; each
 // refusal is one refused ledger record with the client's identity, the reason, the answered
@@ -197,7 +188,7 @@ func TestWebhookBadInput(t *testing.T) {
 	object := func(uid string, modify func(*certificatesv1.CertificateSigningRequest)) string {
 		c := csrObject(uid, request)
 		modify(c)
-		return string(mustJSON(t, c))
+		return string(webhooktest.JSON(t, c))
 	}
 	condition := func(ct certificatesv1.RequestConditionType) func(*certificatesv1.CertificateSigningRequest) {
 		return func(c *certificatesv1.CertificateSigningRequest) {
@@ -361,7 +352,7 @@ func TestWebhookBodyLimit(t *testing.T) {
 	}
 	hc := w.client(t, true)
 	request := servingCSR(t)
-	exact := mustJSON(t, csrObject("uid-limit-exact", request))
+	exact := webhooktest.JSON(t, csrObject("uid-limit-exact", request))
 	exact = append(exact, bytes.Repeat([]byte(" "), limit-len(exact))...)
 	if resp, data := webhooktest.PostRaw(t, hc, http.MethodPost, w.url, "application/json", bytes.NewReader(exact)); resp.StatusCode != http.StatusOK {
 		t.Errorf("a body of exactly the limit: %d %s", resp.StatusCode, data)
@@ -402,7 +393,7 @@ func TestWebhookRefusalsRateLimited(t *testing.T) {
 	hc := w.client(t, true)
 	unapproved := csrObject("uid-rate-unapproved", servingCSR(t))
 	unapproved.Status.Conditions = nil
-	notApproved := string(mustJSON(t, unapproved))
+	notApproved := string(webhooktest.JSON(t, unapproved))
 	for i, tc := range []struct {
 		method, contentType, body string
 		want                      int

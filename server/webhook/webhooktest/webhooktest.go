@@ -75,3 +75,13 @@ func PostError(t testing.TB, c *http.Client, method, url, contentType string, bo
 	}
 	return resp, g
 }
+
+// JSON is v encoded as JSON, the body a client posts; it fails the test if v cannot be.
+func JSON(t testing.TB, v any) []byte {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
