@@ -100,6 +100,22 @@ func issueAdminClient(state string) error {
 // addAdminClient adds adminIdentity to the clients of the server configuration at path, as an
 // admin of signerName only.
 func addAdminClient(path string) error {
+	header := "# Written by signet-server --dev, with hack/demo's admin client (" + adminIdentity + ") added.\n"
+	return editServerConfig(path, header, func(cfg map[string]any) error {
+		clients, _ := cfg["clients"].([]any)
+		for _, c := range clients {
+			if m, ok := c.(map[string]any); ok && m["identity"] == adminIdentity {
+				return nil
+			}
+		}
+		cfg["clients"] = append(clients, map[string]any{"identity": adminIdentity, "signers": []any{signerName}, "admin": true})
+		return nil
+	})
+}
+
+// editServerConfig reads the server configuration at path as YAML, applies edit, and writes
+// it back (0600) under header.
+func editServerConfig(path, header string, edit func(cfg map[string]any) error) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("reading the server config: %w", err)
@@ -108,18 +124,13 @@ func addAdminClient(path string) error {
 	if err := yaml.Unmarshal(data, &cfg); err != nil {
 		return fmt.Errorf("parsing the server config %s: %w", path, err)
 	}
-	clients, _ := cfg["clients"].([]any)
-	for _, c := range clients {
-		if m, ok := c.(map[string]any); ok && m["identity"] == adminIdentity {
-			return nil
-		}
+	if err := edit(cfg); err != nil {
+		return fmt.Errorf("rewriting the server config %s: %w", path, err)
 	}
-	cfg["clients"] = append(clients, map[string]any{"identity": adminIdentity, "signers": []any{signerName}, "admin": true})
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
 		return fmt.Errorf("writing the server config: %w", err)
 	}
-	header := "# Written by signet-server --dev, with hack/demo's admin client (" + adminIdentity + ") added.\n"
 	if err := os.WriteFile(path, append([]byte(header), out...), 0o600); err != nil {
 		return fmt.Errorf("writing the server config: %w", err)
 	}

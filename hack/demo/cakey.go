@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/signet-pki/signet/internal/cacert"
 	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/internal/softhsm"
@@ -131,33 +129,17 @@ func makeRoot(ctx context.Context, ck *caKey, state, kind string) error {
 // useKey rewrites the server configuration at path so that the demo signer's CA key is uri
 // (its certificate stays the dev signer CA certificate file, now the device key's root).
 func useKey(path, uri string) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("reading the server config: %w", err)
-	}
-	var cfg map[string]any
-	if err := yaml.Unmarshal(data, &cfg); err != nil {
-		return fmt.Errorf("parsing the server config %s: %w", path, err)
-	}
-	signers, _ := cfg["signers"].([]any)
-	found := false
-	for _, s := range signers {
-		if m, ok := s.(map[string]any); ok && m["name"] == signerName {
-			m["key"], m["certificate"], found = uri, devpki.SignerCACert, true
-		}
-	}
-	if !found {
-		return fmt.Errorf("rewriting the server config %s: no signer %s", path, signerName)
-	}
-	out, err := yaml.Marshal(cfg)
-	if err != nil {
-		return fmt.Errorf("writing the server config: %w", err)
-	}
 	header := "# Written by hack/demo: signet-server --dev's PKI, with the signer's CA key inside a device.\n"
-	if err := os.WriteFile(path, append([]byte(header), out...), 0o600); err != nil {
-		return fmt.Errorf("writing the server config: %w", err)
-	}
-	return nil
+	return editServerConfig(path, header, func(cfg map[string]any) error {
+		signers, _ := cfg["signers"].([]any)
+		for _, s := range signers {
+			if m, ok := s.(map[string]any); ok && m["name"] == signerName {
+				m["key"], m["certificate"] = uri, devpki.SignerCACert
+				return nil
+			}
+		}
+		return fmt.Errorf("no signer %s", signerName)
+	})
 }
 
 // rootNote is what the verification line adds about the root: for a device key, that the
