@@ -113,7 +113,8 @@ type Controller struct {
 }
 
 // New builds a Controller with one informer per signer name, each filtered by the field
-// selector spec.signerName=<name> and stripped of managedFields, all feeding one work queue
+// selector spec.signerName=<name> and stripped of managedFields (and finished CSRs of
+// their request and certificate, see trim), all feeding one work queue
 // keyed by CSR name with exponential per-item back-off (see workloop); the informers' events
 // also record when each CSR was seen approved (see wants) and forget deleted ones. It
 // returns an error without signer names, with a back-off that is not positive or whose max
@@ -156,6 +157,7 @@ func New(kube kubeclient.Interface, signer Signer, opts Options) (*Controller, e
 		Object:  &certificatesv1.CertificateSigningRequest{},
 		Wants:   c.wants,
 		Deleted: c.deleted,
+		Trim:    c.trim,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating CSR signing controller: %w", err)

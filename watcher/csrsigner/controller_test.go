@@ -48,12 +48,14 @@ type fakeSigner struct {
 	serial   string
 	notAfter time.Time
 	calls    []string
+	requests []string // spec.request of each call
 }
 
 func (s *fakeSigner) SignCSR(_ context.Context, csr *certificatesv1.CertificateSigningRequest) (signerclient.Issued, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls = append(s.calls, csr.Name)
+	s.requests = append(s.requests, string(csr.Spec.Request))
 	if len(s.errs) > 0 {
 		err := s.errs[0]
 		s.errs = s.errs[1:]
@@ -298,6 +300,60 @@ func TestManagedFieldsDropped(t *testing.T) {
 	}
 }
 
+// TestFinishedCSRsTrimmed checks what the cache keeps of each CSR: a CSR to be signed is
+// whole; one that is signed, denied or failed has no request, and a signed one's certificate
+// is a stand-in, so that thousands of finished CSRs cost little memory; sync still skips
+// them; and a CSR the controller signs is trimmed once the informer sees the write.
+func TestFinishedCSRsTrimmed(t *testing.T) {
+	signer := &fakeSigner{errs: []error{status.Error(codes.Unavailable, "connection refused")}}
+	c, _, ctx := newTestController(t, signer,
+		newCSR("signed", approved, withCertificate),
+		newCSR("denied", withCondition(certificatesv1.CertificateDenied, corev1.ConditionTrue)),
+		newCSR("failed", approved, withCondition(certificatesv1.CertificateFailed, corev1.ConditionTrue)),
+		newCSR("to-sign", approved))
+	whole := newCSR("x").Spec.Request
+	for name, want := range map[string]struct {
+		request, certificate []byte
+	}{
+		"signed":  {nil, trimmedCertificate},
+		"denied":  {nil, nil},
+		"failed":  {nil, nil},
+		"to-sign": {whole, nil},
+	} {
+		csr, err := c.get(name)
+		if err != nil || csr == nil {
+			t.Fatalf("get(%s): %v, %v", name, csr, err)
+		}
+		if !slices.Equal(csr.Spec.Request, want.request) || !slices.Equal(csr.Status.Certificate, want.certificate) {
+			t.Errorf("%s cached with request %q, certificate %q; want %q, %q", name, csr.Spec.Request, csr.Status.Certificate, want.request, want.certificate)
+		}
+		if why := skipReason(csr, c.loop.Serves); (why == "") != (name == "to-sign") {
+			t.Errorf("%s: skipReason = %q after trimming", name, why)
+		}
+	}
+	for _, name := range []string{"signed", "denied", "failed"} {
+		if err := c.sync(ctx, name); err != nil {
+			t.Errorf("sync(%s) = %v", name, err)
+		}
+	}
+	if got := signer.callCount(); got != 0 {
+		t.Fatalf("signer called %d times for finished CSRs", got)
+	}
+	if err := c.sync(ctx, "to-sign"); err == nil {
+		t.Fatal("sync(to-sign) with the signer unavailable = nil, want the error")
+	}
+	if err := c.sync(ctx, "to-sign"); err != nil {
+		t.Fatalf("sync(to-sign) = %v", err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		csr, err := c.get("to-sign")
+		return err == nil && csr != nil && slices.Equal(csr.Status.Certificate, trimmedCertificate) && csr.Spec.Request == nil, err
+	})
+	if err != nil {
+		t.Errorf("the signed CSR was not trimmed in the cache: %v", err)
+	}
+}
+
 func TestNewErrors(t *testing.T) {
 	kube := looptest.NewClientset()
 	for name, opts := range map[string]Options{
@@ -356,9 +412,13 @@ func TestRun(t *testing.T) {
 		t.Errorf("signer called %d times, want 2 (one transient failure, one success)", got)
 	}
 	signer.mu.Lock()
-	for _, name := range signer.calls {
+	for i, name := range signer.calls {
 		if name != "csr" {
 			t.Errorf("signer called for %q", name)
+		}
+		// The CSR was cached trimmed while pending (see trim); its approval brought it whole.
+		if want := string(newCSR("csr").Spec.Request); signer.requests[i] != want {
+			t.Errorf("call %d: request = %q, want %q", i, signer.requests[i], want)
 		}
 	}
 	signer.mu.Unlock()

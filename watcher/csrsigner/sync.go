@@ -131,6 +131,28 @@ func (c *Controller) wants(obj any) bool {
 	return true
 }
 
+// trimmedCertificate stands for the certificate of a signed CSR in the watcher's cache (see
+// trim): skipReason reads only that status.certificate is not empty, and the API server
+// would refuse it as a certificate (it is not PEM), should it ever be written back.
+var trimmedCertificate = []byte("(signed; trimmed from signet-watcher's cache)")
+
+// trim is the informers' Trim (workloop.Options.Trim): a CSR that sync would skip loses,
+// in the cache, its request and its certificate (replaced by trimmedCertificate), which
+// nothing reads from a CSR that is not signed next. After a renewal storm the cache holds
+// every signed CSR until kube-controller-manager's cleaner deletes it an hour later; these
+// two fields are most of each object's size. A CSR that later needs work (approved after
+// it was created) arrives whole again in the informer's event of that change.
+func (c *Controller) trim(obj any) {
+	csr, ok := obj.(*certificatesv1.CertificateSigningRequest)
+	if !ok || skipReason(csr, c.loop.Serves) == "" {
+		return
+	}
+	csr.Spec.Request = nil
+	if len(csr.Status.Certificate) > 0 {
+		csr.Status.Certificate = trimmedCertificate
+	}
+}
+
 // deleted is told of every CSR deleted from the informers' caches
 // (workloop.Options.Deleted): its entry in c.seen is forgotten.
 func (c *Controller) deleted(obj any) {

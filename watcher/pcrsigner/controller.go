@@ -152,6 +152,7 @@ func New(kube kubeclient.Interface, signer Signer, opts Options) (*Controller, e
 		Objects: api.objects(),
 		Object:  api.object(),
 		Wants:   c.wants,
+		Trim:    c.trim,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating PodCertificateRequest signing controller: %w", err)

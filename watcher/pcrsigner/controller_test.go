@@ -220,6 +220,44 @@ func TestManagedFieldsDropped(t *testing.T) {
 	}
 }
 
+// TestFinishedTrimmed checks what the cache keeps of each object, in both versions: one to
+// be signed is whole; once issued (by the controller, seen through the watch) or if already
+// denied, it has no key material left and its chain is a stand-in that still makes sync skip it.
+func TestFinishedTrimmed(t *testing.T) {
+	t.Run("v1", func(t *testing.T) {
+		c, _, ctx := newTestController(t, &fakeSigner{}, V1, nil, newPCR("pcr"), newPCR("denied", withCondition("Denied")))
+		cached := func(name string) *certificatesv1.PodCertificateRequest {
+			r, err := c.get(testNS, name)
+			if err != nil || r == nil {
+				t.Fatalf("get(%s): %v, %v", name, r, err)
+			}
+			return r.object.(*certificatesv1.PodCertificateRequest)
+		}
+		if got := cached("pcr").Spec.StubPKCS10Request; string(got) != "stub" {
+			t.Errorf("pending object cached with stub %q, want it whole", got)
+		}
+		if got := cached("denied").Spec.StubPKCS10Request; got != nil {
+			t.Errorf("denied object cached with stub %q, want none", got)
+		}
+		if err := c.sync(ctx, testKey); err != nil {
+			t.Fatalf("sync() = %v", err)
+		}
+		waitCached(t, c, func(r *request) bool { return r.status.CertificateChain == trimmedChain && r.pcr.StubPKCS10Request == nil })
+		if why := skipReason(toRequest(cached("pcr")), c.loop.Serves); why != "issued" {
+			t.Errorf("skipReason of the trimmed object = %q, want issued", why)
+		}
+	})
+	t.Run("v1beta1", func(t *testing.T) {
+		c, _, ctx := newTestController(t, &fakeSigner{}, V1beta1, nil, newBetaPCR("pcr"))
+		if err := c.sync(ctx, testKey); err != nil {
+			t.Fatalf("sync() = %v", err)
+		}
+		waitCached(t, c, func(r *request) bool {
+			return r.status.CertificateChain == trimmedChain && r.pcr.PKIXPublicKey == nil && r.pcr.ProofOfPossession == nil
+		})
+	})
+}
+
 func TestNewErrors(t *testing.T) {
 	kube := looptest.NewClientset()
 	valid := Options{Version: V1, SignerNames: []string{servedSigner}, BackoffInitial: time.Second, BackoffMax: time.Second}

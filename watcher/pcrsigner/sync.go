@@ -6,6 +6,7 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	certificatesv1beta1 "k8s.io/api/certificates/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/cache"
@@ -135,6 +136,36 @@ func (c *Controller) wants(obj any) bool {
 	defer c.rejectedMu.Unlock()
 	_, rejected := c.rejected[r.key()]
 	return rejected
+}
+
+// trimmedChain stands for the certificate chain of an issued PodCertificateRequest in the
+// watcher's cache (see trim): skipReason reads only that the chain is not empty, and the API
+// server would refuse it as a chain (it is not PEM), should it ever be written back.
+const trimmedChain = "(issued; trimmed from signet-watcher's cache)"
+
+// trim is the informers' Trim (workloop.Options.Trim): an object that sync would skip
+// loses, in the cache, its stub request, public key and proof of possession, and its chain
+// (replaced by trimmedChain), which nothing reads from an object that is not signed next.
+// After a storm of pods the cache holds every issued object until its pod goes; these fields
+// are most of each object's size. A rejected write's object (see wants) is skipped by sync
+// too once finished, so trimming it loses nothing.
+func (c *Controller) trim(obj any) {
+	r := toRequest(obj)
+	if r == nil || skipReason(r, c.loop.Serves) == "" {
+		return
+	}
+	switch o := obj.(type) {
+	case *certificatesv1.PodCertificateRequest:
+		o.Spec.StubPKCS10Request = nil
+		if o.Status.CertificateChain != "" {
+			o.Status.CertificateChain = trimmedChain
+		}
+	case *certificatesv1beta1.PodCertificateRequest:
+		o.Spec.StubPKCS10Request, o.Spec.PKIXPublicKey, o.Spec.ProofOfPossession = nil, nil, nil
+		if o.Status.CertificateChain != "" {
+			o.Status.CertificateChain = trimmedChain
+		}
+	}
 }
 
 // skipReason returns why r must not be signed now, or "" if it must.

@@ -77,6 +77,13 @@ type Options struct {
 	// cache.DeletedFinalStateUnknown). It must be cheap; it does not change the queue (a key
 	// already queued stays, and its sync finds the object gone).
 	Deleted func(obj any)
+	// Trim, if not nil, is called by the informers' transform on every object before it is
+	// cached or handed to Wants: it may drop, in place, fields the controller never reads
+	// again, so that a cache of thousands of finished objects stays small (a renewal storm
+	// leaves them all in the cache until the cleaner deletes them). It must leave every field
+	// Wants and the sync read from a finished object, and must not trim an object that may
+	// still need work.
+	Trim func(obj any)
 }
 
 // Loop runs the informers, the queue and the workers of one controller. Build it with New;
@@ -165,7 +172,15 @@ func newInformer(opts Options, selector string) (cache.SharedIndexInformer, erro
 	}
 	informer := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, opts.Objects.Client), opts.Object, 0,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	if err := informer.SetTransform(dropManagedFields); err != nil {
+	transform := dropManagedFields
+	if opts.Trim != nil {
+		transform = func(obj any) (any, error) {
+			obj, err := dropManagedFields(obj)
+			opts.Trim(obj)
+			return obj, err
+		}
+	}
+	if err := informer.SetTransform(transform); err != nil {
 		return nil, err
 	}
 	return informer, nil
