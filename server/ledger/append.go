@@ -32,8 +32,9 @@ type result struct {
 // and syncs its own record, with no hand-off to another goroutine and back. A record whose
 // line would exceed 1 MiB is refused (ErrInvalidRecord). If the write or the fsync (or the
 // extension of the free space before it) fails, every record of the batch fails with an error
-// wrapping ErrUnavailable, and so does every later Append until the ledger is reopened (fail
-// closed: nothing is written after a batch that may be partial). ctx bounds only the wait to
+// wrapping ErrUnavailable, and so does every later Append until the ledger recovers (fail
+// closed: nothing is written after a batch that may be partial; recover.go says how it
+// recovers, by itself where it can). ctx bounds only the wait to
 // join a batch (a record still queued behind a batch being written is withdrawn when ctx
 // ends); once the record is in a batch, Append waits for the outcome, so a nil error always
 // means "durably recorded" and an error after that means "not acknowledged".
@@ -115,6 +116,12 @@ func (l *Ledger) writeBatch(promoted bool) {
 	clear(batch)
 	l.batch = batch
 
+	l.release()
+}
+
+// release ends the writer's turn: it passes the lead to the first record waiting, or, with
+// none (or the ledger closing), ends the writing.
+func (l *Ledger) release() {
 	l.qmu.Lock()
 	defer l.qmu.Unlock()
 	switch {
@@ -139,7 +146,7 @@ func (l *Ledger) writeBatch(promoted bool) {
 // returns buf for reuse.
 func (l *Ledger) commit(batch []*request, buf []byte) []byte {
 	if err := l.Err(); err != nil {
-		l.answerAll(batch, fmt.Errorf("appending to ledger %s: closed for appends after an earlier failure, reopen it: %w", l.dir, err))
+		l.answerAll(batch, fmt.Errorf("appending to ledger %s: closed for appends after a storage fault: %w", l.dir, err))
 		return buf
 	}
 	seq, prev := l.seq, l.prevHash
@@ -178,9 +185,8 @@ func (l *Ledger) commit(batch []*request, buf []byte) []byte {
 // the error and returns false.
 func (l *Ledger) flush(group []*request, buf []byte) bool {
 	if err := l.writeAndSync(buf); err != nil {
-		l.mu.Lock()
-		l.failed = err
-		l.mu.Unlock()
+		l.dirty = max(l.dirty, l.off+int64(len(buf)))
+		l.setFailed(err)
 		l.answerAll(group, fmt.Errorf("appending to ledger %s: %w", l.dir, err))
 		return false
 	}
@@ -208,6 +214,10 @@ func (l *Ledger) writeAndSync(buf []byte) error {
 	l.syncs.Add(1)
 	if err := l.w.Sync(); err != nil {
 		return fmt.Errorf("%w: syncing %s: %w", ErrUnavailable, l.path, writeError(l.dir, err))
+	}
+	// Only records in the file at the segment's path are acknowledged (see recover.go).
+	if err := l.replaced(l.checkSegment()); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	l.off += int64(len(buf))
 	return nil

@@ -103,6 +103,19 @@
 // can expose stale blocks (ext4 data=writeback) may show garbage in free space whose
 // extension a crash cut short, and Open then refuses the ledger.
 //
+// # Storage faults
+//
+// A failed write or fsync closes the ledger for appends (nothing is acknowledged after a
+// batch that may be partial). Every Options.RecoverInterval it then tries to recover: it
+// zeroes what the failed writes may have left after the last acknowledged record (those
+// records' callers were told nothing was issued, so they never join the history), makes sure
+// there is free space again, fsyncs, and reopens. A disk that was full and has space again, or
+// a storage error that went away, needs no restart. Every batch also checks, before it is
+// acknowledged, that the segment's path still names the file being appended to: a removed
+// segment is restored from the open file (no record lost); a file put in its place is left
+// alone, the ledger's own records are kept next to it, and the ledger stays closed with
+// ErrRestartRequired. recover.go has the details.
+//
 // Removing records from the end of the ledger cannot be detected from the ledger alone; the
 // Report's last seq and hash are what an operator anchors elsewhere (signed checkpoints are
 // future work).

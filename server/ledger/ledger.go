@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/utils/clock"
 )
@@ -38,6 +39,9 @@ type Options struct {
 	// Preallocate is the size of the zero-filled chunks the segment grows by when a batch
 	// would not fit in its free space (see the package doc). Default: 4 MiB.
 	Preallocate int64
+	// RecoverInterval is how often a ledger closed for appends by a storage fault tries to
+	// recover (see recover.go). Default: 1 s.
+	RecoverInterval time.Duration
 	// Replay, if set, is called in seq order with every intact record while Open verifies the
 	// chain, so that state rebuilt from the ledger costs no second read; its first error
 	// fails Open.
@@ -57,6 +61,9 @@ func (o Options) withDefaults() Options {
 	if o.Preallocate <= 0 {
 		o.Preallocate = defaultPreallocate
 	}
+	if o.RecoverInterval <= 0 {
+		o.RecoverInterval = defaultRecoverInterval
+	}
 	return o
 }
 
@@ -72,17 +79,22 @@ type Stats struct {
 	// Extensions is the number of times the free space ran out and the segment grew by
 	// Options.Preallocate (or more, for a bigger batch) of zeros, not counting Open's.
 	Extensions uint64
+	// Recoveries is the number of times the ledger reopened for appends by itself after a
+	// storage fault; Restores the number of times it restored its removed segment.
+	Recoveries, Restores uint64
 }
 
 // Ledger appends records to a ledger directory. It is safe for concurrent use; see Append.
 type Ledger struct {
-	dir   string
-	path  string
-	opts  Options
-	file  *os.File
-	w     File
-	lock  *os.File
-	close sync.Once
+	dir  string
+	path string
+	opts Options
+	file *os.File
+	// fileInfo is file's, to tell whether the segment's path still names it.
+	fileInfo os.FileInfo
+	w        File
+	lock     *os.File
+	close    sync.Once
 
 	// The batch queue. The Append that writes a batch (the leader) owns off, end, seq,
 	// prevHash (under mu for readers), batch and buf until it passes the lead on.
@@ -98,13 +110,19 @@ type Ledger struct {
 	// the segment: [off, end) is zero-filled free space. The writer (the Append leading the
 	// current batch) owns them.
 	off, end int64
+	// dirty is, after a failed write, the end of the bytes it may have written past off;
+	// recover zeroes [off, dirty). The writer owns it.
+	dirty int64
 
-	mu       sync.Mutex // guards seq, prevHash and failed for readers; the writer owns them
+	mu       sync.Mutex // guards seq, prevHash, failed and failedAt for readers; the writer owns them
 	seq      uint64
 	prevHash string
 	failed   error
+	failedAt time.Time // when failed was set, after being nil
 
-	records, batches, syncs, extensions atomic.Uint64
+	stopRecover, recoverDone chan struct{} // recoverLoop's
+
+	records, batches, syncs, extensions, recoveries, restores atomic.Uint64
 }
 
 // Open opens the ledger in dir for appending, creating dir (0700) and its segment (0600) if
@@ -135,6 +153,8 @@ func Open(dir string, opts Options) (*Ledger, error) {
 		return nil, err
 	}
 	l.lock = lock
+	l.stopRecover, l.recoverDone = make(chan struct{}), make(chan struct{})
+	go l.recoverLoop()
 	return l, nil
 }
 
@@ -168,12 +188,16 @@ func openSegment(dir string, opts Options) (*Ledger, error) {
 	if err == nil {
 		err = syncDir(dir)
 	}
+	var fi os.FileInfo
+	if err == nil {
+		fi, err = f.Stat()
+	}
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("opening ledger %s: %w", dir, writeError(dir, err))
 	}
 	l := &Ledger{
-		dir: dir, path: path, opts: opts, file: f, w: File(f),
+		dir: dir, path: path, opts: opts, file: f, fileInfo: fi, w: File(f),
 		off: good, end: end, seq: rep.LastSeq, prevHash: zeroHash,
 	}
 	l.idle.L = &l.qmu
@@ -225,7 +249,8 @@ func (l *Ledger) Last() (uint64, string) {
 }
 
 // Err returns the error that closed the ledger for appends after a write or sync failure, or
-// nil while it is healthy. Readiness probes report it.
+// nil while it is healthy (again: see recover.go). Readiness probes report it; it matches
+// ErrRestartRequired when only an operator can reopen the ledger.
 func (l *Ledger) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -234,7 +259,8 @@ func (l *Ledger) Err() error {
 
 // Stats returns the counters since Open.
 func (l *Ledger) Stats() Stats {
-	return Stats{Records: l.records.Load(), Batches: l.batches.Load(), Syncs: l.syncs.Load(), Extensions: l.extensions.Load()}
+	return Stats{Records: l.records.Load(), Batches: l.batches.Load(), Syncs: l.syncs.Load(), Extensions: l.extensions.Load(),
+		Recoveries: l.recoveries.Load(), Restores: l.restores.Load()}
 }
 
 // Close stops accepting appends, waits for the batch in progress, closes the segment and
@@ -248,6 +274,8 @@ func (l *Ledger) Close() error {
 			l.idle.Wait()
 		}
 		l.qmu.Unlock()
+		close(l.stopRecover)
+		<-l.recoverDone
 		err = errors.Join(l.file.Close(), l.lock.Close())
 		if err != nil {
 			err = fmt.Errorf("closing ledger %s: %w", l.dir, err)

@@ -53,6 +53,9 @@ type fixture struct {
 	log      *bytes.Buffer
 	prealloc int64 // Options.Preallocate; 0 for the default
 	maxBatch int   // Options.MaxBatch; 0 for the default
+	// recoverEvery is Options.RecoverInterval; 0 for an hour, so that a test that does not
+	// wait for recovery sees none.
+	recoverEvery time.Duration
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -61,7 +64,12 @@ func newFixture(t *testing.T) *fixture {
 }
 
 func (f *fixture) options() ledger.Options {
-	return ledger.Options{Clock: f.clock, Logger: slog.New(slog.NewTextHandler(f.log, nil)), Preallocate: f.prealloc, MaxBatch: f.maxBatch}
+	recoverEvery := f.recoverEvery
+	if recoverEvery == 0 {
+		recoverEvery = time.Hour
+	}
+	return ledger.Options{Clock: f.clock, Logger: slog.New(slog.NewTextHandler(f.log, nil)), Preallocate: f.prealloc, MaxBatch: f.maxBatch,
+		RecoverInterval: recoverEvery}
 }
 
 func (f *fixture) open(t *testing.T) *ledger.Ledger {

@@ -1,0 +1,239 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// Storage faults. A write or fsync that fails closes the ledger for appends (see Append); it
+// then heals itself where it can, and says so where only an operator can:
+//
+//   - The write or fsync failed (disk full, file system read-only, I/O error): every
+//     RecoverInterval the ledger tries to recover. It overwrites with zeros what the failed
+//     writes may have left after the last acknowledged record (so a record whose caller was
+//     told "nothing was issued" never becomes part of the history, even if its bytes reached
+//     the page cache or the disk), makes sure the segment has free space again (which fails
+//     while the disk is still full), fsyncs, and opens for appends. A retry then succeeds:
+//     the error is ErrUnavailable, retryable.
+//   - The segment was removed (unlinked) while the ledger had it open: the records are still
+//     in the open file. The ledger restores the segment at its path from the open file (the
+//     acknowledged records and free space) and goes on appending to the restored file; the
+//     batch that found it missing was not acknowledged. Nothing is lost.
+//   - Another file was put at the segment's path (replaced, or edited by a tool that writes a
+//     new file): the ledger will not overwrite it, so only an operator can decide. It stays
+//     closed (ErrRestartRequired); its own records are kept next to it in
+//     ledger-000001.jsonl.open-<unix time> for the operator to compare and restore.
+//
+// The checks run after every batch's fsync, before its records are acknowledged: one stat of
+// the path, compared with the open file.
+
+// defaultRecoverInterval is Options.RecoverInterval's default.
+const defaultRecoverInterval = time.Second
+
+// ErrRestartRequired: the ledger cannot recover by itself; an operator must act and restart
+// the server. It is wrapped together with ErrUnavailable.
+var ErrRestartRequired = errors.New("only an operator can fix the ledger; restart the server after that")
+
+// errSegmentRemoved: the segment's path no longer names a file; recover restores it.
+var errSegmentRemoved = errors.New("the segment was removed while the ledger had it open")
+
+// segmentReplacedError: the segment's path names another file than the one the ledger
+// appends to.
+type segmentReplacedError struct {
+	path, kept string
+}
+
+func (e *segmentReplacedError) Error() string {
+	msg := fmt.Sprintf("another file was put at %s while the ledger had its segment open; the ledger does not overwrite it", e.path)
+	if e.kept != "" {
+		msg += fmt.Sprintf("; the ledger's own records are in %s: compare the two, put the right one back at %s, and restart", e.kept, e.path)
+	}
+	return msg
+}
+
+func (e *segmentReplacedError) Unwrap() []error { return []error{ErrUnavailable, ErrRestartRequired} }
+
+// checkSegment reports whether the segment's path still names the open file: nil if it does,
+// errSegmentRemoved if nothing is there, a *segmentReplacedError if another file is.
+func (l *Ledger) checkSegment() error {
+	fi, err := os.Stat(l.path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return errSegmentRemoved
+	case err != nil:
+		return fmt.Errorf("checking %s: %w", l.path, err)
+	case !os.SameFile(fi, l.fileInfo):
+		return &segmentReplacedError{path: l.path}
+	}
+	return nil
+}
+
+// replaced returns err, and when it is a *segmentReplacedError, first keeps a copy of the
+// ledger's own records next to the file that replaced the segment (named in the error) and
+// logs it.
+func (l *Ledger) replaced(err error) error {
+	var replaced *segmentReplacedError
+	if errors.As(err, &replaced) && replaced.kept == "" {
+		replaced.kept = l.keepOwnCopy()
+		l.opts.Logger.Error("ledger segment replaced under the server: closed for appends until an operator acts and restarts it",
+			"file", l.path, "kept_own_records", replaced.kept)
+	}
+	return err
+}
+
+// recoverLoop runs until Close: every RecoverInterval, a ledger closed for appends by a
+// storage fault tries to recover.
+func (l *Ledger) recoverLoop() {
+	defer close(l.recoverDone)
+	t := time.NewTicker(l.opts.RecoverInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stopRecover:
+			return
+		case <-t.C:
+		}
+		if err := l.Err(); err != nil && !errors.Is(err, ErrRestartRequired) {
+			l.tryRecover()
+		}
+	}
+}
+
+// tryRecover becomes the writer (unless a batch is being written: the next tick tries again)
+// and recovers.
+func (l *Ledger) tryRecover() {
+	l.qmu.Lock()
+	if l.writing || l.closed {
+		l.qmu.Unlock()
+		return
+	}
+	l.writing = true
+	l.qmu.Unlock()
+	l.recover()
+	l.release()
+}
+
+// recover is run by the writer of a ledger closed for appends: see the comment at the top of
+// the file. It reopens the ledger for appends if every step succeeds, and otherwise leaves it
+// closed with the first error.
+func (l *Ledger) recover() {
+	failed := l.Err()
+	err := l.checkSegment()
+	if errors.Is(err, errSegmentRemoved) {
+		err = l.restore()
+	}
+	if err = l.replaced(err); errors.Is(err, ErrRestartRequired) {
+		l.setFailed(fmt.Errorf("appending to ledger %s: %w", l.dir, err))
+		return
+	}
+	if err == nil && l.dirty > l.off {
+		// Zeros over what failed writes may have left: those records were never acknowledged.
+		err = fillZeros(l.w, l.off, l.dirty)
+	}
+	if err == nil && l.end-l.off < l.opts.Preallocate/4 {
+		to := alignUp(l.off+l.opts.Preallocate/4, l.opts.Preallocate)
+		if err = fillZeros(l.w, l.end, to); err == nil {
+			l.end = to
+		}
+	}
+	if err == nil {
+		l.syncs.Add(1)
+		err = l.w.Sync()
+	}
+	if err == nil {
+		err = l.checkSegment()
+	}
+	if err != nil {
+		l.opts.Logger.Debug("ledger still cannot be written", "dir", l.dir, "error", err.Error())
+		return
+	}
+	l.dirty = 0
+	l.recoveries.Add(1)
+	l.mu.Lock()
+	since := l.failedAt
+	l.failed = nil
+	l.mu.Unlock()
+	l.opts.Logger.Warn("ledger recovered: accepting records again", "dir", l.dir,
+		"closed_for", l.opts.Clock.Since(since).Round(time.Millisecond).String(), "cause", failed.Error(), "last_seq", l.seq)
+}
+
+// setFailed closes the ledger for appends with err (the first failure's time is kept).
+func (l *Ledger) setFailed(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.failed == nil {
+		l.failedAt = l.opts.Clock.Now()
+	}
+	l.failed = err
+}
+
+// restore writes the open (removed) segment's acknowledged records and fresh free space to a
+// new file, puts it at the segment's path (only if nothing is there: link fails otherwise),
+// and appends to it from now on.
+func (l *Ledger) restore() error {
+	tmp := l.path + ".restoring"
+	_ = os.Remove(tmp) // a leftover of an earlier attempt
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("restoring %s: %w", l.path, writeError(l.dir, err))
+	}
+	end := alignUp(l.off+l.opts.Preallocate/4, l.opts.Preallocate)
+	err = copySegment(f, l.file, l.off, end)
+	if err == nil {
+		err = os.Link(tmp, l.path)
+	}
+	_ = os.Remove(tmp)
+	if err == nil {
+		err = syncDir(l.dir)
+	}
+	var fi os.FileInfo
+	if err == nil {
+		fi, err = f.Stat()
+	}
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("restoring %s: %w", l.path, writeError(l.dir, err))
+	}
+	old := l.file
+	l.file, l.fileInfo, l.w, l.end, l.dirty = f, fi, File(f), end, 0
+	if l.opts.WrapFile != nil {
+		l.w = l.opts.WrapFile(f)
+	}
+	old.Close()
+	l.restores.Add(1)
+	l.opts.Logger.Error("ledger segment was removed while the server was running; restored it from the open file, no record lost",
+		"file", l.path, "records", l.seq)
+	return nil
+}
+
+// copySegment writes src's first n bytes to dst, then zeros up to end, and fsyncs dst.
+func copySegment(dst *os.File, src io.ReaderAt, n, end int64) error {
+	if _, err := io.Copy(dst, io.NewSectionReader(src, 0, n)); err != nil {
+		return err
+	}
+	if err := fillZeros(dst, n, end); err != nil {
+		return err
+	}
+	return dst.Sync()
+}
+
+// keepOwnCopy writes the open segment's acknowledged records next to the file that replaced
+// it, as <segment>.open-<unix time>, and returns that path ("" if it could not).
+func (l *Ledger) keepOwnCopy() string {
+	p := fmt.Sprintf("%s.open-%d", l.path, l.opts.Clock.Now().Unix())
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		l.opts.Logger.Error("could not keep a copy of the ledger's own records", "file", p, "error", err.Error())
+		return ""
+	}
+	defer f.Close()
+	if err := copySegment(f, l.file, l.off, l.off); err != nil {
+		l.opts.Logger.Error("could not keep a copy of the ledger's own records", "file", p, "error", err.Error())
+		return ""
+	}
+	_ = syncDir(l.dir)
+	return p
+}
