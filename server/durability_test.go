@@ -3,6 +3,7 @@ package server_test
 import (
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -162,5 +163,59 @@ func TestMetricsReflectDecisions(t *testing.T) {
 	}
 	if code, _ := httpGet(t, s.srv.HTTPAddr(), "/livez"); code != http.StatusOK {
 		t.Errorf("/livez = %d, want 200", code)
+	}
+}
+
+// TestLedgerSegmentRemovedOrReplaced: the ledger's segment is removed under the running
+// server: the ledger restores it from the file it holds open, and signing goes on with every
+// acknowledged record on disk. Another file is then put in its place: the server issues
+// nothing, answers FailedPrecondition/LEDGER_RESTART_REQUIRED (retrying it is useless until
+// an operator acts), and /readyz says so.
+func TestLedgerSegmentRemovedOrReplaced(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, nil)
+	client := signetv1.NewSignerServiceClient(s.dial(t, s.clientTLS(t, s.devClient(t))))
+	signOne(t, client)
+	dir := filepath.Join(s.dir, "ledger")
+	segment := filepath.Join(dir, "ledger-000001.jsonl")
+
+	if err := os.Remove(segment); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		csr := testpki.CSR(t, testpki.Key(t, testpki.P256), nil)
+		_, err := client.SignCertificateSigningRequest(callContext(t), signRequest(csr, "after-rm-"+time.Now().Format(time.RFC3339Nano)))
+		if err == nil {
+			break
+		}
+		wantStatus(t, err, codes.Unavailable, "LEDGER_UNAVAILABLE")
+		if time.Now().After(deadline) {
+			t.Fatalf("still refused 10 s after the segment was removed: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !s.logs.Contains("restored it from the open file") {
+		t.Error("the server log does not say the segment was restored")
+	}
+	if rep, err := ledger.Verify(dir); err != nil || rep.Records != 2 {
+		t.Fatalf("Verify of the restored ledger: %+v, %v; want the 2 acknowledged records", rep, err)
+	}
+
+	older := filepath.Join(t.TempDir(), "older")
+	if data, err := os.ReadFile(segment); err != nil || os.WriteFile(older, data, 0o600) != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(older, segment); err != nil {
+		t.Fatal(err)
+	}
+	csr := testpki.CSR(t, testpki.Key(t, testpki.P256), nil)
+	resp, err := client.SignCertificateSigningRequest(callContext(t), signRequest(csr, "after-replace"))
+	wantStatus(t, err, codes.FailedPrecondition, "LEDGER_RESTART_REQUIRED")
+	if resp.GetCertificateChainPem() != "" {
+		t.Fatal("a certificate left the server without a ledger record")
+	}
+	if code, body := httpGet(t, s.srv.HTTPAddr(), "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "restart") {
+		t.Errorf("/readyz = %d %q, want 503 saying a restart is needed", code, body)
 	}
 }

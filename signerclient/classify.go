@@ -14,6 +14,10 @@ import (
 // that a retry can get past.
 var reasonRateLimited = signetv1.ConditionReason(signetv1.ReasonName(signetv1.ErrorReason_ERROR_REASON_RATE_LIMITED))
 
+// reasonLedgerRestartRequired is the reason of a server whose ledger needs an operator: a
+// FailedPrecondition that is not about the request.
+var reasonLedgerRestartRequired = signetv1.ConditionReason(signetv1.ReasonName(signetv1.ErrorReason_ERROR_REASON_LEDGER_RESTART_REQUIRED))
+
 // Reasons used when the server's error carries no ErrorInfo.
 const (
 	ReasonSignerRefused     = "SignerRefused"
@@ -24,7 +28,11 @@ const (
 //   - terminal is true iff the gRPC code is InvalidArgument or FailedPrecondition, or
 //     ResourceExhausted without the RATE_LIMITED reason (gRPC's own "message larger than
 //     max": the same request can never fit): retrying cannot help and the object should be
-//     marked Failed (a CSR) or Denied (a PodCertificateRequest);
+//     marked Failed (a CSR) or Denied (a PodCertificateRequest). One FailedPrecondition is
+//     transient: LEDGER_RESTART_REQUIRED, a server whose ledger needs an operator; the
+//     request itself is fine, another server or the same one restarted can sign it, so the
+//     object stays pending (with back-off and its give-up deadline) rather than being failed
+//     for what its requester did not do;
 //   - reason is the ErrorInfo reason of domain signet.dev in TitleCase ("UNSUPPORTED_KEY" →
 //     "UnsupportedKey"), fit for a Kubernetes condition reason; without one, SignerRefused
 //     (terminal) or SignerUnavailable (transient);
@@ -55,7 +63,7 @@ func Classify(err error) (reason string, message string, terminal bool) {
 	reason = errorInfoReason(st)
 	switch st.Code() {
 	case codes.InvalidArgument, codes.FailedPrecondition:
-		terminal = true
+		terminal = reason != reasonLedgerRestartRequired
 	case codes.ResourceExhausted:
 		terminal = reason != reasonRateLimited
 	}

@@ -66,6 +66,10 @@ func TestClassify(t *testing.T) {
 			info("RATE_LIMITED", signetv1.ErrorDomain), false, "RateLimited", "the client rate limit is exhausted; retry later", false},
 		{"resource exhausted with another reason is final", codes.ResourceExhausted, "too big",
 			info("MALFORMED_REQUEST", signetv1.ErrorDomain), false, "MalformedRequest", "too big", true},
+		{"ledger restart required is transient", codes.FailedPrecondition, "the server's ledger needs an operator",
+			info("LEDGER_RESTART_REQUIRED", signetv1.ErrorDomain), false, "LedgerRestartRequired", "the server's ledger needs an operator", false},
+		{"policy violation is final", codes.FailedPrecondition, "group system:masters is forbidden",
+			info("POLICY_VIOLATION", signetv1.ErrorDomain), false, "PolicyViolation", "group system:masters is forbidden", true},
 		{"empty message", codes.InvalidArgument, "",
 			nil, false, ReasonSignerRefused, "signing server answered InvalidArgument", true},
 	}

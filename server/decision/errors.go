@@ -7,6 +7,7 @@ import (
 	"github.com/signet-pki/signet/server/authority"
 	"github.com/signet-pki/signet/server/idempotency"
 	"github.com/signet-pki/signet/server/issuance"
+	"github.com/signet-pki/signet/server/ledger"
 	"github.com/signet-pki/signet/server/lint"
 )
 
@@ -33,6 +34,8 @@ const (
 	ReasonAdminRequired       Reason = "ADMIN_REQUIRED"
 	ReasonRotationRefused     Reason = "ROTATION_REFUSED"
 	ReasonInvalidCA           Reason = "INVALID_CA"
+	// ReasonLedgerRestartRequired: the ledger cannot recover by itself (ledger.ErrRestartRequired).
+	ReasonLedgerRestartRequired Reason = "LEDGER_RESTART_REQUIRED"
 )
 
 // Reasons lists every Reason, for the front doors' tables and their tests.
@@ -41,6 +44,7 @@ var Reasons = []Reason{
 	ReasonPolicyViolation, ReasonLintFailed, ReasonIdempotencyConflict, ReasonRateLimited,
 	ReasonLedgerUnavailable, ReasonUnknownSigner, ReasonSignerNotAllowed, ReasonInternal,
 	ReasonKeyUnavailable, ReasonAdminRequired, ReasonRotationRefused, ReasonInvalidCA,
+	ReasonLedgerRestartRequired,
 }
 
 // Errors of the core itself; the pipeline's are issuance's, lint's and idempotency's.
@@ -72,6 +76,8 @@ func Classify(err error) (Reason, bool) {
 		return ReasonIdempotencyConflict, true
 	case errors.Is(err, errRateLimited):
 		return ReasonRateLimited, true
+	case errors.Is(err, errLedgerUnavailable) && errors.Is(err, ledger.ErrRestartRequired):
+		return ReasonLedgerRestartRequired, false
 	case errors.Is(err, errLedgerUnavailable):
 		return ReasonLedgerUnavailable, false
 	case errors.Is(err, keyerr.ErrUnavailable):
@@ -98,6 +104,8 @@ func PublicMessage(err error) string {
 	switch {
 	case safe:
 		return err.Error()
+	case errors.Is(err, errLedgerUnavailable) && errors.Is(err, ledger.ErrRestartRequired):
+		return "the decision could not be recorded: the server's ledger needs an operator (see the server log and /readyz) and a restart; nothing was issued"
 	case errors.Is(err, errLedgerUnavailable):
 		return "the decision could not be recorded durably, so nothing was issued; retry later"
 	case errors.Is(err, keyerr.ErrUnavailable):

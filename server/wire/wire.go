@@ -42,6 +42,8 @@ var table = map[decision.Reason]Answer{
 	decision.ReasonAdminRequired:       {codes.PermissionDenied, signetv1.ErrorReason_ERROR_REASON_ADMIN_REQUIRED, http.StatusForbidden},
 	decision.ReasonRotationRefused:     {codes.FailedPrecondition, signetv1.ErrorReason_ERROR_REASON_ROTATION_REFUSED, http.StatusConflict},
 	decision.ReasonInvalidCA:           {codes.InvalidArgument, signetv1.ErrorReason_ERROR_REASON_INVALID_CA, http.StatusBadRequest},
+	// Not Unavailable: retrying this server cannot help until an operator acts.
+	decision.ReasonLedgerRestartRequired: {codes.FailedPrecondition, signetv1.ErrorReason_ERROR_REASON_LEDGER_RESTART_REQUIRED, http.StatusServiceUnavailable},
 }
 
 // For returns the answer to reason; an unknown reason is answered as internal.

@@ -84,6 +84,11 @@ const (
 	// ERROR_REASON_INVALID_CA: the CA given to stage cannot be used: its certificate is not a
 	// CA certificate, its key cannot be opened or does not match, or it is already in the set.
 	ErrorReason_ERROR_REASON_INVALID_CA ErrorReason = 16
+	// ERROR_REASON_LEDGER_RESTART_REQUIRED: the ledger cannot record decisions and cannot recover
+	// by itself (its segment was replaced by another file under the running server); nothing was
+	// issued. Retrying this server is useless until an operator has acted and restarted it
+	// (the server log and /readyz say what to do); another signing server may take the request.
+	ErrorReason_ERROR_REASON_LEDGER_RESTART_REQUIRED ErrorReason = 17
 )
 
 // Enum value maps for ErrorReason.
@@ -106,25 +111,27 @@ var (
 		14: "ERROR_REASON_ADMIN_REQUIRED",
 		15: "ERROR_REASON_ROTATION_REFUSED",
 		16: "ERROR_REASON_INVALID_CA",
+		17: "ERROR_REASON_LEDGER_RESTART_REQUIRED",
 	}
 	ErrorReason_value = map[string]int32{
-		"ERROR_REASON_UNSPECIFIED":          0,
-		"ERROR_REASON_MALFORMED_REQUEST":    1,
-		"ERROR_REASON_INVALID_SIGNATURE":    2,
-		"ERROR_REASON_UNSUPPORTED_KEY":      3,
-		"ERROR_REASON_POLICY_VIOLATION":     4,
-		"ERROR_REASON_UNKNOWN_SIGNER":       5,
-		"ERROR_REASON_SIGNER_NOT_ALLOWED":   6,
-		"ERROR_REASON_INTERNAL":             7,
-		"ERROR_REASON_RATE_LIMITED":         8,
-		"ERROR_REASON_IDEMPOTENCY_CONFLICT": 9,
-		"ERROR_REASON_LINT_FAILED":          10,
-		"ERROR_REASON_LEDGER_UNAVAILABLE":   11,
-		"ERROR_REASON_UNKNOWN_ANNOTATION":   12,
-		"ERROR_REASON_KEY_UNAVAILABLE":      13,
-		"ERROR_REASON_ADMIN_REQUIRED":       14,
-		"ERROR_REASON_ROTATION_REFUSED":     15,
-		"ERROR_REASON_INVALID_CA":           16,
+		"ERROR_REASON_UNSPECIFIED":             0,
+		"ERROR_REASON_MALFORMED_REQUEST":       1,
+		"ERROR_REASON_INVALID_SIGNATURE":       2,
+		"ERROR_REASON_UNSUPPORTED_KEY":         3,
+		"ERROR_REASON_POLICY_VIOLATION":        4,
+		"ERROR_REASON_UNKNOWN_SIGNER":          5,
+		"ERROR_REASON_SIGNER_NOT_ALLOWED":      6,
+		"ERROR_REASON_INTERNAL":                7,
+		"ERROR_REASON_RATE_LIMITED":            8,
+		"ERROR_REASON_IDEMPOTENCY_CONFLICT":    9,
+		"ERROR_REASON_LINT_FAILED":             10,
+		"ERROR_REASON_LEDGER_UNAVAILABLE":      11,
+		"ERROR_REASON_UNKNOWN_ANNOTATION":      12,
+		"ERROR_REASON_KEY_UNAVAILABLE":         13,
+		"ERROR_REASON_ADMIN_REQUIRED":          14,
+		"ERROR_REASON_ROTATION_REFUSED":        15,
+		"ERROR_REASON_INVALID_CA":              16,
+		"ERROR_REASON_LEDGER_RESTART_REQUIRED": 17,
 	}
 )
 
@@ -2938,6 +2945,360 @@ func (x *LedgerRecord) GetHash() string {
 	return ""
 }
 
+// GetCheckpointRequest asks for the latest signed checkpoint.
+type GetCheckpointRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCheckpointRequest) Reset() {
+	*x = GetCheckpointRequest{}
+	mi := &file_signet_v1_signet_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCheckpointRequest) ProtoMessage() {}
+
+func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCheckpointRequest.ProtoReflect.Descriptor instead.
+func (*GetCheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{38}
+}
+
+// GetCheckpointResponse holds the latest signed checkpoint.
+type GetCheckpointResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// signed_checkpoint is the C2SP signed note: origin, tree size, base64 root hash, then the
+	// signature lines. Verify it with the server's checkpoint public key.
+	SignedCheckpoint []byte `protobuf:"bytes,1,opt,name=signed_checkpoint,json=signedCheckpoint,proto3" json:"signed_checkpoint,omitempty"`
+	// size is the checkpoint's tree size (the number of records it covers), for convenience:
+	// trust only the signed note.
+	Size          int64 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCheckpointResponse) Reset() {
+	*x = GetCheckpointResponse{}
+	mi := &file_signet_v1_signet_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCheckpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCheckpointResponse) ProtoMessage() {}
+
+func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCheckpointResponse.ProtoReflect.Descriptor instead.
+func (*GetCheckpointResponse) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *GetCheckpointResponse) GetSignedCheckpoint() []byte {
+	if x != nil {
+		return x.SignedCheckpoint
+	}
+	return nil
+}
+
+func (x *GetCheckpointResponse) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+// ProveInclusionRequest names one record: exactly one of serial_number, object_uid and seq.
+type ProveInclusionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// serial_number is an issued certificate's serial number in hexadecimal: its issuance record.
+	SerialNumber string `protobuf:"bytes,1,opt,name=serial_number,json=serialNumber,proto3" json:"serial_number,omitempty"`
+	// object_uid is a Kubernetes object's metadata.uid: its newest record.
+	ObjectUid string `protobuf:"bytes,2,opt,name=object_uid,json=objectUid,proto3" json:"object_uid,omitempty"`
+	// seq is a record's position in the ledger (1 for the first).
+	Seq uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	// tree_size is the size of the tree to prove inclusion in: 0 for the latest signed
+	// checkpoint. A non-zero size must be one the server has signed a checkpoint for, at most
+	// its latest.
+	TreeSize      int64 `protobuf:"varint,4,opt,name=tree_size,json=treeSize,proto3" json:"tree_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProveInclusionRequest) Reset() {
+	*x = ProveInclusionRequest{}
+	mi := &file_signet_v1_signet_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProveInclusionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProveInclusionRequest) ProtoMessage() {}
+
+func (x *ProveInclusionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProveInclusionRequest.ProtoReflect.Descriptor instead.
+func (*ProveInclusionRequest) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ProveInclusionRequest) GetSerialNumber() string {
+	if x != nil {
+		return x.SerialNumber
+	}
+	return ""
+}
+
+func (x *ProveInclusionRequest) GetObjectUid() string {
+	if x != nil {
+		return x.ObjectUid
+	}
+	return ""
+}
+
+func (x *ProveInclusionRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ProveInclusionRequest) GetTreeSize() int64 {
+	if x != nil {
+		return x.TreeSize
+	}
+	return 0
+}
+
+// ProveInclusionResponse holds the record, its inclusion proof and the checkpoint it is proved
+// against.
+type ProveInclusionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// seq is the record's seq; its leaf index is seq - 1.
+	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// leaf is the record exactly as stored: its line in the ledger, without the newline.
+	Leaf []byte `protobuf:"bytes,2,opt,name=leaf,proto3" json:"leaf,omitempty"`
+	// proof is the RFC 6962 inclusion proof (audit path), each element a 32-byte SHA-256 hash.
+	Proof [][]byte `protobuf:"bytes,3,rep,name=proof,proto3" json:"proof,omitempty"`
+	// signed_checkpoint is the checkpoint of the tree the proof is for.
+	SignedCheckpoint []byte `protobuf:"bytes,4,opt,name=signed_checkpoint,json=signedCheckpoint,proto3" json:"signed_checkpoint,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ProveInclusionResponse) Reset() {
+	*x = ProveInclusionResponse{}
+	mi := &file_signet_v1_signet_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProveInclusionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProveInclusionResponse) ProtoMessage() {}
+
+func (x *ProveInclusionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProveInclusionResponse.ProtoReflect.Descriptor instead.
+func (*ProveInclusionResponse) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ProveInclusionResponse) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ProveInclusionResponse) GetLeaf() []byte {
+	if x != nil {
+		return x.Leaf
+	}
+	return nil
+}
+
+func (x *ProveInclusionResponse) GetProof() [][]byte {
+	if x != nil {
+		return x.Proof
+	}
+	return nil
+}
+
+func (x *ProveInclusionResponse) GetSignedCheckpoint() []byte {
+	if x != nil {
+		return x.SignedCheckpoint
+	}
+	return nil
+}
+
+// ProveConsistencyRequest names two tree sizes.
+type ProveConsistencyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// old_size is the smaller size, for example the last checkpoint a witness accepted.
+	OldSize int64 `protobuf:"varint,1,opt,name=old_size,json=oldSize,proto3" json:"old_size,omitempty"`
+	// new_size is the larger size: 0 for the latest signed checkpoint's.
+	NewSize       int64 `protobuf:"varint,2,opt,name=new_size,json=newSize,proto3" json:"new_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProveConsistencyRequest) Reset() {
+	*x = ProveConsistencyRequest{}
+	mi := &file_signet_v1_signet_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProveConsistencyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProveConsistencyRequest) ProtoMessage() {}
+
+func (x *ProveConsistencyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProveConsistencyRequest.ProtoReflect.Descriptor instead.
+func (*ProveConsistencyRequest) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ProveConsistencyRequest) GetOldSize() int64 {
+	if x != nil {
+		return x.OldSize
+	}
+	return 0
+}
+
+func (x *ProveConsistencyRequest) GetNewSize() int64 {
+	if x != nil {
+		return x.NewSize
+	}
+	return 0
+}
+
+// ProveConsistencyResponse holds the consistency proof and the newer checkpoint.
+type ProveConsistencyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// proof is the RFC 6962 consistency proof from old_size to the checkpoint's size, each
+	// element a 32-byte SHA-256 hash.
+	Proof [][]byte `protobuf:"bytes,1,rep,name=proof,proto3" json:"proof,omitempty"`
+	// signed_checkpoint is the checkpoint of the new size.
+	SignedCheckpoint []byte `protobuf:"bytes,2,opt,name=signed_checkpoint,json=signedCheckpoint,proto3" json:"signed_checkpoint,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ProveConsistencyResponse) Reset() {
+	*x = ProveConsistencyResponse{}
+	mi := &file_signet_v1_signet_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProveConsistencyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProveConsistencyResponse) ProtoMessage() {}
+
+func (x *ProveConsistencyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProveConsistencyResponse.ProtoReflect.Descriptor instead.
+func (*ProveConsistencyResponse) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ProveConsistencyResponse) GetProof() [][]byte {
+	if x != nil {
+		return x.Proof
+	}
+	return nil
+}
+
+func (x *ProveConsistencyResponse) GetSignedCheckpoint() []byte {
+	if x != nil {
+		return x.SignedCheckpoint
+	}
+	return nil
+}
+
 var File_signet_v1_signet_proto protoreflect.FileDescriptor
 
 const file_signet_v1_signet_proto_rawDesc = "" +
@@ -3165,7 +3526,28 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\amessage\x18\r \x01(\tR\amessage\x12\x18\n" +
 	"\agrounds\x18\x0e \x01(\tR\agrounds\x122\n" +
 	"\x15certificate_chain_pem\x18\x0f \x01(\tR\x13certificateChainPem\x12\x12\n" +
-	"\x04hash\x18\x10 \x01(\tR\x04hash*\xca\x04\n" +
+	"\x04hash\x18\x10 \x01(\tR\x04hash\"\x16\n" +
+	"\x14GetCheckpointRequest\"X\n" +
+	"\x15GetCheckpointResponse\x12+\n" +
+	"\x11signed_checkpoint\x18\x01 \x01(\fR\x10signedCheckpoint\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\"\x8a\x01\n" +
+	"\x15ProveInclusionRequest\x12#\n" +
+	"\rserial_number\x18\x01 \x01(\tR\fserialNumber\x12\x1d\n" +
+	"\n" +
+	"object_uid\x18\x02 \x01(\tR\tobjectUid\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x1b\n" +
+	"\ttree_size\x18\x04 \x01(\x03R\btreeSize\"\x81\x01\n" +
+	"\x16ProveInclusionResponse\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04leaf\x18\x02 \x01(\fR\x04leaf\x12\x14\n" +
+	"\x05proof\x18\x03 \x03(\fR\x05proof\x12+\n" +
+	"\x11signed_checkpoint\x18\x04 \x01(\fR\x10signedCheckpoint\"O\n" +
+	"\x17ProveConsistencyRequest\x12\x19\n" +
+	"\bold_size\x18\x01 \x01(\x03R\aoldSize\x12\x19\n" +
+	"\bnew_size\x18\x02 \x01(\x03R\anewSize\"]\n" +
+	"\x18ProveConsistencyResponse\x12\x14\n" +
+	"\x05proof\x18\x01 \x03(\fR\x05proof\x12+\n" +
+	"\x11signed_checkpoint\x18\x02 \x01(\fR\x10signedCheckpoint*\xf4\x04\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x01\x12\"\n" +
@@ -3184,7 +3566,8 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\x1cERROR_REASON_KEY_UNAVAILABLE\x10\r\x12\x1f\n" +
 	"\x1bERROR_REASON_ADMIN_REQUIRED\x10\x0e\x12!\n" +
 	"\x1dERROR_REASON_ROTATION_REFUSED\x10\x0f\x12\x1b\n" +
-	"\x17ERROR_REASON_INVALID_CA\x10\x10*\x91\x01\n" +
+	"\x17ERROR_REASON_INVALID_CA\x10\x10\x12(\n" +
+	"$ERROR_REASON_LEDGER_RESTART_REQUIRED\x10\x11*\x91\x01\n" +
 	"\vAnchorState\x12\x1c\n" +
 	"\x18ANCHOR_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13ANCHOR_STATE_ACTIVE\x10\x01\x12\x17\n" +
@@ -3198,9 +3581,12 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\vListSigners\x12\x1d.signet.v1.ListSignersRequest\x1a\x1e.signet.v1.ListSignersResponse\x12\x8b\x01\n" +
 	" ExplainCertificateSigningRequest\x122.signet.v1.ExplainCertificateSigningRequestRequest\x1a3.signet.v1.ExplainCertificateSigningRequestResponse\x12^\n" +
 	"\x11ReportTrustBundle\x12#.signet.v1.ReportTrustBundleRequest\x1a$.signet.v1.ReportTrustBundleResponse\x12R\n" +
-	"\rGetServerInfo\x12\x1f.signet.v1.GetServerInfoRequest\x1a .signet.v1.GetServerInfoResponse2]\n" +
+	"\rGetServerInfo\x12\x1f.signet.v1.GetServerInfoRequest\x1a .signet.v1.GetServerInfoResponse2\xe5\x02\n" +
 	"\rLedgerService\x12L\n" +
-	"\vFindRecords\x12\x1d.signet.v1.FindRecordsRequest\x1a\x1e.signet.v1.FindRecordsResponse2\xb5\x02\n" +
+	"\vFindRecords\x12\x1d.signet.v1.FindRecordsRequest\x1a\x1e.signet.v1.FindRecordsResponse\x12R\n" +
+	"\rGetCheckpoint\x12\x1f.signet.v1.GetCheckpointRequest\x1a .signet.v1.GetCheckpointResponse\x12U\n" +
+	"\x0eProveInclusion\x12 .signet.v1.ProveInclusionRequest\x1a!.signet.v1.ProveInclusionResponse\x12[\n" +
+	"\x10ProveConsistency\x12\".signet.v1.ProveConsistencyRequest\x1a#.signet.v1.ProveConsistencyResponse2\xb5\x02\n" +
 	"\x10AuthorityService\x12O\n" +
 	"\fGetAuthority\x12\x1e.signet.v1.GetAuthorityRequest\x1a\x1f.signet.v1.GetAuthorityResponse\x12@\n" +
 	"\aStageCA\x12\x19.signet.v1.StageCARequest\x1a\x1a.signet.v1.StageCAResponse\x12I\n" +
@@ -3221,7 +3607,7 @@ func file_signet_v1_signet_proto_rawDescGZIP() []byte {
 }
 
 var file_signet_v1_signet_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_signet_v1_signet_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_signet_v1_signet_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_signet_v1_signet_proto_goTypes = []any{
 	(ErrorReason)(0),                                 // 0: signet.v1.ErrorReason
 	(AnchorState)(0),                                 // 1: signet.v1.AnchorState
@@ -3263,54 +3649,60 @@ var file_signet_v1_signet_proto_goTypes = []any{
 	(*FindRecordsRequest)(nil),                       // 37: signet.v1.FindRecordsRequest
 	(*FindRecordsResponse)(nil),                      // 38: signet.v1.FindRecordsResponse
 	(*LedgerRecord)(nil),                             // 39: signet.v1.LedgerRecord
-	nil,                                              // 40: signet.v1.Requester.ExtraEntry
-	nil,                                              // 41: signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
-	(*timestamppb.Timestamp)(nil),                    // 42: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),                      // 43: google.protobuf.Duration
+	(*GetCheckpointRequest)(nil),                     // 40: signet.v1.GetCheckpointRequest
+	(*GetCheckpointResponse)(nil),                    // 41: signet.v1.GetCheckpointResponse
+	(*ProveInclusionRequest)(nil),                    // 42: signet.v1.ProveInclusionRequest
+	(*ProveInclusionResponse)(nil),                   // 43: signet.v1.ProveInclusionResponse
+	(*ProveConsistencyRequest)(nil),                  // 44: signet.v1.ProveConsistencyRequest
+	(*ProveConsistencyResponse)(nil),                 // 45: signet.v1.ProveConsistencyResponse
+	nil,                                              // 46: signet.v1.Requester.ExtraEntry
+	nil,                                              // 47: signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
+	(*timestamppb.Timestamp)(nil),                    // 48: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),                      // 49: google.protobuf.Duration
 }
 var file_signet_v1_signet_proto_depIdxs = []int32{
-	40, // 0: signet.v1.Requester.extra:type_name -> signet.v1.Requester.ExtraEntry
+	46, // 0: signet.v1.Requester.extra:type_name -> signet.v1.Requester.ExtraEntry
 	2,  // 1: signet.v1.SignCertificateSigningRequestRequest.requester:type_name -> signet.v1.Requester
 	4,  // 2: signet.v1.SignCertificateSigningRequestRequest.object:type_name -> signet.v1.KubernetesObject
-	42, // 3: signet.v1.SignCertificateSigningRequestResponse.not_before:type_name -> google.protobuf.Timestamp
-	42, // 4: signet.v1.SignCertificateSigningRequestResponse.not_after:type_name -> google.protobuf.Timestamp
+	48, // 3: signet.v1.SignCertificateSigningRequestResponse.not_before:type_name -> google.protobuf.Timestamp
+	48, // 4: signet.v1.SignCertificateSigningRequestResponse.not_after:type_name -> google.protobuf.Timestamp
 	4,  // 5: signet.v1.SignPodCertificateRequestRequest.object:type_name -> signet.v1.KubernetesObject
 	7,  // 6: signet.v1.SignPodCertificateRequestRequest.pod:type_name -> signet.v1.PodIdentity
-	41, // 7: signet.v1.SignPodCertificateRequestRequest.unverified_user_annotations:type_name -> signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
-	42, // 8: signet.v1.SignPodCertificateRequestResponse.not_before:type_name -> google.protobuf.Timestamp
-	42, // 9: signet.v1.SignPodCertificateRequestResponse.not_after:type_name -> google.protobuf.Timestamp
-	42, // 10: signet.v1.SignPodCertificateRequestResponse.begin_refresh_at:type_name -> google.protobuf.Timestamp
+	47, // 7: signet.v1.SignPodCertificateRequestRequest.unverified_user_annotations:type_name -> signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
+	48, // 8: signet.v1.SignPodCertificateRequestResponse.not_before:type_name -> google.protobuf.Timestamp
+	48, // 9: signet.v1.SignPodCertificateRequestResponse.not_after:type_name -> google.protobuf.Timestamp
+	48, // 10: signet.v1.SignPodCertificateRequestResponse.begin_refresh_at:type_name -> google.protobuf.Timestamp
 	12, // 11: signet.v1.GetTrustAnchorsResponse.anchors:type_name -> signet.v1.TrustAnchor
 	1,  // 12: signet.v1.TrustAnchor.state:type_name -> signet.v1.AnchorState
-	42, // 13: signet.v1.TrustAnchor.since:type_name -> google.protobuf.Timestamp
-	42, // 14: signet.v1.TrustAnchor.not_after:type_name -> google.protobuf.Timestamp
+	48, // 13: signet.v1.TrustAnchor.since:type_name -> google.protobuf.Timestamp
+	48, // 14: signet.v1.TrustAnchor.not_after:type_name -> google.protobuf.Timestamp
 	17, // 15: signet.v1.GetAuthorityResponse.signers:type_name -> signet.v1.SignerAuthority
 	18, // 16: signet.v1.SignerAuthority.cas:type_name -> signet.v1.AuthorityCA
 	19, // 17: signet.v1.SignerAuthority.clusters:type_name -> signet.v1.ClusterReport
-	43, // 18: signet.v1.SignerAuthority.min_propagation_delay:type_name -> google.protobuf.Duration
+	49, // 18: signet.v1.SignerAuthority.min_propagation_delay:type_name -> google.protobuf.Duration
 	20, // 19: signet.v1.SignerAuthority.activation:type_name -> signet.v1.Gate
 	12, // 20: signet.v1.AuthorityCA.anchor:type_name -> signet.v1.TrustAnchor
-	42, // 21: signet.v1.AuthorityCA.last_leaf_not_after:type_name -> google.protobuf.Timestamp
+	48, // 21: signet.v1.AuthorityCA.last_leaf_not_after:type_name -> google.protobuf.Timestamp
 	20, // 22: signet.v1.AuthorityCA.retirement:type_name -> signet.v1.Gate
-	42, // 23: signet.v1.ClusterReport.reported_at:type_name -> google.protobuf.Timestamp
-	42, // 24: signet.v1.ClusterReport.last_seen:type_name -> google.protobuf.Timestamp
-	42, // 25: signet.v1.ClusterReport.staged_published_at:type_name -> google.protobuf.Timestamp
-	42, // 26: signet.v1.Gate.not_before:type_name -> google.protobuf.Timestamp
+	48, // 23: signet.v1.ClusterReport.reported_at:type_name -> google.protobuf.Timestamp
+	48, // 24: signet.v1.ClusterReport.last_seen:type_name -> google.protobuf.Timestamp
+	48, // 25: signet.v1.ClusterReport.staged_published_at:type_name -> google.protobuf.Timestamp
+	48, // 26: signet.v1.Gate.not_before:type_name -> google.protobuf.Timestamp
 	17, // 27: signet.v1.StageCAResponse.authority:type_name -> signet.v1.SignerAuthority
 	17, // 28: signet.v1.ActivateCAResponse.authority:type_name -> signet.v1.SignerAuthority
 	17, // 29: signet.v1.RetireCAResponse.authority:type_name -> signet.v1.SignerAuthority
 	29, // 30: signet.v1.ListSignersResponse.signers:type_name -> signet.v1.SignerDescription
-	43, // 31: signet.v1.SignerDescription.max_lifetime:type_name -> google.protobuf.Duration
+	49, // 31: signet.v1.SignerDescription.max_lifetime:type_name -> google.protobuf.Duration
 	30, // 32: signet.v1.SignerDescription.lint:type_name -> signet.v1.LintGate
 	31, // 33: signet.v1.LintGate.excluded:type_name -> signet.v1.LintRule
 	31, // 34: signet.v1.LintGate.accepted:type_name -> signet.v1.LintRule
 	5,  // 35: signet.v1.ExplainCertificateSigningRequestRequest.request:type_name -> signet.v1.SignCertificateSigningRequestRequest
 	33, // 36: signet.v1.ExplainCertificateSigningRequestResponse.rules:type_name -> signet.v1.RuleResult
-	43, // 37: signet.v1.ExplainCertificateSigningRequestResponse.lifetime:type_name -> google.protobuf.Duration
+	49, // 37: signet.v1.ExplainCertificateSigningRequestResponse.lifetime:type_name -> google.protobuf.Duration
 	39, // 38: signet.v1.FindRecordsResponse.records:type_name -> signet.v1.LedgerRecord
-	42, // 39: signet.v1.LedgerRecord.time:type_name -> google.protobuf.Timestamp
-	42, // 40: signet.v1.LedgerRecord.not_before:type_name -> google.protobuf.Timestamp
-	42, // 41: signet.v1.LedgerRecord.not_after:type_name -> google.protobuf.Timestamp
+	48, // 39: signet.v1.LedgerRecord.time:type_name -> google.protobuf.Timestamp
+	48, // 40: signet.v1.LedgerRecord.not_before:type_name -> google.protobuf.Timestamp
+	48, // 41: signet.v1.LedgerRecord.not_after:type_name -> google.protobuf.Timestamp
 	3,  // 42: signet.v1.Requester.ExtraEntry.value:type_name -> signet.v1.ExtraValue
 	5,  // 43: signet.v1.SignerService.SignCertificateSigningRequest:input_type -> signet.v1.SignCertificateSigningRequestRequest
 	8,  // 44: signet.v1.SignerService.SignPodCertificateRequest:input_type -> signet.v1.SignPodCertificateRequestRequest
@@ -3320,24 +3712,30 @@ var file_signet_v1_signet_proto_depIdxs = []int32{
 	13, // 48: signet.v1.SignerService.ReportTrustBundle:input_type -> signet.v1.ReportTrustBundleRequest
 	35, // 49: signet.v1.SignerService.GetServerInfo:input_type -> signet.v1.GetServerInfoRequest
 	37, // 50: signet.v1.LedgerService.FindRecords:input_type -> signet.v1.FindRecordsRequest
-	15, // 51: signet.v1.AuthorityService.GetAuthority:input_type -> signet.v1.GetAuthorityRequest
-	21, // 52: signet.v1.AuthorityService.StageCA:input_type -> signet.v1.StageCARequest
-	23, // 53: signet.v1.AuthorityService.ActivateCA:input_type -> signet.v1.ActivateCARequest
-	25, // 54: signet.v1.AuthorityService.RetireCA:input_type -> signet.v1.RetireCARequest
-	6,  // 55: signet.v1.SignerService.SignCertificateSigningRequest:output_type -> signet.v1.SignCertificateSigningRequestResponse
-	9,  // 56: signet.v1.SignerService.SignPodCertificateRequest:output_type -> signet.v1.SignPodCertificateRequestResponse
-	11, // 57: signet.v1.SignerService.GetTrustAnchors:output_type -> signet.v1.GetTrustAnchorsResponse
-	28, // 58: signet.v1.SignerService.ListSigners:output_type -> signet.v1.ListSignersResponse
-	34, // 59: signet.v1.SignerService.ExplainCertificateSigningRequest:output_type -> signet.v1.ExplainCertificateSigningRequestResponse
-	14, // 60: signet.v1.SignerService.ReportTrustBundle:output_type -> signet.v1.ReportTrustBundleResponse
-	36, // 61: signet.v1.SignerService.GetServerInfo:output_type -> signet.v1.GetServerInfoResponse
-	38, // 62: signet.v1.LedgerService.FindRecords:output_type -> signet.v1.FindRecordsResponse
-	16, // 63: signet.v1.AuthorityService.GetAuthority:output_type -> signet.v1.GetAuthorityResponse
-	22, // 64: signet.v1.AuthorityService.StageCA:output_type -> signet.v1.StageCAResponse
-	24, // 65: signet.v1.AuthorityService.ActivateCA:output_type -> signet.v1.ActivateCAResponse
-	26, // 66: signet.v1.AuthorityService.RetireCA:output_type -> signet.v1.RetireCAResponse
-	55, // [55:67] is the sub-list for method output_type
-	43, // [43:55] is the sub-list for method input_type
+	40, // 51: signet.v1.LedgerService.GetCheckpoint:input_type -> signet.v1.GetCheckpointRequest
+	42, // 52: signet.v1.LedgerService.ProveInclusion:input_type -> signet.v1.ProveInclusionRequest
+	44, // 53: signet.v1.LedgerService.ProveConsistency:input_type -> signet.v1.ProveConsistencyRequest
+	15, // 54: signet.v1.AuthorityService.GetAuthority:input_type -> signet.v1.GetAuthorityRequest
+	21, // 55: signet.v1.AuthorityService.StageCA:input_type -> signet.v1.StageCARequest
+	23, // 56: signet.v1.AuthorityService.ActivateCA:input_type -> signet.v1.ActivateCARequest
+	25, // 57: signet.v1.AuthorityService.RetireCA:input_type -> signet.v1.RetireCARequest
+	6,  // 58: signet.v1.SignerService.SignCertificateSigningRequest:output_type -> signet.v1.SignCertificateSigningRequestResponse
+	9,  // 59: signet.v1.SignerService.SignPodCertificateRequest:output_type -> signet.v1.SignPodCertificateRequestResponse
+	11, // 60: signet.v1.SignerService.GetTrustAnchors:output_type -> signet.v1.GetTrustAnchorsResponse
+	28, // 61: signet.v1.SignerService.ListSigners:output_type -> signet.v1.ListSignersResponse
+	34, // 62: signet.v1.SignerService.ExplainCertificateSigningRequest:output_type -> signet.v1.ExplainCertificateSigningRequestResponse
+	14, // 63: signet.v1.SignerService.ReportTrustBundle:output_type -> signet.v1.ReportTrustBundleResponse
+	36, // 64: signet.v1.SignerService.GetServerInfo:output_type -> signet.v1.GetServerInfoResponse
+	38, // 65: signet.v1.LedgerService.FindRecords:output_type -> signet.v1.FindRecordsResponse
+	41, // 66: signet.v1.LedgerService.GetCheckpoint:output_type -> signet.v1.GetCheckpointResponse
+	43, // 67: signet.v1.LedgerService.ProveInclusion:output_type -> signet.v1.ProveInclusionResponse
+	45, // 68: signet.v1.LedgerService.ProveConsistency:output_type -> signet.v1.ProveConsistencyResponse
+	16, // 69: signet.v1.AuthorityService.GetAuthority:output_type -> signet.v1.GetAuthorityResponse
+	22, // 70: signet.v1.AuthorityService.StageCA:output_type -> signet.v1.StageCAResponse
+	24, // 71: signet.v1.AuthorityService.ActivateCA:output_type -> signet.v1.ActivateCAResponse
+	26, // 72: signet.v1.AuthorityService.RetireCA:output_type -> signet.v1.RetireCAResponse
+	58, // [58:73] is the sub-list for method output_type
+	43, // [43:58] is the sub-list for method input_type
 	43, // [43:43] is the sub-list for extension type_name
 	43, // [43:43] is the sub-list for extension extendee
 	0,  // [0:43] is the sub-list for field type_name
@@ -3355,7 +3753,7 @@ func file_signet_v1_signet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_signet_v1_signet_proto_rawDesc), len(file_signet_v1_signet_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   40,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -399,7 +399,10 @@ var SignerService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	LedgerService_FindRecords_FullMethodName = "/signet.v1.LedgerService/FindRecords"
+	LedgerService_FindRecords_FullMethodName      = "/signet.v1.LedgerService/FindRecords"
+	LedgerService_GetCheckpoint_FullMethodName    = "/signet.v1.LedgerService/GetCheckpoint"
+	LedgerService_ProveInclusion_FullMethodName   = "/signet.v1.LedgerService/ProveInclusion"
+	LedgerService_ProveConsistency_FullMethodName = "/signet.v1.LedgerService/ProveConsistency"
 )
 
 // LedgerServiceClient is the client API for LedgerService service.
@@ -413,6 +416,17 @@ type LedgerServiceClient interface {
 	// for the signers it may use; a client with the admin role for a signer sees every record of
 	// that signer. It reads the ledger from the start: its cost grows with the ledger's size.
 	FindRecords(ctx context.Context, in *FindRecordsRequest, opts ...grpc.CallOption) (*FindRecordsResponse, error)
+	// GetCheckpoint returns the latest signed checkpoint of the ledger: its size and the root of
+	// the Merkle tree whose leaves are its records, as a C2SP signed note (tlog-checkpoint).
+	// Any client may call it.
+	GetCheckpoint(ctx context.Context, in *GetCheckpointRequest, opts ...grpc.CallOption) (*GetCheckpointResponse, error)
+	// ProveInclusion returns one record (by certificate serial number, object UID or seq) with
+	// the proof that it is a leaf of the tree of a signed checkpoint. The record is visible to
+	// the same clients as through FindRecords.
+	ProveInclusion(ctx context.Context, in *ProveInclusionRequest, opts ...grpc.CallOption) (*ProveInclusionResponse, error)
+	// ProveConsistency returns the proof that the tree of one size is a prefix of the tree of a
+	// larger size: that the ledger only grew between two checkpoints. Any client may call it.
+	ProveConsistency(ctx context.Context, in *ProveConsistencyRequest, opts ...grpc.CallOption) (*ProveConsistencyResponse, error)
 }
 
 type ledgerServiceClient struct {
@@ -433,6 +447,36 @@ func (c *ledgerServiceClient) FindRecords(ctx context.Context, in *FindRecordsRe
 	return out, nil
 }
 
+func (c *ledgerServiceClient) GetCheckpoint(ctx context.Context, in *GetCheckpointRequest, opts ...grpc.CallOption) (*GetCheckpointResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetCheckpointResponse)
+	err := c.cc.Invoke(ctx, LedgerService_GetCheckpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) ProveInclusion(ctx context.Context, in *ProveInclusionRequest, opts ...grpc.CallOption) (*ProveInclusionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ProveInclusionResponse)
+	err := c.cc.Invoke(ctx, LedgerService_ProveInclusion_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) ProveConsistency(ctx context.Context, in *ProveConsistencyRequest, opts ...grpc.CallOption) (*ProveConsistencyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ProveConsistencyResponse)
+	err := c.cc.Invoke(ctx, LedgerService_ProveConsistency_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LedgerServiceServer is the server API for LedgerService service.
 // All implementations must embed UnimplementedLedgerServiceServer
 // for forward compatibility.
@@ -444,6 +488,17 @@ type LedgerServiceServer interface {
 	// for the signers it may use; a client with the admin role for a signer sees every record of
 	// that signer. It reads the ledger from the start: its cost grows with the ledger's size.
 	FindRecords(context.Context, *FindRecordsRequest) (*FindRecordsResponse, error)
+	// GetCheckpoint returns the latest signed checkpoint of the ledger: its size and the root of
+	// the Merkle tree whose leaves are its records, as a C2SP signed note (tlog-checkpoint).
+	// Any client may call it.
+	GetCheckpoint(context.Context, *GetCheckpointRequest) (*GetCheckpointResponse, error)
+	// ProveInclusion returns one record (by certificate serial number, object UID or seq) with
+	// the proof that it is a leaf of the tree of a signed checkpoint. The record is visible to
+	// the same clients as through FindRecords.
+	ProveInclusion(context.Context, *ProveInclusionRequest) (*ProveInclusionResponse, error)
+	// ProveConsistency returns the proof that the tree of one size is a prefix of the tree of a
+	// larger size: that the ledger only grew between two checkpoints. Any client may call it.
+	ProveConsistency(context.Context, *ProveConsistencyRequest) (*ProveConsistencyResponse, error)
 	mustEmbedUnimplementedLedgerServiceServer()
 }
 
@@ -456,6 +511,15 @@ type UnimplementedLedgerServiceServer struct{}
 
 func (UnimplementedLedgerServiceServer) FindRecords(context.Context, *FindRecordsRequest) (*FindRecordsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method FindRecords not implemented")
+}
+func (UnimplementedLedgerServiceServer) GetCheckpoint(context.Context, *GetCheckpointRequest) (*GetCheckpointResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetCheckpoint not implemented")
+}
+func (UnimplementedLedgerServiceServer) ProveInclusion(context.Context, *ProveInclusionRequest) (*ProveInclusionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ProveInclusion not implemented")
+}
+func (UnimplementedLedgerServiceServer) ProveConsistency(context.Context, *ProveConsistencyRequest) (*ProveConsistencyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ProveConsistency not implemented")
 }
 func (UnimplementedLedgerServiceServer) mustEmbedUnimplementedLedgerServiceServer() {}
 func (UnimplementedLedgerServiceServer) testEmbeddedByValue()                       {}
@@ -496,6 +560,60 @@ func _LedgerService_FindRecords_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LedgerService_GetCheckpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetCheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).GetCheckpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_GetCheckpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).GetCheckpoint(ctx, req.(*GetCheckpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_ProveInclusion_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProveInclusionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).ProveInclusion(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_ProveInclusion_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).ProveInclusion(ctx, req.(*ProveInclusionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_ProveConsistency_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProveConsistencyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).ProveConsistency(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_ProveConsistency_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).ProveConsistency(ctx, req.(*ProveConsistencyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LedgerService_ServiceDesc is the grpc.ServiceDesc for LedgerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -506,6 +624,18 @@ var LedgerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "FindRecords",
 			Handler:    _LedgerService_FindRecords_Handler,
+		},
+		{
+			MethodName: "GetCheckpoint",
+			Handler:    _LedgerService_GetCheckpoint_Handler,
+		},
+		{
+			MethodName: "ProveInclusion",
+			Handler:    _LedgerService_ProveInclusion_Handler,
+		},
+		{
+			MethodName: "ProveConsistency",
+			Handler:    _LedgerService_ProveConsistency_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
