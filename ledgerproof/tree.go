@@ -1,0 +1,172 @@
+package ledgerproof
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+// LeafHash returns the RFC 6962 leaf hash of a ledger record: tlog.RecordHash, that is
+// SHA-256(0x00 || data), where data is exactly the bytes of the record's line as stored in
+// the ledger, minus its terminating newline. line may be given with or without that one
+// trailing "\n" (at most one is removed). The record with seq s is the leaf at index s-1.
+func LeafHash(line []byte) tlog.Hash {
+	return tlog.RecordHash(leafData(line))
+}
+
+// leafData removes one trailing newline.
+func leafData(line []byte) []byte {
+	if n := len(line); n > 0 && line[n-1] == '\n' {
+		return line[:n-1]
+	}
+	return line
+}
+
+// MaxLeafSize bounds a leaf (a ledger line without its newline): the ledger refuses lines
+// over 1 MiB.
+const MaxLeafSize = 1 << 20
+
+// checkLeaf refuses data that cannot be one ledger line.
+func checkLeaf(data []byte) error {
+	switch {
+	case len(data) == 0:
+		return fmt.Errorf("empty leaf: a record is never an empty line")
+	case len(data) > MaxLeafSize:
+		return fmt.Errorf("leaf of %d bytes, more than the %d allowed", len(data), MaxLeafSize)
+	case bytes.IndexByte(data, '\n') >= 0:
+		return fmt.Errorf("leaf holds a newline: a leaf is one line")
+	}
+	return nil
+}
+
+// Tree is the in-memory RFC 6962 Merkle tree of the ledger's records that the server feeds as
+// it appends and proves from. It keeps tlog's stored hashes (every leaf hash and every
+// complete subtree's hash, tlog.StoredHashIndex order) in one slice: about 2 hashes, 64
+// bytes, per record (tlog.StoredHashCount(n) < 2n), plus up to as much again transiently when
+// the slice grows; a million records take about 64 MiB. The tree is not persisted: rebuild it
+// at start by appending every line of the ledger in order.
+//
+// Tree is safe for concurrent use by one appender and many readers (a sync.RWMutex): proofs
+// and roots for any size up to Size() can be computed while appends go on, and the hashes of
+// a size never change once reached. The zero Tree is empty and ready to use.
+type Tree struct {
+	mu     sync.RWMutex
+	hashes []tlog.Hash
+	size   int64
+}
+
+// Append adds the record line (with or without its trailing newline) as the next leaf and
+// returns its index (record seq - 1). A line that is empty, longer than MaxLeafSize or holds
+// another newline is refused, and the tree is unchanged.
+func (t *Tree) Append(line []byte) (int64, error) {
+	data := leafData(line)
+	if err := checkLeaf(data); err != nil {
+		return 0, fmt.Errorf("appending to tree: %w", err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := t.size
+	add, err := tlog.StoredHashes(n, data, t.reader())
+	if err != nil {
+		return 0, fmt.Errorf("appending leaf %d to tree: %w", n, err)
+	}
+	t.hashes = append(t.hashes, add...)
+	t.size++
+	return n, nil
+}
+
+// Size returns the number of leaves.
+func (t *Tree) Size() int64 {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.size
+}
+
+// Root returns the root hash of the whole tree (EmptyRoot() when it is empty).
+func (t *Tree) Root() (tlog.Hash, error) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.rootLocked(t.size)
+}
+
+// RootAt returns the root hash of the tree's first size leaves, 0 ≤ size ≤ Size().
+func (t *Tree) RootAt(size int64) (tlog.Hash, error) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.rootLocked(size)
+}
+
+// Checkpoint returns the checkpoint of the whole tree for origin: size and root read
+// together, which Size then Root would not guarantee while another goroutine appends.
+func (t *Tree) Checkpoint(origin string) (Checkpoint, error) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	h, err := t.rootLocked(t.size)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	return Checkpoint{Origin: origin, Size: t.size, Hash: h}, nil
+}
+
+func (t *Tree) rootLocked(size int64) (tlog.Hash, error) {
+	if size < 0 || size > t.size {
+		return tlog.Hash{}, fmt.Errorf("tree root at size %d: the tree has %d leaves", size, t.size)
+	}
+	h, err := tlog.TreeHash(size, t.reader())
+	if err != nil {
+		return tlog.Hash{}, fmt.Errorf("tree root at size %d: %w", size, err)
+	}
+	return h, nil
+}
+
+// ProveInclusion returns the proof that the leaf at index is in the tree of the first size
+// leaves (0 ≤ index < size ≤ Size()), in tlog.RecordProof order (RFC 6962 §2.1.1 audit
+// path, leaf-side sibling first). VerifyInclusion checks it.
+func (t *Tree) ProveInclusion(index, size int64) (tlog.RecordProof, error) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if index < 0 || index >= size || size > t.size {
+		return nil, fmt.Errorf("proving inclusion of leaf %d at size %d: want 0 ≤ index < size ≤ %d", index, size, t.size)
+	}
+	p, err := tlog.ProveRecord(size, index, t.reader())
+	if err != nil {
+		return nil, fmt.Errorf("proving inclusion of leaf %d at size %d: %w", index, size, err)
+	}
+	return p, nil
+}
+
+// ProveConsistency returns the proof that the tree of the first newSize leaves extends the
+// tree of the first oldSize leaves (0 ≤ oldSize ≤ newSize ≤ Size()), RFC 6962 §2.1.2 in
+// tlog.TreeProof order. The proof is empty when oldSize is 0 or equals newSize.
+// VerifyConsistency checks it.
+func (t *Tree) ProveConsistency(oldSize, newSize int64) (tlog.TreeProof, error) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if oldSize < 0 || oldSize > newSize || newSize > t.size {
+		return nil, fmt.Errorf("proving consistency of size %d with size %d: want 0 ≤ old ≤ new ≤ %d", oldSize, newSize, t.size)
+	}
+	if oldSize == 0 || oldSize == newSize {
+		return tlog.TreeProof{}, nil
+	}
+	p, err := tlog.ProveTree(newSize, oldSize, t.reader())
+	if err != nil {
+		return nil, fmt.Errorf("proving consistency of size %d with size %d: %w", oldSize, newSize, err)
+	}
+	return p, nil
+}
+
+// reader reads stored hashes from the slice; called with t.mu held.
+func (t *Tree) reader() tlog.HashReader {
+	return tlog.HashReaderFunc(func(indexes []int64) ([]tlog.Hash, error) {
+		out := make([]tlog.Hash, len(indexes))
+		for i, x := range indexes {
+			if x < 0 || x >= int64(len(t.hashes)) {
+				return nil, fmt.Errorf("stored hash %d not in the tree's %d", x, len(t.hashes))
+			}
+			out[i] = t.hashes[x]
+		}
+		return out, nil
+	})
+}
