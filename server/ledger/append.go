@@ -11,6 +11,7 @@ import (
 // lead message if the Append is made the batch writer first.
 type request struct {
 	rec  Record
+	line []byte // the sealed record's line, "\n" included, once in a batch
 	done chan result
 }
 
@@ -171,7 +172,7 @@ func (l *Ledger) commit(batch []*request, buf []byte) []byte {
 		}
 		buf = append(buf, line...)
 		seq, prev = r.Seq, r.Hash
-		req.rec = r
+		req.rec, req.line = r, line
 		group = append(group, req)
 	}
 	if len(group) > 0 {
@@ -191,10 +192,18 @@ func (l *Ledger) flush(group []*request, buf []byte) bool {
 		return false
 	}
 	last := group[len(group)-1].rec
+	start := l.off - int64(len(buf))
+	for _, req := range group {
+		l.index.add(start, req.line)
+		start += int64(len(req.line))
+	}
 	l.mu.Lock()
 	l.seq, l.prevHash = last.Seq, last.Hash
 	l.mu.Unlock()
 	l.records.Add(uint64(len(group)))
+	if l.opts.Appended != nil {
+		l.opts.Appended()
+	}
 	for _, req := range group {
 		req.done <- result{rec: req.rec}
 	}

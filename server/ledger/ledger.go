@@ -39,6 +39,9 @@ type Options struct {
 	// Preallocate is the size of the zero-filled chunks the segment grows by when a batch
 	// would not fit in its free space (see the package doc). Default: 4 MiB.
 	Preallocate int64
+	// Appended, if set, is called by the writer after every batch of acknowledged records
+	// (the checkpointer's cue). It must be cheap and never block.
+	Appended func()
 	// RecoverInterval is how often a ledger closed for appends by a storage fault tries to
 	// recover (see recover.go). Default: 1 s.
 	RecoverInterval time.Duration
@@ -89,7 +92,9 @@ type Ledger struct {
 	dir  string
 	path string
 	opts Options
-	file *os.File
+	// fileMu guards file for Line's readers against recover's restore, which replaces it.
+	fileMu sync.RWMutex
+	file   *os.File
 	// fileInfo is file's, to tell whether the segment's path still names it.
 	fileInfo os.FileInfo
 	w        File
@@ -121,6 +126,8 @@ type Ledger struct {
 	failedAt time.Time // when failed was set, after being nil
 
 	stopRecover, recoverDone chan struct{} // recoverLoop's
+
+	index *index // the Merkle tree of the acknowledged records (tree.go)
 
 	records, batches, syncs, extensions, recoveries, restores atomic.Uint64
 }
@@ -166,7 +173,8 @@ func openSegment(dir string, opts Options) (*Ledger, error) {
 	if err != nil {
 		return nil, dirError("opening ledger "+path, dir, err)
 	}
-	rep, good, err := walk(f, dir, opts.Replay)
+	x := newIndex()
+	rep, good, err := walk(f, dir, opts.Replay, x.add)
 	end := good + rep.TornTail + rep.FreeSpace
 	if err == nil && rep.TornTail > 0 {
 		opts.Logger.Warn("ledger: truncating a torn final line (an unacknowledged write cut short by a crash)",
@@ -197,7 +205,7 @@ func openSegment(dir string, opts Options) (*Ledger, error) {
 		return nil, fmt.Errorf("opening ledger %s: %w", dir, writeError(dir, err))
 	}
 	l := &Ledger{
-		dir: dir, path: path, opts: opts, file: f, fileInfo: fi, w: File(f),
+		dir: dir, path: path, opts: opts, file: f, fileInfo: fi, w: File(f), index: x,
 		off: good, end: end, seq: rep.LastSeq, prevHash: zeroHash,
 	}
 	l.idle.L = &l.qmu

@@ -198,7 +198,9 @@ func (l *Ledger) restore() error {
 		return fmt.Errorf("restoring %s: %w", l.path, writeError(l.dir, err))
 	}
 	old := l.file
+	l.fileMu.Lock()
 	l.file, l.fileInfo, l.w, l.end, l.dirty = f, fi, File(f), end, 0
+	l.fileMu.Unlock()
 	if l.opts.WrapFile != nil {
 		l.w = l.opts.WrapFile(f)
 	}

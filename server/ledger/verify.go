@@ -77,14 +77,15 @@ func read(dir string, fn func(Record) error) (Report, error) {
 		return Report{Dir: dir, File: segmentName}, err
 	}
 	defer f.Close()
-	rep, _, err := walk(f, dir, fn)
+	rep, _, err := walk(f, dir, fn, nil)
 	return rep, err
 }
 
 // walk reads the records from r and checks the chain, calling fn (if not nil) for each intact
-// record. It returns the report and the offset just after the last complete line, which is
-// where a torn tail or the free space starts.
-func walk(r io.ReaderAt, dir string, fn func(Record) error) (Report, int64, error) {
+// record, after leaf (if not nil) with the offset of its line and the line (without "\n"). It returns the
+// report and the offset just after the last complete line, which is where a torn tail or the
+// free space starts.
+func walk(r io.ReaderAt, dir string, fn func(Record) error, leaf func(start int64, line []byte)) (Report, int64, error) {
 	c := &chain{
 		sc:       newScanner(r),
 		rep:      Report{Dir: dir, File: segmentName},
@@ -118,6 +119,9 @@ func walk(r io.ReaderAt, dir string, fn func(Record) error) (Report, int64, erro
 			return c.rep, c.sc.good, err
 		}
 		c.accept(rec)
+		if leaf != nil {
+			leaf(c.sc.start, line)
+		}
 		if fn != nil {
 			if err := fn(rec); err != nil {
 				return c.rep, c.sc.good, err
