@@ -10,6 +10,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -19,8 +20,10 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/signet-pki/signet/internal/httpserver"
+	"github.com/signet-pki/signet/keystore"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/access"
+	"github.com/signet-pki/signet/server/checkpoint"
 	"github.com/signet-pki/signet/server/config"
 	"github.com/signet-pki/signet/server/decision"
 	"github.com/signet-pki/signet/server/idempotency"
@@ -80,7 +83,12 @@ type Server struct {
 	tls     *tlsSource
 	ledger  *ledger.Ledger
 	metrics *metrics.Metrics
-	log     *slog.Logger
+	// checkpoints signs the ledger's checkpoints with checkpointKey (checkpoints.go); its
+	// goroutine runs until checkpointsStop is closed.
+	checkpoints                      atomic.Pointer[checkpoint.Checkpointer]
+	checkpointKey                    keystore.Key
+	checkpointsStop, checkpointsDone chan struct{}
+	log                              *slog.Logger
 	// rotation keeps each signer's CA set; its lock comes before mu.
 	rotation *rotation.Manager
 
@@ -133,8 +141,16 @@ func (s *Server) build(ctx context.Context) error {
 		return s.rotation.Replay(r)
 	}
 	var err error
-	if s.ledger, err = ledger.Open(cfg.Ledger.Dir, ledger.Options{Logger: log, Replay: replay}); err != nil {
+	appended := func() {
+		if cp := s.checkpoints.Load(); cp != nil {
+			cp.Appended()
+		}
+	}
+	if s.ledger, err = ledger.Open(cfg.Ledger.Dir, ledger.Options{Logger: log, Replay: replay, Appended: appended}); err != nil {
 		return fmt.Errorf("opening ledger: %w", err)
+	}
+	if err := s.openCheckpoints(ctx); err != nil {
+		return err
 	}
 	seq, _ := s.ledger.Last()
 	log.Info("ledger opened", "dir", cfg.Ledger.Dir, "last_seq", seq, "idempotent_answers", replayed)
@@ -197,7 +213,7 @@ func (s *Server) build(ctx context.Context) error {
 		decision.Options{Log: log, Ledger: s.ledger, Store: store, Metrics: s.metrics, Issued: s.rotation.Issued, Rotation: s.rotation})
 	signetv1.RegisterSignerServiceServer(s.grpc, signerapi.New(s.core).WithBuild(signerapi.Build{Version: Version, Commit: Commit}))
 	signetv1.RegisterAuthorityServiceServer(s.grpc, signerapi.NewAuthority(s.core))
-	signetv1.RegisterLedgerServiceServer(s.grpc, signerapi.NewLedger(s.core))
+	signetv1.RegisterLedgerServiceServer(s.grpc, signerapi.NewLedger(s.core).WithProofs(ledgerProofs{s.checkpoints.Load(), s.ledger}))
 	s.health = health.NewServer()
 	s.health.SetServingStatus(signetv1.HealthService, healthpb.HealthCheckResponse_SERVING)
 	s.updateSignerHealth(nil, map[string]bool{})
@@ -260,6 +276,7 @@ func (s *Server) healthLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		err := s.ready()
+		s.metrics.SetLedgerState(ledgerState(s.ledger.Err()))
 		s.updateSignerHealth(err, keys)
 		if now := err == nil; now != serving {
 			serving = now
@@ -381,6 +398,7 @@ func (s *Server) close() {
 	if s.webhookLis != nil {
 		_ = s.webhookLis.Close() // already closed when Serve ran
 	}
+	s.closeCheckpoints()
 	if s.ledger != nil { // kept, closed: a late /readyz sees ErrClosed, a late append fails
 		if err := s.ledger.Close(); err != nil {
 			s.log.Warn("closing ledger", "error", err.Error())

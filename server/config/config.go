@@ -122,6 +122,28 @@ type Ledger struct {
 	// Dir is the folder of the ledger files (required). It must be writable and on a local
 	// filesystem that honours fsync.
 	Dir string `json:"dir"`
+	// Checkpoint configures the ledger's signed checkpoints (docs/ledger.md).
+	Checkpoint Checkpoint `json:"checkpoint,omitempty"`
+}
+
+// Checkpoint configures the signed checkpoints of the ledger: its size and the root of the
+// Merkle tree of its records, signed (C2SP signed note) and kept in the ledger directory.
+type Checkpoint struct {
+	// Key is the checkpoint key, named like a signer's CA key (a file path, file:, pkcs11: or
+	// tpm: URI): Ed25519 or ECDSA P-256. Default: checkpoint-key.pem in the ledger
+	// directory, an Ed25519 key created at the first start.
+	Key string `json:"key,omitempty"`
+	// Origin names the ledger in its checkpoints (their first line and the signature's key
+	// name). Default: "signet-ledger/" and the first 16 hex digits of the SHA-256 of the
+	// key's public key, so that it changes only with the key.
+	Origin string `json:"origin,omitempty"`
+	// Interval is the least time between two checkpoints; a record is covered by a signed
+	// checkpoint about this long after it is recorded. Default 250ms.
+	Interval metav1.Duration `json:"interval,omitempty"`
+	// WitnessedFile is a signed checkpoint witnessed outside this host (for example the one
+	// the watcher keeps in the cluster, see docs/ledger.md): the server refuses to start on a
+	// ledger that does not extend it. Optional.
+	WitnessedFile string `json:"witnessedFile,omitempty"`
 }
 
 // Idempotency configures replayed answers.
@@ -240,6 +262,9 @@ func (c *Config) Default() {
 	}
 	if c.HTTP.Address == "" {
 		c.HTTP.Address = DefaultHTTPAddress
+	}
+	if c.Ledger.Checkpoint.Interval.Duration == 0 {
+		c.Ledger.Checkpoint.Interval.Duration = 250 * time.Millisecond
 	}
 	if c.Idempotency.Retention.Duration == 0 {
 		c.Idempotency.Retention.Duration = DefaultRetention
@@ -431,7 +456,10 @@ func (c *Config) signerNames() []string {
 
 // resolvePaths makes relative file paths relative to dir.
 func (c *Config) resolvePaths(dir string) {
-	paths := []*string{&c.TLS.CertFile, &c.TLS.KeyFile, &c.TLS.ClientCAFile, &c.Ledger.Dir}
+	paths := []*string{&c.TLS.CertFile, &c.TLS.KeyFile, &c.TLS.ClientCAFile, &c.Ledger.Dir, &c.Ledger.Checkpoint.WitnessedFile}
+	if path, ok := keystore.FilePath(c.Ledger.Checkpoint.Key); ok && path == c.Ledger.Checkpoint.Key && path != "" {
+		paths = append(paths, &c.Ledger.Checkpoint.Key)
+	}
 	for i := range c.Signers {
 		s := &c.Signers[i]
 		paths = append(paths, caPaths(&s.Key, &s.Certificate, &s.Intermediates)...)

@@ -82,6 +82,10 @@ func matches(r ledger.Record, objectUID string, want *big.Int) bool {
 
 // visible reports whether identity may see r: its own call for a signer it may use, or any
 // record of a signer it administers.
+// RecordVisible reports whether identity may see r: FindRecords's rule (its own calls for
+// signers it may use, every record of the signers it administers).
+func (c *Core) RecordVisible(identity string, r ledger.Record) bool { return c.visible(identity, r) }
+
 func (c *Core) visible(identity string, r ledger.Record) bool {
 	if c.admin(identity, r.Signer) {
 		return true

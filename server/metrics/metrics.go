@@ -63,6 +63,7 @@ type Metrics struct {
 	keyMetrics
 	*rotationMetrics
 	*webhookMetrics
+	*ledgerMetrics
 }
 
 // New creates the metrics on a new registry holding them, the Go runtime and process
@@ -120,6 +121,7 @@ func New(version, commit string, signers []string) *Metrics {
 		keyMetrics:      newKeyMetrics(),
 		rotationMetrics: newRotationMetrics(),
 		webhookMetrics:  newWebhookMetrics(),
+		ledgerMetrics:   newLedgerMetrics(),
 	}
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Subsystem: subsystem, Name: "build_info",
@@ -135,6 +137,8 @@ func New(version, commit string, signers []string) *Metrics {
 	m.registry.MustRegister(m.keyMetrics.collectors()...)
 	m.registry.MustRegister(m.rotationMetrics.collectors()...)
 	m.registry.MustRegister(m.webhookMetrics.collectors()...)
+	m.registry.MustRegister(m.ledgerMetrics.collectors()...)
+	m.SetLedgerState(LedgerOK)
 	// The served signers are fixed for the server's life: their requests_total series (every
 	// outcome), sign_duration_seconds and issuance_duration_seconds series exist from the
 	// start, at zero; other names are recorded as signer="unknown".

@@ -22,7 +22,8 @@ type Build struct {
 // LedgerService serves signet.v1.LedgerService: read-only lookups in the decision ledger.
 type LedgerService struct {
 	signetv1.UnimplementedLedgerServiceServer
-	core *decision.Core
+	core   *decision.Core
+	proofs Proofs // nil: the proof RPCs are Unimplemented
 }
 
 var _ signetv1.LedgerServiceServer = (*LedgerService)(nil)

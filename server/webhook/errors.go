@@ -91,7 +91,9 @@ func answerFor(err error) answer {
 	case http.StatusTooManyRequests:
 		ans.retryAfter = retryAfterRateLimited
 	case http.StatusServiceUnavailable:
-		ans.retryAfter = retryAfterUnavailable
+		if reason != decision.ReasonLedgerRestartRequired { // only an operator can cure it
+			ans.retryAfter = retryAfterUnavailable
+		}
 	}
 	return ans
 }

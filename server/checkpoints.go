@@ -1,0 +1,178 @@
+package server
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/signet-pki/signet/keystore"
+	"github.com/signet-pki/signet/ledgerproof"
+	"github.com/signet-pki/signet/server/checkpoint"
+	"github.com/signet-pki/signet/server/ledger"
+	"github.com/signet-pki/signet/server/metrics"
+)
+
+// defaultCheckpointKey is the checkpoint key's file in the ledger directory when the
+// configuration names none: an Ed25519 key created at the first start.
+const defaultCheckpointKey = "checkpoint-key.pem"
+
+// openCheckpoints opens the checkpoint key, refuses a ledger that does not extend its last
+// checkpoint (or the witnessed one the configuration names), and starts signing checkpoints.
+func (s *Server) openCheckpoints(ctx context.Context) error {
+	cc := s.cfg.Ledger.Checkpoint
+	uri := cc.Key
+	if uri == "" {
+		uri = filepath.Join(s.cfg.Ledger.Dir, defaultCheckpointKey)
+		if err := ensureCheckpointKey(uri); err != nil {
+			return err
+		}
+	}
+	key, err := keystore.Open(ctx, uri, keystore.Options{AllowPINValue: s.cfg.Keys.AllowPINValue, Timeout: s.cfg.Keys.Timeout.Duration})
+	if err != nil {
+		return fmt.Errorf("opening the ledger's checkpoint key: %w", err)
+	}
+	s.checkpointKey = key
+	origin := cc.Origin
+	if origin == "" {
+		if origin, err = defaultOrigin(key.Public()); err != nil {
+			return err
+		}
+	}
+	signer, err := ledgerproof.NewNoteSigner(origin, key)
+	if err != nil {
+		return fmt.Errorf("ledger checkpoint key: %w", err)
+	}
+	verifier, err := ledgerproof.NewNoteVerifier(origin, key.Public())
+	if err != nil {
+		return fmt.Errorf("ledger checkpoint key: %w", err)
+	}
+	tree := s.ledger.Tree()
+	if err := checkpoint.CheckFile(tree, s.cfg.Ledger.Dir, origin, verifier); err != nil {
+		return fmt.Errorf("opening ledger %s: %w; restore the ledger from a backup that holds every record its checkpoints cover", s.cfg.Ledger.Dir, err)
+	}
+	if cc.WitnessedFile != "" {
+		signed, err := os.ReadFile(cc.WitnessedFile)
+		if err != nil {
+			return fmt.Errorf("reading ledger.checkpoint.witnessedFile: %w", err)
+		}
+		if err := checkpoint.Check(tree, signed, origin, verifier, "the witnessed checkpoint "+cc.WitnessedFile); err != nil {
+			return fmt.Errorf("opening ledger %s: %w", s.cfg.Ledger.Dir, err)
+		}
+	}
+	cp, err := checkpoint.New(tree, checkpoint.Options{
+		Origin: origin, Signer: signer, Verifier: verifier, Dir: s.cfg.Ledger.Dir,
+		Interval: cc.Interval.Duration, Logger: s.log,
+		Observe: func(size int64, lag time.Duration) { s.metrics.ObserveCheckpoint(size, lag) },
+	})
+	if err != nil {
+		return err
+	}
+	s.checkpoints.Store(cp)
+	s.checkpointsStop, s.checkpointsDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(s.checkpointsDone)
+		cp.Run(s.checkpointsStop)
+	}()
+	pub, _ := ledgerproof.MarshalPublicKeyPEM(key.Public())
+	_, size := cp.Latest()
+	s.log.Info("ledger checkpoints", "origin", origin, "size", size, "key", keystoreRedacted(uri), "public_key", string(pub))
+	return nil
+}
+
+// ledgerProofs serves the proof RPCs (signerapi.Proofs): the checkpoints of one, the tree and
+// lines of the other.
+type ledgerProofs struct {
+	*checkpoint.Checkpointer
+	*ledger.Ledger
+}
+
+// ledgerState is signet_server_ledger_state's state for the ledger's Err.
+func ledgerState(err error) string {
+	switch {
+	case err == nil:
+		return metrics.LedgerOK
+	case errors.Is(err, ledger.ErrRestartRequired):
+		return metrics.LedgerRestartRequired
+	default:
+		return metrics.LedgerUnavailable
+	}
+}
+
+// closeCheckpoints signs the last checkpoint and releases the key.
+func (s *Server) closeCheckpoints() {
+	if s.checkpointsStop != nil {
+		close(s.checkpointsStop)
+		<-s.checkpointsDone
+		s.checkpointsStop = nil
+	}
+	if s.checkpointKey != nil {
+		if err := s.checkpointKey.Close(); err != nil {
+			s.log.Warn("closing the checkpoint key", "error", err.Error())
+		}
+		s.checkpointKey = nil
+	}
+}
+
+// ensureCheckpointKey creates an Ed25519 key at path (PKCS#8 PEM, mode 0600) unless a file is
+// there.
+func ensureCheckpointKey(path string) error {
+	if _, err := os.Stat(path); err == nil || !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return fmt.Errorf("creating the ledger's checkpoint key: %w", err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return fmt.Errorf("creating the ledger's checkpoint key: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("creating the ledger's checkpoint key: %w", err)
+	}
+	if err = pem.Encode(f, &pem.Block{Type: "PRIVATE KEY", Bytes: der}); err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("creating the ledger's checkpoint key %s: %w", path, err)
+	}
+	return nil
+}
+
+// defaultOrigin is "signet-ledger/" and the first 16 hex digits of the SHA-256 of pub's PKIX
+// encoding.
+func defaultOrigin(pub any) (string, error) {
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return "", fmt.Errorf("ledger checkpoint key: %w", err)
+	}
+	sum := sha256.Sum256(der)
+	return "signet-ledger/" + hex.EncodeToString(sum[:8]), nil
+}
+
+// keystoreRedacted is the key URI as logged: a file path as is, a device URI without its
+// attributes (which may hold a PIN).
+func keystoreRedacted(uri string) string {
+	if path, ok := keystore.FilePath(uri); ok {
+		return path
+	}
+	for i, c := range uri {
+		if c == ';' || c == '?' {
+			return uri[:i]
+		}
+	}
+	return uri
+}

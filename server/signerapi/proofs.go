@@ -1,0 +1,131 @@
+package signerapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"golang.org/x/mod/sumdb/tlog"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/signet-pki/signet/ledgerproof"
+	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/server/issuance"
+	"github.com/signet-pki/signet/server/ledger"
+)
+
+// Proofs is what LedgerService needs to prove the ledger: its signed checkpoints (Latest and
+// the recent ones by size), its tree and its records' lines.
+type Proofs interface {
+	Latest() (signed []byte, size int64)
+	At(size int64) (signed []byte, ok bool)
+	Tree() *ledgerproof.Tree
+	Line(seq uint64) ([]byte, error)
+}
+
+// WithProofs makes l serve GetCheckpoint, ProveInclusion and ProveConsistency from p.
+func (l *LedgerService) WithProofs(p Proofs) *LedgerService {
+	l.proofs = p
+	return l
+}
+
+// GetCheckpoint returns the latest signed checkpoint.
+func (l *LedgerService) GetCheckpoint(context.Context, *signetv1.GetCheckpointRequest) (*signetv1.GetCheckpointResponse, error) {
+	if l.proofs == nil {
+		return nil, status.Error(codes.Unimplemented, "this server signs no ledger checkpoints")
+	}
+	signed, size := l.proofs.Latest()
+	return &signetv1.GetCheckpointResponse{SignedCheckpoint: signed, Size: size}, nil
+}
+
+// ProveInclusion returns a record the caller may see with its inclusion proof.
+func (l *LedgerService) ProveInclusion(ctx context.Context, req *signetv1.ProveInclusionRequest) (*signetv1.ProveInclusionResponse, error) {
+	if l.proofs == nil {
+		return nil, status.Error(codes.Unimplemented, "this server signs no ledger checkpoints")
+	}
+	signed, size, err := l.checkpoint(req.GetTreeSize())
+	if err != nil {
+		return nil, err
+	}
+	seq := req.GetSeq()
+	identity := ClientIdentity(ctx)
+	switch named := btoi(seq != 0) + btoi(req.GetSerialNumber() != "") + btoi(req.GetObjectUid() != ""); {
+	case named != 1:
+		return nil, toStatus(fmt.Errorf("%w: give exactly one of serial_number, object_uid and seq", issuance.ErrMalformedRequest))
+	case seq == 0:
+		recs, err := l.core.FindRecords(ctx, identity, req.GetObjectUid(), req.GetSerialNumber(), 1)
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		if len(recs) == 0 {
+			return nil, status.Error(codes.NotFound, "no ledger record you may see matches")
+		}
+		seq = recs[0].Seq
+	}
+	line, err := l.proofs.Line(seq)
+	if err != nil {
+		return nil, status.Errorf(codes.NotFound, "no ledger record %d", seq)
+	}
+	var rec ledger.Record
+	if err := json.Unmarshal(line, &rec); err != nil || !l.core.RecordVisible(identity, rec) {
+		return nil, status.Errorf(codes.NotFound, "no ledger record %d you may see", seq)
+	}
+	if int64(seq) > size {
+		return nil, status.Errorf(codes.Unavailable, "record %d is not covered by a signed checkpoint yet (latest covers %d); retry in a moment", seq, size)
+	}
+	proof, err := l.proofs.Tree().ProveInclusion(int64(seq)-1, size)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "proving record %d in the tree of size %d: %v", seq, size, err)
+	}
+	return &signetv1.ProveInclusionResponse{Seq: seq, Leaf: line, Proof: hashes(proof), SignedCheckpoint: signed}, nil
+}
+
+// ProveConsistency returns the consistency proof between two sizes.
+func (l *LedgerService) ProveConsistency(_ context.Context, req *signetv1.ProveConsistencyRequest) (*signetv1.ProveConsistencyResponse, error) {
+	if l.proofs == nil {
+		return nil, status.Error(codes.Unimplemented, "this server signs no ledger checkpoints")
+	}
+	signed, size, err := l.checkpoint(req.GetNewSize())
+	if err != nil {
+		return nil, err
+	}
+	old := req.GetOldSize()
+	if old < 0 || old > size {
+		return nil, status.Errorf(codes.FailedPrecondition, "old_size %d is not between 0 and the checkpoint's size %d: the ledger is shorter than the checkpoint you hold", old, size)
+	}
+	proof, err := l.proofs.Tree().ProveConsistency(old, size)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "proving consistency from %d to %d: %v", old, size, err)
+	}
+	return &signetv1.ProveConsistencyResponse{Proof: hashes(proof), SignedCheckpoint: signed}, nil
+}
+
+// checkpoint returns the signed checkpoint of size (0: the latest).
+func (l *LedgerService) checkpoint(size int64) ([]byte, int64, error) {
+	if size == 0 {
+		signed, size := l.proofs.Latest()
+		return signed, size, nil
+	}
+	signed, ok := l.proofs.At(size)
+	if !ok {
+		_, latest := l.proofs.Latest()
+		return nil, 0, status.Errorf(codes.NotFound, "no signed checkpoint of size %d is kept (the latest covers %d); ask for size 0, the latest", size, latest)
+	}
+	return signed, size, nil
+}
+
+func hashes(hs []tlog.Hash) [][]byte {
+	out := make([][]byte, len(hs))
+	for i, h := range hs {
+		out[i] = append([]byte(nil), h[:]...)
+	}
+	return out
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
