@@ -105,3 +105,32 @@ func TestTreeOfAcknowledgedRecords(t *testing.T) {
 		t.Error("the reopened ledger rebuilt another tree")
 	}
 }
+
+// TestLeaves: Leaves passes every record's stored line, in seq order, and the tree built from
+// them is the Ledger's.
+func TestLeaves(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	l := f.open(t)
+	appendN(t, l, 0, 12)
+	tree := &ledgerproof.Tree{}
+	var last uint64
+	rep, err := ledger.Leaves(f.dir, func(seq uint64, line []byte) {
+		if seq != last+1 {
+			t.Errorf("leaf seq %d after %d", seq, last)
+		}
+		last = seq
+		if got, err := l.Line(seq); err != nil || !bytes.Equal(got, line) {
+			t.Errorf("leaf %d = %q, Line = %q, %v", seq, line, got, err)
+		}
+		if _, err := tree.Append(line); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err != nil || rep.Records != 12 || last != 12 {
+		t.Fatalf("Leaves: %+v, %v, last seq %d", rep, err, last)
+	}
+	if root(t, tree) != root(t, l.Tree()) {
+		t.Error("the tree of Leaves differs from the Ledger's")
+	}
+}

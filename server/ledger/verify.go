@@ -70,6 +70,26 @@ func Replay(dir string, since time.Time, fn func(Record) error) error {
 	return nil
 }
 
+// Leaves verifies the ledger in dir as Verify does and calls fn, in seq order, with the line
+// of every intact record as stored, without its newline: the leaves of the ledger's Merkle
+// tree (ledgerproof), for audits with no server running. It returns Verify's report and error.
+func Leaves(dir string, fn func(seq uint64, line []byte)) (Report, error) {
+	f, err := os.Open(filepath.Join(dir, segmentName))
+	if err != nil {
+		return Report{Dir: dir, File: segmentName}, fmt.Errorf("reading ledger %s: %w", dir, err)
+	}
+	defer f.Close()
+	var seq uint64
+	rep, _, err := walk(f, dir, nil, func(_ int64, line []byte) {
+		seq++
+		fn(seq, line)
+	})
+	if err != nil {
+		return rep, fmt.Errorf("verifying ledger %s: %w", dir, err)
+	}
+	return rep, nil
+}
+
 // read opens the segment of dir read-only and walks it.
 func read(dir string, fn func(Record) error) (Report, error) {
 	f, err := os.Open(filepath.Join(dir, segmentName))
