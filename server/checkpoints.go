@@ -77,13 +77,14 @@ func (s *Server) openCheckpoints(ctx context.Context) error {
 		return err
 	}
 	s.checkpoints.Store(cp)
+	_, size := cp.Latest()
+	s.metrics.ObserveCheckpointSize(size)
 	s.checkpointsStop, s.checkpointsDone = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(s.checkpointsDone)
 		cp.Run(s.checkpointsStop)
 	}()
 	pub, _ := ledgerproof.MarshalPublicKeyPEM(key.Public())
-	_, size := cp.Latest()
 	s.log.Info("ledger checkpoints", "origin", origin, "size", size, "key", keystoreRedacted(uri), "public_key", string(pub))
 	return nil
 }

@@ -101,7 +101,9 @@ func New(tree *ledgerproof.Tree, opts Options) (*Checkpointer, error) {
 // blocks (the ledger's writer calls it after every batch).
 func (c *Checkpointer) Appended() {
 	c.mu.Lock()
-	if c.pendingT.IsZero() {
+	// The ledger calls this after the tree grew: a checkpoint signed in between already
+	// covers the records, and they waited for nothing.
+	if c.pendingT.IsZero() && c.tree.Size() > c.size {
 		c.pendingT = c.opts.Clock.Now()
 	}
 	c.mu.Unlock()

@@ -116,7 +116,9 @@
 // alone, the ledger's own records are kept next to it, and the ledger stays closed with
 // ErrRestartRequired. recover.go has the details.
 //
-// Removing records from the end of the ledger cannot be detected from the ledger alone; the
-// Report's last seq and hash are what an operator anchors elsewhere (signed checkpoints are
-// future work).
+// Removing records from the end of the ledger cannot be detected from the ledger alone. The
+// acknowledged records are the leaves of a Merkle tree (tree.go, ledgerproof); the server signs
+// checkpoints of it (server/checkpoint), keeps the latest next to the segment, refuses to start
+// on a ledger that does not extend it, and the watchers witness them in their clusters
+// (docs/ledger.md).
 package ledger

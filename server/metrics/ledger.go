@@ -52,6 +52,14 @@ func (m *Metrics) ObserveCheckpoint(size int64, lag time.Duration) {
 	m.checkpointLag.Observe(lag.Seconds())
 }
 
+// ObserveCheckpointSize records the size of the latest signed checkpoint (at start, before
+// any record waited for one).
+func (m *Metrics) ObserveCheckpointSize(size int64) {
+	if m != nil {
+		m.checkpointSize.Set(float64(size))
+	}
+}
+
 // SetLedgerState sets signet_server_ledger_state: 1 for state, 0 for the others.
 func (m *Metrics) SetLedgerState(state string) {
 	if m == nil {
