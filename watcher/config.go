@@ -122,6 +122,8 @@ type Config struct {
 	// TrustBundles configures the publishing of every signer's trust anchors as a
 	// signer-linked ClusterTrustBundle.
 	TrustBundles TrustBundlesConfig `json:"trustBundles"`
+	// LedgerWitness configures the witness of the signing server's ledger (witness.go).
+	LedgerWitness LedgerWitnessConfig `json:"ledgerWitness"`
 }
 
 // TrustBundlesConfig configures the ClusterTrustBundle publisher (watcher/trustbundle). On
@@ -333,6 +335,7 @@ func (c *Config) Default() {
 			d.field.Duration = d.def
 		}
 	}
+	c.LedgerWitness.defaults()
 }
 
 // Validate checks a defaulted Config and returns every problem found, joined, each prefixed
@@ -412,6 +415,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.LeaderElection.validate()...)
+	errs = append(errs, c.LedgerWitness.validate()...)
 	return errors.Join(errs...)
 }
 

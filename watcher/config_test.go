@@ -178,6 +178,11 @@ func TestLoadConfigExample(t *testing.T) {
 		},
 		TrustBundles: TrustBundlesConfig{Enabled: &enabled, Period: metav1.Duration{Duration: 30 * time.Second}},
 		ClusterName:  DefaultClusterName,
+		LedgerWitness: LedgerWitnessConfig{
+			PublicKeyFiles: []string{"/etc/signet/ledger-checkpoint.pub"},
+			Period:         metav1.Duration{Duration: DefaultWitnessPeriod},
+			ConfigMapName:  DefaultWitnessConfigMap,
+		},
 		LeaderElection: LeaderElectionConfig{
 			Enabled:       &enabled,
 			Namespace:     "signet-system",
@@ -254,6 +259,8 @@ func TestValidate(t *testing.T) {
 		{"address with bad port", func(c *Config) { c.Server.Address = "signet:0" }, []string{"invalid port"}},
 		{"address without host", func(c *Config) { c.Server.Address = ":8443" }, []string{"has no host"}},
 		{"negative workers", func(c *Config) { c.Workers = -1 }, []string{"workers: is -1"}},
+		{"witness period too short", func(c *Config) { c.LedgerWitness.Period.Duration = time.Millisecond }, []string{"ledgerWitness.period: is 1ms"}},
+		{"witness key file empty", func(c *Config) { c.LedgerWitness.PublicKeyFiles = []string{""} }, []string{"ledgerWitness.publicKeyFiles[0]: is empty"}},
 		{"unknown signedEvents", func(c *Config) { c.SignedEvents = "some" }, []string{`signedEvents: is "some", must be "retried" or "all"`}},
 		{"negative timeout", func(c *Config) { c.RPCTimeout.Duration = -time.Second }, []string{"rpcTimeout"}},
 		{"max below initial", func(c *Config) { c.Backoff.Max.Duration = time.Millisecond }, []string{"backoff.max"}},

@@ -186,7 +186,12 @@ func (c *Config) runControllers(ctx context.Context, d controllerDeps) error {
 // trustBundles is enabled, the PodCertificateRequest controller when the cluster serves the
 // API. The signing controllers publish their queues to the metrics.
 func (c *Config) buildControllers(d controllerDeps) ([]controller, error) {
-	csrController, err := csrsigner.New(d.kube, d.client, csrsigner.Options{
+	wit, err := c.newWitness(d)
+	if err != nil {
+		return nil, err
+	}
+	signer := gatedSigner{Client: d.client, witness: wit}
+	csrController, err := csrsigner.New(d.kube, signer, csrsigner.Options{
 		SignerNames:       c.SignerNames,
 		BackoffInitial:    c.Backoff.Initial.Duration,
 		BackoffMax:        c.Backoff.Max.Duration,
@@ -200,6 +205,10 @@ func (c *Config) buildControllers(d controllerDeps) ([]controller, error) {
 	}
 	d.metrics.CSRs().SetQueue(csrController)
 	controllers := []controller{{name: "csrsigner", run: csrController.Run, syncer: csrController}}
+	if wit != nil {
+		run := func(ctx context.Context, _ int) error { return wit.Run(ctx) }
+		controllers = append(controllers, controller{name: "witness", run: run, syncer: wit})
+	}
 	if d.ctbVersion != trustbundle.NotServed {
 		publisher, err := trustbundle.New(d.kube, d.client, trustbundle.Options{
 			Version:     d.ctbVersion,
@@ -220,7 +229,7 @@ func (c *Config) buildControllers(d controllerDeps) ([]controller, error) {
 	if d.pcrVersion == pcrsigner.NotServed {
 		return controllers, nil
 	}
-	pcrController, err := pcrsigner.New(d.kube, d.client, pcrsigner.Options{
+	pcrController, err := pcrsigner.New(d.kube, signer, pcrsigner.Options{
 		Version:           d.pcrVersion,
 		SignerNames:       c.SignerNames,
 		BackoffInitial:    c.Backoff.Initial.Duration,

@@ -54,6 +54,7 @@ type Metrics struct {
 
 	csrs, pcrs   *ControllerMetrics
 	trustBundles *TrustBundleMetrics
+	witness      *WitnessMetrics
 }
 
 // ControllerMetrics records one signing controller's metrics: objects handled by outcome,
@@ -151,6 +152,7 @@ func New(signers, outcomes, pcrOutcomes, trustBundleReasons []string) *Metrics {
 		csrs:         newControllerMetrics(csrNames, sorted, outcomes),
 		pcrs:         newControllerMetrics(pcrNames, sorted, pcrOutcomes),
 		trustBundles: newTrustBundleMetrics(sorted, trustBundleReasons),
+		witness:      newWitnessMetrics(),
 	}
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
@@ -160,6 +162,7 @@ func New(signers, outcomes, pcrOutcomes, trustBundleReasons []string) *Metrics {
 		m.pcrs.handled, m.pcrs.issuance, m.pcrs,
 	)
 	m.registry.MustRegister(m.trustBundles.collectors()...)
+	m.registry.MustRegister(m.witness.collectors()...)
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Subsystem: subsystem, Name: "build_info",
 		Help: "Always 1; the labels name the running build.",

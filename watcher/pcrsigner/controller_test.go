@@ -242,7 +242,9 @@ func TestFinishedTrimmed(t *testing.T) {
 		if err := c.sync(ctx, testKey); err != nil {
 			t.Fatalf("sync() = %v", err)
 		}
-		waitCached(t, c, func(r *request) bool { return r.status.CertificateChain == trimmedChain && r.pcr.StubPKCS10Request == nil })
+		waitCached(t, c, func(r *request) bool {
+			return r.status.CertificateChain == trimmedChain && r.pcr.StubPKCS10Request == nil
+		})
 		if why := skipReason(toRequest(cached("pcr")), c.loop.Serves); why != "issued" {
 			t.Errorf("skipReason of the trimmed object = %q, want issued", why)
 		}

@@ -1,0 +1,160 @@
+package watcher
+
+import (
+	"context"
+	"crypto"
+	"fmt"
+	"os"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/signet-pki/signet/ledgerproof"
+	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/signerclient"
+	"github.com/signet-pki/signet/watcher/leader"
+	"github.com/signet-pki/signet/watcher/witness"
+)
+
+// Defaults of ledgerWitness.
+const (
+	DefaultWitnessPeriod    = 10 * time.Second
+	MinWitnessPeriod        = time.Second
+	DefaultWitnessConfigMap = "signet-ledger-witness"
+)
+
+// LedgerWitnessConfig configures the witness of the signing server's ledger (watcher/witness):
+// on the leader, every period, the watcher fetches the server's signed checkpoint, verifies it
+// with the checkpoint public key and proves it consistent with the last one the cluster
+// accepted, kept in a ConfigMap of its namespace. A ledger that shrank or forked raises the
+// alarm (Warning Event, signet_watcher_ledger_witness_consistent 0, alert
+// SignetWatcherLedgerWitnessAlarm) and pauses signing unless signOnAlarm. It needs get, update
+// (resourceNames: configMapName) and create on configmaps in that namespace
+// (deploy/watcher/rbac.yaml).
+type LedgerWitnessConfig struct {
+	// PublicKeyFiles are the PEM public keys of the signing servers' checkpoint keys (the
+	// server logs its key at start; docs/ledger.md). None: the witness is off.
+	PublicKeyFiles []string `json:"publicKeyFiles,omitempty"`
+	// Origins, if set, are the only ledger origins accepted (pinning them is stronger than
+	// trusting any log the keys sign).
+	Origins []string `json:"origins,omitempty"`
+	// Period is the time between two checks (default 10s, at least 1s).
+	Period metav1.Duration `json:"period,omitempty"`
+	// ConfigMapName names the ConfigMap holding the accepted checkpoints (default
+	// signet-ledger-witness), in namespace (default the leader election's: $POD_NAMESPACE,
+	// else the service account's).
+	ConfigMapName string `json:"configMapName,omitempty"`
+	Namespace     string `json:"namespace,omitempty"`
+	// SignOnAlarm keeps signing while the alarm is raised (default false: signing pauses,
+	// objects wait, none is failed).
+	SignOnAlarm bool `json:"signOnAlarm,omitempty"`
+}
+
+// Enabled reports whether the witness runs: at least one public key is configured.
+func (w *LedgerWitnessConfig) Enabled() bool { return len(w.PublicKeyFiles) > 0 }
+
+func (w *LedgerWitnessConfig) defaults() {
+	if w.Period.Duration == 0 {
+		w.Period.Duration = DefaultWitnessPeriod
+	}
+	if w.ConfigMapName == "" {
+		w.ConfigMapName = DefaultWitnessConfigMap
+	}
+}
+
+func (w *LedgerWitnessConfig) validate() []error {
+	var errs []error
+	if w.Period.Duration < MinWitnessPeriod {
+		errs = append(errs, fmt.Errorf("ledgerWitness.period: is %s, must be at least %s", w.Period.Duration, MinWitnessPeriod))
+	}
+	for i, f := range w.PublicKeyFiles {
+		if f == "" {
+			errs = append(errs, fmt.Errorf("ledgerWitness.publicKeyFiles[%d]: is empty", i))
+		}
+	}
+	return errs
+}
+
+// keys reads the public keys.
+func (w *LedgerWitnessConfig) keys() ([]crypto.PublicKey, error) {
+	var keys []crypto.PublicKey
+	for i, f := range w.PublicKeyFiles {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("ledgerWitness.publicKeyFiles[%d]: %w", i, err)
+		}
+		k, err := ledgerproof.ParsePublicKeyPEM(data)
+		if err != nil {
+			return nil, fmt.Errorf("ledgerWitness.publicKeyFiles[%d] %s: %w", i, f, err)
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+// newWitness builds the ledger witness of a leader term, nil when it is off.
+func (c *Config) newWitness(d controllerDeps) (*witness.Witness, error) {
+	lw := c.LedgerWitness
+	if !lw.Enabled() {
+		return nil, nil
+	}
+	keys, err := lw.keys()
+	if err != nil {
+		return nil, err
+	}
+	ns := lw.Namespace
+	if ns == "" {
+		if ns, err = leader.ProcessEnv().Namespace(c.LeaderElection.Namespace); err != nil {
+			return nil, fmt.Errorf("ledger witness namespace: %w", err)
+		}
+	}
+	return witness.New(d.kube.CoreV1(), d.client, witness.Options{
+		Namespace: ns, Name: lw.ConfigMapName, Keys: keys, Origins: lw.Origins,
+		Period: lw.Period.Duration, SignOnAlarm: lw.SignOnAlarm,
+		Recorder: d.recorder, Metrics: d.metrics.Witness(), Clock: d.clock,
+	})
+}
+
+// gatedSigner is the signing server's client as the signing controllers use it: while the
+// witness's alarm pauses signing, every call fails as unavailable with reason
+// LEDGER_WITNESS_ALARM (the objects wait with back-off; none is failed).
+type gatedSigner struct {
+	*signerclient.Client
+	witness *witness.Witness // nil: no witness
+}
+
+func (g gatedSigner) blocked() error {
+	if g.witness == nil {
+		return nil
+	}
+	alarm := g.witness.Blocked()
+	if alarm == nil {
+		return nil
+	}
+	st, err := status.New(codes.Unavailable, "signing paused by the ledger witness: "+alarm.Error()).
+		WithDetails(&errdetails.ErrorInfo{Reason: "LEDGER_WITNESS_ALARM", Domain: signetv1.ErrorDomain})
+	if err != nil {
+		return alarm
+	}
+	return st.Err()
+}
+
+// SignCSR signs unless the witness pauses signing.
+func (g gatedSigner) SignCSR(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) (signerclient.Issued, error) {
+	if err := g.blocked(); err != nil {
+		return signerclient.Issued{}, err
+	}
+	return g.Client.SignCSR(ctx, csr)
+}
+
+// SignPCR signs unless the witness pauses signing.
+func (g gatedSigner) SignPCR(ctx context.Context, pcr signerclient.PCR) (signerclient.Issued, error) {
+	if err := g.blocked(); err != nil {
+		return signerclient.Issued{}, err
+	}
+	return g.Client.SignPCR(ctx, pcr)
+}
