@@ -15,6 +15,7 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -127,7 +128,9 @@ func grantWitnessConfigMap(t *testing.T, user, name string) {
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
 		},
 	}
-	if _, err := admin.RbacV1().Roles(metav1.NamespaceDefault).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+	// A test run again on the same cluster (-count) finds them: start from a clean slate.
+	_ = admin.CoreV1().ConfigMaps(metav1.NamespaceDefault).Delete(ctx, name, metav1.DeleteOptions{})
+	if _, err := admin.RbacV1().Roles(metav1.NamespaceDefault).Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	binding := &rbacv1.RoleBinding{
@@ -135,7 +138,7 @@ func grantWitnessConfigMap(t *testing.T, user, name string) {
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
 	}
-	if _, err := admin.RbacV1().RoleBindings(metav1.NamespaceDefault).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+	if _, err := admin.RbacV1().RoleBindings(metav1.NamespaceDefault).Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 }
