@@ -14,23 +14,26 @@ import (
 // directory on the server's host, need no lock and can run while the server appends; prove
 // (without --dir) and checkpoint ask the server, verify-proof needs only a bundle and a key.
 func ledgerCommand() *cobra.Command {
-	return groupCommand("ledger", "Verify, search, audit and prove the server's decision ledger (verify, list, show, audit, prove, verify-proof, checkpoint)",
+	return groupCommand("ledger", "Verify, search, audit and prove the server's decision ledger (verify, list, show, audit, prove, verify-proof, checkpoint, new-history)",
 		`Reads the server's decision ledger, on the server's host: verify checks every record and the
 hash chain; list and show find records by serial, object UID, signer, decision and time; audit
 checks the ledger against signed checkpoints (nothing removed or rewritten); prove prints a
 record's inclusion proof bundle. They only read, take no lock and can run while the server
 appends. prove can also ask the server instead (without --dir), and checkpoint fetches the
 server's latest signed checkpoint; verify-proof checks a bundle anywhere, with the checkpoint
-public key alone.`,
+public key alone. new-history (server stopped) starts a new history when the server refuses its
+ledger, archiving the previous one.`,
 		`  signetctl ledger verify --dir /var/lib/signet/ledger
   signetctl ledger list --dir /var/lib/signet/ledger --decision refused --since 24h
   signetctl ledger show --dir /var/lib/signet/ledger --serial 3f9a…
   signetctl ledger checkpoint --server signet.example.com:8443 --key checkpoint.pub > saved.checkpoint
   signetctl ledger audit --dir /var/lib/signet/ledger --checkpoint saved.checkpoint --key checkpoint.pub
   signetctl ledger prove --dir /var/lib/signet/ledger --serial 3f9a… > record.proof
-  signetctl ledger verify-proof --key checkpoint.pub record.proof`,
+  signetctl ledger verify-proof --key checkpoint.pub record.proof
+  signetctl ledger new-history --dir /var/lib/signet/ledger --reason "records cut from the end"`,
 		ledgerVerifyCommand(), ledgerListCommand(), ledgerShowCommand(),
-		ledgerAuditCommand(), ledgerProveCommand(), ledgerVerifyProofCommand(), ledgerCheckpointCommand())
+		ledgerAuditCommand(), ledgerProveCommand(), ledgerVerifyProofCommand(), ledgerCheckpointCommand(),
+		ledgerNewHistoryCommand())
 }
 
 // addLedgerDir adds the required --dir flag to cmd.

@@ -90,6 +90,12 @@ func New(tree *ledgerproof.Tree, opts Options) (*Checkpointer, error) {
 	if opts.Signer == nil || opts.Verifier == nil || opts.Origin == "" {
 		return nil, errors.New("creating checkpointer: origin, signer and verifier are required")
 	}
+	// Temporary files of writes a crash interrupted (writeFile's).
+	if stale, _ := filepath.Glob(filepath.Join(opts.Dir, "."+FileName+"-*")); len(stale) > 0 {
+		for _, p := range stale {
+			_ = os.Remove(p)
+		}
+	}
 	c := &Checkpointer{tree: tree, opts: opts, kick: make(chan struct{}, 1), signed: map[int64][]byte{}}
 	if err := c.sign(); err != nil {
 		return nil, err

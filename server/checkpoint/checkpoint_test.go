@@ -678,3 +678,28 @@ func TestCheckFile(t *testing.T) {
 		})
 	}
 }
+
+// TestNewRemovesStaleTemporaryFiles: the temporary files of checkpoint writes a crash
+// interrupted are removed at the next start.
+func TestNewRemovesStaleTemporaryFiles(t *testing.T) {
+	dir := t.TempDir()
+	stale := filepath.Join(dir, ".checkpoint-12345")
+	if err := os.WriteFile(stale, []byte("half a checkpoint"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	s, err := ledgerproof.NewNoteSigner("example.com/log", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := ledgerproof.NewNoteVerifier("example.com/log", key.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checkpoint.New(&ledgerproof.Tree{}, checkpoint.Options{Origin: "example.com/log", Signer: s, Verifier: v, Dir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("stale temporary file still there: %v", err)
+	}
+}

@@ -113,8 +113,12 @@ func (r *Record) validate() error {
 		if r.Signer == "" || r.Cluster == "" || r.BundleHash == "" {
 			return fmt.Errorf("%w: a published record needs its signer, cluster and bundle hash", ErrInvalidRecord)
 		}
+	case Started:
+		if r.Client == "" || r.Message == "" {
+			return fmt.Errorf("%w: a started record needs the operator (client) and the reason (message)", ErrInvalidRecord)
+		}
 	default:
-		return fmt.Errorf("%w: decision %q (want one of %q, %q, %q, %q)", ErrInvalidRecord, r.Decision, Issued, Refused, Rotated, Published)
+		return fmt.Errorf("%w: decision %q (want one of %q, %q, %q, %q, %q)", ErrInvalidRecord, r.Decision, Issued, Refused, Rotated, Published, Started)
 	}
 	return nil
 }
