@@ -37,11 +37,11 @@ func addRecordFilter(cmd *cobra.Command, f *recordFilter) {
 	fs.StringVar(&f.signer, "signer", "", "the signer `name`")
 	fs.StringVar(&f.client, "client", "", "the mTLS `identity` of the caller (the watcher, an admin)")
 	fs.StringVar(&f.reason, "reason", "", "a refusal's `reason`, e.g. POLICY_VIOLATION")
-	fs.StringSliceVar(&f.decisions, "decision", nil, "`decision`s: issued, refused, rotated, published (comma-separated or repeated)")
+	fs.StringSliceVar(&f.decisions, "decision", nil, "`decision`s: issued, refused, rotated, published, started (comma-separated or repeated)")
 	fs.StringVar(&f.since, "since", "", "records at or after `time`: RFC 3339, a date (2026-01-02), or a duration ago (24h)")
 	fs.StringVar(&f.until, "until", "", "records before `time`: RFC 3339, a date, or a duration ago")
 	_ = cmd.RegisterFlagCompletionFunc("decision", cobra.FixedCompletions(
-		[]string{string(ledger.Issued), string(ledger.Refused), string(ledger.Rotated), string(ledger.Published)}, cobra.ShellCompDirectiveNoFileComp))
+		[]string{string(ledger.Issued), string(ledger.Refused), string(ledger.Rotated), string(ledger.Published), string(ledger.Started)}, cobra.ShellCompDirectiveNoFileComp))
 }
 
 // check parses the times and normalizes the serial, relative to now; errors are usage errors.
@@ -63,9 +63,9 @@ func (f *recordFilter) check(cmd *cobra.Command, now time.Time) error {
 	}
 	for _, d := range f.decisions {
 		switch ledger.Decision(d) {
-		case ledger.Issued, ledger.Refused, ledger.Rotated, ledger.Published:
+		case ledger.Issued, ledger.Refused, ledger.Rotated, ledger.Published, ledger.Started:
 		default:
-			return usageError(cmd, "--decision %q is not one of issued, refused, rotated, published", d)
+			return usageError(cmd, "--decision %q is not one of issued, refused, rotated, published, started", d)
 		}
 	}
 	return nil
@@ -231,6 +231,8 @@ func recordDetail(r ledger.Record) string {
 		return r.Reason
 	case ledger.Published:
 		return "cluster " + r.Cluster + ", bundle " + shortHex(r.BundleHash)
+	case ledger.Started:
+		return "new history by " + r.Client + ": " + r.Message
 	case ledger.Rotated:
 		var states []string
 		if r.Authority != nil {
