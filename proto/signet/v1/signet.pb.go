@@ -2770,7 +2770,8 @@ type LedgerRecord struct {
 	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
 	// time is when it was recorded.
 	Time *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
-	// decision is "issued", "refused", "rotated" or "published".
+	// decision is "issued", "refused", "rotated", "published" or "started" (the first record of a
+	// history an operator started anew).
 	Decision string `protobuf:"bytes,3,opt,name=decision,proto3" json:"decision,omitempty"`
 	// signer is the signer name.
 	Signer string `protobuf:"bytes,4,opt,name=signer,proto3" json:"signer,omitempty"`
