@@ -20,6 +20,9 @@ const (
 	metricHandler  = "signet_server_sign_duration_seconds"
 	metricIssuance = "signet_server_issuance_duration_seconds"
 	metricLedger   = "signet_server_ledger_append_duration_seconds"
+	// metricCheckpointLag is the time from a record's acknowledgement to the first signed
+	// checkpoint that covers it (the oldest record of each checkpoint).
+	metricCheckpointLag = "signet_server_ledger_checkpoint_lag_seconds"
 )
 
 // sumCount is a histogram's _sum and _count, added over the series a scrape keeps.
@@ -56,7 +59,7 @@ func parseSums(r io.Reader) (sums, error) {
 		return nil, err
 	}
 	out := sums{}
-	for _, name := range []string{metricRPC, metricHandler, metricIssuance, metricLedger} {
+	for _, name := range []string{metricRPC, metricHandler, metricIssuance, metricLedger, metricCheckpointLag} {
 		for _, m := range families[name].GetMetric() {
 			if h := m.GetHistogram(); h != nil && keepSeries(name, m) {
 				sc := out[name]
@@ -105,6 +108,8 @@ func scrapeSums(ctx context.Context, urls []string) (sums, error) {
 type breakdown struct {
 	calls                          float64
 	rpc, handler, issuance, ledger float64
+	// checkpoints signed during the run and their mean lag (see metricCheckpointLag).
+	checkpoints, checkpointLag float64
 }
 
 // breakdownOf is the breakdown of the calls made between two scrapes (with calls 0 if no
@@ -123,13 +128,20 @@ func breakdownOf(before, after sums) breakdown {
 		handler:  mean(metricHandler),
 		issuance: mean(metricIssuance),
 		ledger:   mean(metricLedger),
+
+		checkpoints:   after[metricCheckpointLag].count - before[metricCheckpointLag].count,
+		checkpointLag: mean(metricCheckpointLag),
 	}
 }
 
 // String reads as "watcher → server 2.91 ms = server 1.90 (issuance 0.88, ledger 0.62, rest
-// 0.40) + transport and waiting 1.01".
+// 0.40) + transport and waiting 1.01; 12 checkpoints, a record waited 262 ms for one".
 func (b breakdown) String() string {
 	ms := func(s float64) string { return strconv.FormatFloat(1000*s, 'f', 2, 64) }
-	return fmt.Sprintf("watcher → server %s ms = server %s (issuance %s, ledger %s, rest %s) + transport and waiting %s",
+	out := fmt.Sprintf("watcher → server %s ms = server %s (issuance %s, ledger %s, rest %s) + transport and waiting %s",
 		ms(b.rpc), ms(b.handler), ms(b.issuance), ms(b.ledger), ms(b.handler-b.issuance-b.ledger), ms(b.rpc-b.handler))
+	if b.checkpoints > 0 {
+		out += fmt.Sprintf("; %.0f signed checkpoints, the oldest record of each waited %s ms on average for it", b.checkpoints, ms(b.checkpointLag))
+	}
+	return out
 }

@@ -87,6 +87,10 @@ func TestBreakdownOf(t *testing.T) {
 	if b := breakdownOf(after, after); b.calls != 0 {
 		t.Error("no call between the scrapes: want no breakdown")
 	}
+	before[metricCheckpointLag], after[metricCheckpointLag] = sumCount{1, 10}, sumCount{3.62, 20}
+	if s, want := breakdownOf(before, after).String(), "; 10 signed checkpoints, the oldest record of each waited 262.00 ms on average for it"; !strings.HasSuffix(s, want) {
+		t.Errorf("String() = %q, want it to end with %q", s, want)
+	}
 }
 
 func TestScrapeSums(t *testing.T) {
