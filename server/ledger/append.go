@@ -224,8 +224,8 @@ func (l *Ledger) writeAndSync(buf []byte) error {
 	if err := l.w.Sync(); err != nil {
 		return fmt.Errorf("%w: syncing %s: %w", ErrUnavailable, l.path, writeError(l.dir, err))
 	}
-	// Only records in the file at the segment's path are acknowledged (see recover.go).
-	if err := l.replaced(l.checkSegment()); err != nil {
+	// The records go to the file at the segment's path (see recover.go).
+	if err := l.checkAfterSync(l.off + int64(len(buf))); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	l.off += int64(len(buf))

@@ -118,6 +118,8 @@ type Ledger struct {
 	// dirty is, after a failed write, the end of the bytes it may have written past off;
 	// recover zeroes [off, dirty). The writer owns it.
 	dirty int64
+	// lastCheck is when the writer last checked the segment (recover.go's checkAfterSync).
+	lastCheck time.Time
 
 	mu       sync.Mutex // guards seq, prevHash, failed and failedAt for readers; the writer owns them
 	seq      uint64

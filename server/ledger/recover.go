@@ -27,11 +27,54 @@ import (
 //     closed (ErrRestartRequired); its own records are kept next to it in
 //     ledger-000001.jsonl.open-<unix time> for the operator to compare and restore.
 //
-// The checks run after every batch's fsync, before its records are acknowledged: one stat of
-// the path, compared with the open file.
+// The check (one stat of the path, compared with the open file) runs after a batch's fsync,
+// before its records are acknowledged, at most every segmentCheckEvery, and every
+// RecoverInterval on an idle ledger. A segment removed between two checks loses nothing: the
+// records acknowledged meanwhile are in the open file, and the restore copies them (and the
+// batch being acknowledged) to the new one before the batch is acknowledged; those of a
+// replaced segment are in the kept copy. (Measured: a stat of the path after every fsync made
+// a lone caller's appends 10-25 % slower on an ext4 VM disk, for no gain.)
 
 // defaultRecoverInterval is Options.RecoverInterval's default.
 const defaultRecoverInterval = time.Second
+
+// segmentCheckEvery is the least time between two checks of the segment by the batches.
+const segmentCheckEvery = 50 * time.Millisecond
+
+// checkAfterSync is run by the writer after a batch's fsync, before its records (the first
+// acked bytes of the open file) are acknowledged: at most every segmentCheckEvery it checks the
+// segment, restores a removed one with those bytes (the batch is then acknowledged in the
+// restored file), and fails on a replaced one.
+func (l *Ledger) checkAfterSync(acked int64) error {
+	now := time.Now()
+	if now.Sub(l.lastCheck) < segmentCheckEvery {
+		return nil
+	}
+	l.lastCheck = now
+	err := l.checkSegment()
+	if errors.Is(err, errSegmentRemoved) {
+		err = l.restore(acked)
+	}
+	return l.replaced(err)
+}
+
+// tryCheck checks the segment of a healthy, idle ledger (recoverLoop's tick), as the writer.
+func (l *Ledger) tryCheck() {
+	l.qmu.Lock()
+	if l.writing || l.closed {
+		l.qmu.Unlock()
+		return
+	}
+	l.writing = true
+	l.qmu.Unlock()
+	if l.Err() == nil {
+		l.lastCheck = time.Time{}
+		if err := l.checkAfterSync(l.off); err != nil {
+			l.setFailed(fmt.Errorf("appending to ledger %s: %w: %w", l.dir, ErrUnavailable, err))
+		}
+	}
+	l.release()
+}
 
 // ErrRestartRequired: the ledger cannot recover by itself; an operator must act and restart
 // the server. It is wrapped together with ErrUnavailable.
@@ -96,7 +139,10 @@ func (l *Ledger) recoverLoop() {
 			return
 		case <-t.C:
 		}
-		if err := l.Err(); err != nil && !errors.Is(err, ErrRestartRequired) {
+		switch err := l.Err(); {
+		case err == nil:
+			l.tryCheck()
+		case !errors.Is(err, ErrRestartRequired):
 			l.tryRecover()
 		}
 	}
@@ -123,7 +169,7 @@ func (l *Ledger) recover() {
 	failed := l.Err()
 	err := l.checkSegment()
 	if errors.Is(err, errSegmentRemoved) {
-		err = l.restore()
+		err = l.restore(l.off)
 	}
 	if err = l.replaced(err); errors.Is(err, ErrRestartRequired) {
 		l.setFailed(fmt.Errorf("appending to ledger %s: %w", l.dir, err))
@@ -170,18 +216,19 @@ func (l *Ledger) setFailed(err error) {
 	l.failed = err
 }
 
-// restore writes the open (removed) segment's acknowledged records and fresh free space to a
-// new file, puts it at the segment's path (only if nothing is there: link fails otherwise),
-// and appends to it from now on.
-func (l *Ledger) restore() error {
+// restore writes the open (removed) segment's first n bytes (its acknowledged records, and
+// the batch being acknowledged, if any) and fresh free space to a new file, puts it at the
+// segment's path (only if nothing is there: link fails otherwise), and appends to it from now
+// on.
+func (l *Ledger) restore(n int64) error {
 	tmp := l.path + ".restoring"
 	_ = os.Remove(tmp) // a leftover of an earlier attempt
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("restoring %s: %w", l.path, writeError(l.dir, err))
 	}
-	end := alignUp(l.off+l.opts.Preallocate/4, l.opts.Preallocate)
-	err = copySegment(f, l.file, l.off, end)
+	end := alignUp(n+l.opts.Preallocate/4, l.opts.Preallocate)
+	err = copySegment(f, l.file, n, end)
 	if err == nil {
 		err = os.Link(tmp, l.path)
 	}
