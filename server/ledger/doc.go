@@ -110,11 +110,11 @@
 // zeroes what the failed writes may have left after the last acknowledged record (those
 // records' callers were told nothing was issued, so they never join the history), makes sure
 // there is free space again, fsyncs, and reopens. A disk that was full and has space again, or
-// a storage error that went away, needs no restart. Every batch also checks, before it is
-// acknowledged, that the segment's path still names the file being appended to: a removed
-// segment is restored from the open file (no record lost); a file put in its place is left
-// alone, the ledger's own records are kept next to it, and the ledger stays closed with
-// ErrRestartRequired. recover.go has the details.
+// a storage error that went away, needs no restart. The writer also checks (at most every
+// 50 ms, and every RecoverInterval when idle) that the segment's path still names the file
+// being appended to: a removed segment is restored from the open file (no record lost); a
+// file put in its place is left alone, the ledger's own records are kept next to it, and the
+// ledger stays closed with ErrRestartRequired. recover.go has the details.
 //
 // Removing records from the end of the ledger cannot be detected from the ledger alone. The
 // acknowledged records are the leaves of a Merkle tree (tree.go, ledgerproof); the server signs
