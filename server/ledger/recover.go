@@ -58,8 +58,9 @@ func (l *Ledger) checkAfterSync(acked int64) error {
 	return l.replaced(err)
 }
 
-// tryCheck checks the segment of a healthy, idle ledger (recoverLoop's tick), as the writer.
-func (l *Ledger) tryCheck() {
+// asWriter runs fn as the writer, unless a batch is being written or the ledger is closing
+// (recoverLoop's next tick tries again).
+func (l *Ledger) asWriter(fn func()) {
 	l.qmu.Lock()
 	if l.writing || l.closed {
 		l.qmu.Unlock()
@@ -67,13 +68,20 @@ func (l *Ledger) tryCheck() {
 	}
 	l.writing = true
 	l.qmu.Unlock()
+	fn()
+	l.release()
+}
+
+// tryCheck checks the segment of a healthy, idle ledger (recoverLoop's tick), as the writer.
+func (l *Ledger) tryCheck() { l.asWriter(l.checkIdle) }
+
+func (l *Ledger) checkIdle() {
 	if l.Err() == nil {
 		l.lastCheck = time.Time{}
 		if err := l.checkAfterSync(l.off); err != nil {
 			l.setFailed(fmt.Errorf("appending to ledger %s: %w: %w", l.dir, ErrUnavailable, err))
 		}
 	}
-	l.release()
 }
 
 // ErrRestartRequired: the ledger cannot recover by itself; an operator must act and restart
@@ -148,19 +156,8 @@ func (l *Ledger) recoverLoop() {
 	}
 }
 
-// tryRecover becomes the writer (unless a batch is being written: the next tick tries again)
-// and recovers.
-func (l *Ledger) tryRecover() {
-	l.qmu.Lock()
-	if l.writing || l.closed {
-		l.qmu.Unlock()
-		return
-	}
-	l.writing = true
-	l.qmu.Unlock()
-	l.recover()
-	l.release()
-}
+// tryRecover recovers as the writer.
+func (l *Ledger) tryRecover() { l.asWriter(l.recover) }
 
 // recover is run by the writer of a ledger closed for appends: see the comment at the top of
 // the file. It reopens the ledger for appends if every step succeeds, and otherwise leaves it
