@@ -15,12 +15,15 @@ import (
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/signet-pki/signet/internal/softhsmtest"
+	"github.com/signet-pki/signet/internal/swtpmtest"
 	"github.com/signet-pki/signet/internal/testpki"
 	"github.com/signet-pki/signet/keystore"
 	"github.com/signet-pki/signet/ledgerproof"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server"
 	"github.com/signet-pki/signet/server/checkpoint"
+	"github.com/signet-pki/signet/server/config"
 	"github.com/signet-pki/signet/server/ledger"
 )
 
@@ -184,5 +187,55 @@ func TestCheckpointsAndProofs(t *testing.T) {
 	if _, err := signetv1.NewSignerServiceClient(again.dial(t, again.clientTLS(t, again.devClient(t)))).
 		SignCertificateSigningRequest(callContext(t), signRequest(testpki.CSR(t, testpki.Key(t, testpki.P256), nil), "after-restore")); err != nil {
 		t.Fatalf("signing after the ledger was restored whole: %v", err)
+	}
+}
+
+// TestCheckpointKeyInHardware: the checkpoint key can be any keystore backend's ECDSA P-256
+// key: in SoftHSM2 (PKCS#11) and in a TPM (swtpm); the checkpoints verify with its public key.
+func TestCheckpointKeyInHardware(t *testing.T) {
+	tok := softhsmtest.New(t) // sets SOFTHSM2_CONF: not parallel
+	tpm := swtpmtest.Start(t)
+	for _, tc := range []struct{ name, uri string }{
+		{"SoftHSM2", tok.URI("checkpoint-p256")},
+		{"swtpm", tpm.URI("blob=" + filepath.Join(t.TempDir(), "checkpoint.tpmkey"))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key, uri, err := keystore.Generate(context.Background(), tc.uri, "P-256", keystore.Options{})
+			if err != nil {
+				t.Fatalf("creating the checkpoint key: %v", err)
+			}
+			pub := key.Public()
+			if err := key.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s := startServer(t, func(c *config.Config) {
+				c.Ledger.Checkpoint.Key, c.Ledger.Checkpoint.Origin = uri, "example.com/signet-ledger"
+			})
+			conn := s.dial(t, s.clientTLS(t, s.devClient(t)))
+			signOne(t, signetv1.NewSignerServiceClient(conn))
+			v, err := ledgerproof.NewNoteVerifier("example.com/signet-ledger", pub)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				resp, err := signetv1.NewLedgerServiceClient(conn).GetCheckpoint(callContext(t), &signetv1.GetCheckpointRequest{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				cp, err := ledgerproof.OpenCheckpoint(resp.GetSignedCheckpoint(), "example.com/signet-ledger", v)
+				if err != nil {
+					t.Fatalf("checkpoint signed in %s: %v", tc.name, err)
+				}
+				if cp.Size >= 1 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("no checkpoint covers the issuance")
+				}
+			}
+			if _, err := os.Stat(filepath.Join(s.dir, "ledger", "checkpoint-key.pem")); !os.IsNotExist(err) {
+				t.Errorf("a default key file was created although a key is configured: %v", err)
+			}
+		})
 	}
 }
