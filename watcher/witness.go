@@ -50,7 +50,7 @@ type LedgerWitnessConfig struct {
 	ConfigMapName string `json:"configMapName,omitempty"`
 	Namespace     string `json:"namespace,omitempty"`
 	// SignOnAlarm keeps signing while the alarm is raised (default false: signing pauses,
-	// objects wait, none is failed).
+	// objects wait as for an unreachable server, up to the give-up deadlines).
 	SignOnAlarm bool `json:"signOnAlarm,omitempty"`
 }
 
@@ -121,7 +121,7 @@ func (c *Config) newWitness(d controllerDeps) (*witness.Witness, error) {
 
 // gatedSigner is the signing server's client as the signing controllers use it: while the
 // witness's alarm pauses signing, every call fails as unavailable with reason
-// LEDGER_WITNESS_ALARM (the objects wait with back-off; none is failed).
+// LEDGER_WITNESS_ALARM (the objects wait with back-off, up to the give-up deadlines).
 type gatedSigner struct {
 	*signerclient.Client
 	witness *witness.Witness // nil: no witness

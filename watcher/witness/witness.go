@@ -7,7 +7,8 @@
 // A ledger that shrank, forked (another history of the same size, or a proof that does not
 // verify) or is signed by an unknown key raises the alarm: a Warning Event on the ConfigMap,
 // signet_watcher_ledger_witness_consistent 0, an ERROR log line, and, unless
-// Options.SignOnAlarm, signing pauses (Blocked; objects wait, none is failed). The witnessed
+// Options.SignOnAlarm, signing pauses (Blocked; objects wait as for an unreachable server, up
+// to the controllers' give-up deadlines). The witnessed
 // checkpoint is kept as evidence. The alarm clears when a later checkpoint is consistent with
 // it again (the server's ledger restored), or when an operator who has investigated deletes
 // the ConfigMap's entry for that log (the next checkpoint is then accepted as the new start).
