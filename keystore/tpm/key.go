@@ -137,7 +137,11 @@ func loadError(loc location, err error) error {
 	case isUnavailable(err):
 		return tpmError("loading the key of "+loc.keyName(), err)
 	case errors.Is(err, tpm2.TPMRCObjectMemory):
-		return fmt.Errorf("loading the key of %s: %w", loc.keyName(), errNoRoom(err))
+		// Unavailable, not final: while a key is re-opened after the TPM restarted, the old
+		// and the new opening of the same key can hold a slot each for a moment, and the load
+		// succeeds once one is flushed. When it is too many keys for good, the message says so
+		// at every retry.
+		return fmt.Errorf("loading the key of %s: %w: %w", loc.keyName(), keyerr.ErrUnavailable, errNoRoom(err))
 	default:
 		return fmt.Errorf("%s: the TPM refuses the blob (made on another TPM, or before the TPM was cleared?): %w", loc.keyName(), err)
 	}
