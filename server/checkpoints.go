@@ -85,7 +85,7 @@ func (s *Server) openCheckpoints(ctx context.Context) error {
 		cp.Run(s.checkpointsStop)
 	}()
 	pub, _ := ledgerproof.MarshalPublicKeyPEM(key.Public())
-	s.log.Info("ledger checkpoints", "origin", origin, "size", size, "key", keystoreRedacted(uri), "public_key", string(pub))
+	s.log.Info("ledger checkpoints", "origin", origin, "size", size, "key", keystore.Redact(uri), "public_key", string(pub))
 	return nil
 }
 
@@ -162,18 +162,4 @@ func defaultOrigin(pub any) (string, error) {
 	}
 	sum := sha256.Sum256(der)
 	return "signet-ledger/" + hex.EncodeToString(sum[:8]), nil
-}
-
-// keystoreRedacted is the key URI as logged: a file path as is, a device URI without its
-// attributes (which may hold a PIN).
-func keystoreRedacted(uri string) string {
-	if path, ok := keystore.FilePath(uri); ok {
-		return path
-	}
-	for i, c := range uri {
-		if c == ';' || c == '?' {
-			return uri[:i]
-		}
-	}
-	return uri
 }
