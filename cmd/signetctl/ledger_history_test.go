@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
@@ -15,17 +13,11 @@ import (
 	"testing"
 	"time"
 
-	certificatesv1 "k8s.io/api/certificates/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-
 	"github.com/signet-pki/signet/internal/devpki"
-	"github.com/signet-pki/signet/internal/testpki"
 	"github.com/signet-pki/signet/server"
 	"github.com/signet-pki/signet/server/checkpoint"
 	"github.com/signet-pki/signet/server/ledger"
 	"github.com/signet-pki/signet/server/servertest"
-	"github.com/signet-pki/signet/signerclient"
 )
 
 // TestLedgerNewHistory: a server refuses its ledger once a record was cut from its end after
@@ -35,21 +27,9 @@ func TestLedgerNewHistory(t *testing.T) {
 	cfg, state := servertest.DevConfig(t, devpki.Options{})
 	dir := cfg.Ledger.Dir
 	srv := servertest.Start(t, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	client, err := signerclient.New(signerclient.Config{Address: srv.Addr, CAFile: filepath.Join(state, devpki.TLSCACert),
-		CertFile: filepath.Join(state, devpki.ClientCert), KeyFile: filepath.Join(state, devpki.ClientKey), RPCTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	client := devClient(t, srv.Addr, state)
 	for i := 1; i <= 2; i++ {
-		exp := int32(3600)
-		c := &certificatesv1.CertificateSigningRequest{
-			ObjectMeta: metav1.ObjectMeta{Name: "web", UID: types.UID(fmt.Sprintf("7a1c0000-0000-4000-8000-00000000000%d", i))},
-			Spec: certificatesv1.CertificateSigningRequestSpec{SignerName: devpki.DefaultSigner, ExpirationSeconds: &exp, Username: "alice",
-				Request: testpki.CSR(t, testpki.Key(t, testpki.P256), &x509.CertificateRequest{Subject: pkix.Name{CommonName: "alice"}}),
-				Usages:  []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}},
-		}
-		if _, err := client.SignCSR(context.Background(), c); err != nil {
+		if _, err := client.SignCSR(context.Background(), aliceCSR(t, fmt.Sprintf("7a1c0000-0000-4000-8000-00000000000%d", i))); err != nil {
 			t.Fatal(err)
 		}
 	}

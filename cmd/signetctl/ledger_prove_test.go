@@ -269,6 +269,31 @@ func serverCheckpointKey(t *testing.T, ledgerDir string) string {
 	return writeTemp(t, "server-checkpoint.pub", pub)
 }
 
+// devClient is a signing client of the dev server at addr with the dev PKI in state; closed at
+// the end of the test.
+func devClient(t *testing.T, addr, state string) *signerclient.Client {
+	t.Helper()
+	client, err := signerclient.New(signerclient.Config{Address: addr, CAFile: filepath.Join(state, devpki.TLSCACert),
+		CertFile: filepath.Join(state, devpki.ClientCert), KeyFile: filepath.Join(state, devpki.ClientKey), RPCTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	return client
+}
+
+// aliceCSR is a client certificate request of alice for the dev signer, object uid.
+func aliceCSR(t *testing.T, uid string) *certificatesv1.CertificateSigningRequest {
+	t.Helper()
+	exp := int32(3600)
+	return &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", UID: types.UID(uid)},
+		Spec: certificatesv1.CertificateSigningRequestSpec{SignerName: devpki.DefaultSigner, ExpirationSeconds: &exp, Username: "alice",
+			Request: testpki.CSR(t, testpki.Key(t, testpki.P256), &x509.CertificateRequest{Subject: pkix.Name{CommonName: "alice"}}),
+			Usages:  []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}},
+	}
+}
+
 // TestLedgerProveOnline: against a real server that signed a certificate, checkpoint and prove
 // (by serial, object UID and seq) give what verify-proof accepts with the server's key, and the
 // offline commands agree on the server's ledger directory.
@@ -276,12 +301,7 @@ func TestLedgerProveOnline(t *testing.T) {
 	cfg, state := servertest.DevConfig(t, devpki.Options{})
 	srv := servertest.Start(t, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ledgerDir := cfg.Ledger.Dir
-	client, err := signerclient.New(signerclient.Config{Address: srv.Addr, CAFile: filepath.Join(state, devpki.TLSCACert),
-		CertFile: filepath.Join(state, devpki.ClientCert), KeyFile: filepath.Join(state, devpki.ClientKey), RPCTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	client := devClient(t, srv.Addr, state)
 	// Three certificates: the second one's record is proved, with a non-empty audit path.
 	var (
 		csr    *certificatesv1.CertificateSigningRequest
@@ -289,13 +309,7 @@ func TestLedgerProveOnline(t *testing.T) {
 		seq    uint64
 	)
 	for i := 1; i <= 3; i++ {
-		exp := int32(3600)
-		c := &certificatesv1.CertificateSigningRequest{
-			ObjectMeta: metav1.ObjectMeta{Name: "web", UID: types.UID(fmt.Sprintf("6f1c0000-0000-4000-8000-00000000000%d", i))},
-			Spec: certificatesv1.CertificateSigningRequestSpec{SignerName: devpki.DefaultSigner, ExpirationSeconds: &exp, Username: "alice",
-				Request: testpki.CSR(t, testpki.Key(t, testpki.P256), &x509.CertificateRequest{Subject: pkix.Name{CommonName: "alice"}}),
-				Usages:  []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}},
-		}
+		c := aliceCSR(t, fmt.Sprintf("6f1c0000-0000-4000-8000-00000000000%d", i))
 		got, err := client.SignCSR(context.Background(), c)
 		if err != nil {
 			t.Fatal(err)
