@@ -316,3 +316,15 @@ func BenchmarkProveInclusion(b *testing.B) {
 		i += 7919
 	}
 }
+
+// TestParseHashes: hashes as the gRPC API carries them round-trip; a wrong length is refused.
+func TestParseHashes(t *testing.T) {
+	want := []tlog.Hash{LeafHash([]byte("a")), LeafHash([]byte("b"))}
+	got, err := ParseHashes(HashBytes(want))
+	if err != nil || len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("ParseHashes(HashBytes(h)) = %v, %v", got, err)
+	}
+	if _, err := ParseHashes([][]byte{make([]byte, 31)}); !errors.Is(err, ErrMalformed) {
+		t.Errorf("a 31-byte hash: %v, want ErrMalformed", err)
+	}
+}

@@ -69,3 +69,25 @@ func VerifyConsistency(older, newer Checkpoint, proof tlog.TreeProof) error {
 	}
 	return nil
 }
+
+// ParseHashes reads proof hashes as the gRPC API carries them (each 32 raw bytes); a hash of
+// another length is an error naming it.
+func ParseHashes(bs [][]byte) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(bs))
+	for i, b := range bs {
+		if len(b) != len(out[i]) {
+			return nil, fmt.Errorf("%w: proof hash %d has %d bytes, not %d", ErrMalformed, i, len(b), len(out[i]))
+		}
+		copy(out[i][:], b)
+	}
+	return out, nil
+}
+
+// HashBytes is the inverse of ParseHashes.
+func HashBytes(hs []tlog.Hash) [][]byte {
+	out := make([][]byte, len(hs))
+	for i, h := range hs {
+		out[i] = append([]byte(nil), h[:]...)
+	}
+	return out
+}

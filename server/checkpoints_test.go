@@ -58,14 +58,11 @@ func checkpointVerifier(t *testing.T, ledgerDir string) (string, note.Verifier) 
 
 func toHashes(t *testing.T, bs [][]byte) []tlog.Hash {
 	t.Helper()
-	out := make([]tlog.Hash, len(bs))
-	for i, b := range bs {
-		if len(b) != len(tlog.Hash{}) {
-			t.Fatalf("proof element %d is %d bytes", i, len(b))
-		}
-		copy(out[i][:], b)
+	hs, err := ledgerproof.ParseHashes(bs)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return hs
 }
 
 // TestCheckpointsAndProofs: the server signs checkpoints of its ledger (with the key it

@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/signet-pki/signet/ledgerproof"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
@@ -274,12 +273,9 @@ func proveOnline(cmd *cobra.Command, conn *connFlags, target *proveTarget, treeS
 	if resp.GetSeq() == 0 || resp.GetSeq() > 1<<62 {
 		return ledgerproof.InclusionBundle{}, failure("the server's answer names no record (seq %d)", resp.GetSeq())
 	}
-	proof := make(tlog.RecordProof, len(resp.GetProof()))
-	for i, h := range resp.GetProof() {
-		if len(h) != len(tlog.Hash{}) {
-			return ledgerproof.InclusionBundle{}, failure("the server's proof hash %d has %d bytes, not %d", i, len(h), len(tlog.Hash{}))
-		}
-		copy(proof[i][:], h)
+	proof, err := ledgerproof.ParseHashes(resp.GetProof())
+	if err != nil {
+		return ledgerproof.InclusionBundle{}, failure("the server's answer: %v", err)
 	}
 	return ledgerproof.InclusionBundle{Index: int64(resp.GetSeq()) - 1, Leaf: resp.GetLeaf(), Proof: proof, SignedCheckpoint: resp.GetSignedCheckpoint()}, nil
 }

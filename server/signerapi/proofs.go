@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"golang.org/x/mod/sumdb/tlog"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -78,7 +77,7 @@ func (l *LedgerService) ProveInclusion(ctx context.Context, req *signetv1.ProveI
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "proving record %d in the tree of size %d: %v", seq, size, err)
 	}
-	return &signetv1.ProveInclusionResponse{Seq: seq, Leaf: line, Proof: hashes(proof), SignedCheckpoint: signed}, nil
+	return &signetv1.ProveInclusionResponse{Seq: seq, Leaf: line, Proof: ledgerproof.HashBytes(proof), SignedCheckpoint: signed}, nil
 }
 
 // ProveConsistency returns the consistency proof between two sizes.
@@ -98,7 +97,7 @@ func (l *LedgerService) ProveConsistency(_ context.Context, req *signetv1.ProveC
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "proving consistency from %d to %d: %v", old, size, err)
 	}
-	return &signetv1.ProveConsistencyResponse{Proof: hashes(proof), SignedCheckpoint: signed}, nil
+	return &signetv1.ProveConsistencyResponse{Proof: ledgerproof.HashBytes(proof), SignedCheckpoint: signed}, nil
 }
 
 // checkpoint returns the signed checkpoint of size (0: the latest).
@@ -113,14 +112,6 @@ func (l *LedgerService) checkpoint(size int64) ([]byte, int64, error) {
 		return nil, 0, status.Errorf(codes.NotFound, "no signed checkpoint of size %d is kept (the latest covers %d); ask for size 0, the latest", size, latest)
 	}
 	return signed, size, nil
-}
-
-func hashes(hs []tlog.Hash) [][]byte {
-	out := make([][]byte, len(hs))
-	for i, h := range hs {
-		out[i] = append([]byte(nil), h[:]...)
-	}
-	return out
 }
 
 func btoi(b bool) int {

@@ -28,7 +28,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/mod/sumdb/tlog"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -246,7 +245,11 @@ func (w *Witness) checkOnce(ctx context.Context) (*corev1.ConfigMap, string, err
 	if newer.Origin != prev.Origin {
 		return cm, "", fmt.Errorf("the server changed between two calls (log %s, then %s)", prev.Origin, newer.Origin)
 	}
-	if err := ledgerproof.VerifyConsistency(prev, newer, toHashes(proof)); err != nil {
+	hashes, err := ledgerproof.ParseHashes(proof)
+	if err == nil {
+		err = ledgerproof.VerifyConsistency(prev, newer, hashes)
+	}
+	if err != nil {
 		reason := ReasonLedgerInconsistent
 		if errors.Is(err, ledgerproof.ErrShrunk) {
 			reason = ReasonLedgerShrunk
@@ -321,17 +324,4 @@ func DataKey(origin string) string { return dataKey(origin) }
 func dataKey(origin string) string {
 	sum := sha256.Sum256([]byte(origin))
 	return "log-" + hex.EncodeToString(sum[:8])
-}
-
-func toHashes(bs [][]byte) []tlog.Hash {
-	out := make([]tlog.Hash, 0, len(bs))
-	for _, b := range bs {
-		var h tlog.Hash
-		copy(h[:], b)
-		if len(b) != len(h) {
-			h = tlog.Hash{} // a wrong length cannot verify; VerifyConsistency says so
-		}
-		out = append(out, h)
-	}
-	return out
 }
