@@ -388,7 +388,8 @@ func TestIssuanceLatencyFromSighting(t *testing.T) {
 	}
 
 	clk.SetTime(testNow.Add(630 * time.Millisecond))
-	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+	// The Signed CSR line is at -v=2 (the server logs every issuance at its default level).
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true), ktesting.Verbosity(2)))
 	if err := c.sync(klog.NewContext(ctx, logger), "csr"); err != nil {
 		t.Fatalf("sync: %v", err)
 	}

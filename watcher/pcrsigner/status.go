@@ -56,7 +56,8 @@ func (c *Controller) writeIssued(ctx context.Context, r *request, issued signerc
 	if retried || c.signedEvent {
 		c.event(r, corev1.EventTypeNormal, ReasonSigned, "%s", message)
 	}
-	klog.FromContext(ctx).Info("Issued PodCertificateRequest", "sinceCreation", latency, "certificate", message,
+	// V(2), as the CSR controller's "Signed CSR": the server logs every issuance.
+	klog.FromContext(ctx).V(2).Info("Issued PodCertificateRequest", "sinceCreation", latency, "certificate", message,
 		"beginRefreshAt", issued.BeginRefreshAt)
 	return nil
 }
