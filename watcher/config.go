@@ -113,7 +113,7 @@ type Config struct {
 	// Events they already carry; "all" every one. Refusals, retries and give-ups always get
 	// Events. Not "all" by default, as kube-controller-manager's signer records none: an
 	// Event is one more API write and one more stored object per certificate (5,000 for a
-	// burst of 5,000), while the certificate itself, the watcher's log line and the server's
+	// burst of 5,000), while the certificate itself, the server's log line and
 	// ledger already record the issuance. The same applies to PodCertificateRequests.
 	SignedEvents string `json:"signedEvents,omitempty"`
 	// PodCertificateRequests configures the signing of PodCertificateRequests for the same
