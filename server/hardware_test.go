@@ -166,10 +166,11 @@ func TestHardwareKeysIssue(t *testing.T) {
 
 // recoveryRun issues n certificates with callers concurrent callers, each retrying a
 // transient failure as the watcher does; fault runs once, when half of them are issued
-// (with the callers paused first if quiesce is set). It checks that every request ends
+// (with the callers paused first if quiesce is set), and is given failed, which reports
+// whether a call has failed as unavailable yet (never while the callers are paused). It checks that every request ends
 // issued with a certificate that verifies, that the fault was seen (some KEY_UNAVAILABLE
 // answers, when wantUnavailable), and that the ledger holds exactly one issuance per object.
-func recoveryRun(t *testing.T, s *testServer, client signetv1.SignerServiceClient, root *x509.Certificate, n, callers int, quiesce, wantUnavailable bool, fault func()) {
+func recoveryRun(t *testing.T, s *testServer, client signetv1.SignerServiceClient, root *x509.Certificate, n, callers int, quiesce, wantUnavailable bool, fault func(failed func() bool)) {
 	t.Helper()
 	csrPEM := webCSR(t)
 	var issued, unavailable atomic.Int32
@@ -212,7 +213,7 @@ func recoveryRun(t *testing.T, s *testServer, client signetv1.SignerServiceClien
 							pause.Lock()
 							defer pause.Unlock()
 						}
-						fault()
+						fault(func() bool { return unavailable.Load() > 0 })
 					})
 				}
 			}
@@ -266,7 +267,16 @@ func TestRecoveryFromSwtpmRestart(t *testing.T) {
 				uri = tpm.URI("blob=" + filepath.Join(t.TempDir(), "ca.tpmkey"))
 			}
 			s, client, root := hardwareServer(t, uri, "P-256", func(c *config.Config) { c.Keys.Timeout.Duration = 2 * time.Second })
-			recoveryRun(t, s, client, root, 200, 8, false, true, func() { tpm.Restart(t) })
+			recoveryRun(t, s, client, root, 200, 8, false, true, func(failed func() bool) {
+				// swtpm stays down until a call has failed on it (at most 30 s), so that the
+				// restart surely strikes calls in flight: restarted at once, it could come
+				// back between two of the callers' TPM commands, leaving nothing to recover.
+				tpm.RestartAfter(t, func() {
+					for deadline := time.Now().Add(30 * time.Second); !failed() && time.Now().Before(deadline); {
+						time.Sleep(5 * time.Millisecond)
+					}
+				})
+			})
 		})
 	}
 }
@@ -293,7 +303,7 @@ func TestRecoveryFromLostPKCS11Sessions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tok := softhsmtest.New(t)
 			s, client, root := hardwareServer(t, tok.URI("ca"), "P-256", nil)
-			recoveryRun(t, s, client, root, 200, 8, true, tc.wantUnavailable, func() {
+			recoveryRun(t, s, client, root, 200, 8, true, tc.wantUnavailable, func(func() bool) {
 				ctx, slot := tok.Outside(t)
 				if err := tc.fault(ctx, slot); err != nil {
 					t.Errorf("%s: %v", tc.name, err)

@@ -82,8 +82,15 @@ func (s *TPM) URI(key string) string {
 
 // Restart kills swtpm (SIGKILL, as a crash or power loss would) and starts it again on the
 // same state directory and socket. Clients see their connections fail while it is down.
-func (s *TPM) Restart() error {
+func (s *TPM) Restart() error { return s.RestartAfter(nil) }
+
+// RestartAfter is Restart that runs down, if not nil, while swtpm is down: a test can keep
+// the TPM away until its clients have seen it gone.
+func (s *TPM) RestartAfter(down func()) error {
 	s.kill(syscall.SIGKILL)
+	if down != nil {
+		down()
+	}
 	if err := s.start(); err != nil {
 		return fmt.Errorf("restarting swtpm: %w", err)
 	}

@@ -37,3 +37,11 @@ func (s *TPM) Restart(t testing.TB) {
 		t.Fatalf("swtpmtest: %v", err)
 	}
 }
+
+// RestartAfter is Restart that runs down while swtpm is down (see swtpm.TPM.RestartAfter).
+func (s *TPM) RestartAfter(t testing.TB, down func()) {
+	t.Helper()
+	if err := s.TPM.RestartAfter(down); err != nil {
+		t.Fatalf("swtpmtest: %v", err)
+	}
+}
