@@ -140,9 +140,23 @@ func rounds(results []result) int {
 	return n
 }
 
+// stormBurst is the burst size from which the renewal-storm targets apply (issue 27).
+const stormBurst = 10000
+
+// Renewal-storm targets: the watcher's CPU per CSR at most half KCM's, the control plane's CPU
+// no more than during KCM's burst, the watcher's peak RSS, and PodCertificateRequests at
+// least 0.95 × the ceiling.
+const (
+	stormWatcherCPU   = 0.5
+	stormPlaneCPU     = 1.0
+	stormWatcherRSS   = 100 // MiB
+	stormPCRToCeiling = 0.95
+)
+
 // targets states, for every workload, Signet's ratios against the speed targets: burst
 // throughput ≥ 0.95 × KCM at QPS 1000 and ≥ 10 × KCM at its default QPS; paced p50 ≤ 1.5 ×
-// and p99 ≤ 2 × KCM's (QPS 1000: the faster KCM).
+// and p99 ≤ 2 × KCM's (QPS 1000: the faster KCM); and from stormBurst objects on, the
+// renewal-storm targets above.
 func targets(results []result) string {
 	find := func(load, kind string, qps int) *result {
 		for i := range results {
@@ -173,7 +187,11 @@ func targets(results []result) string {
 				op = "≥"
 			}
 			if den <= 0 {
-				fmt.Fprintf(&sb, "- %s: %s cannot be judged: KCM's figure is 0 (target %s %g×)\n", load, name, op, bound)
+				anchor := "KCM's"
+				if strings.HasSuffix(name, "ceiling") {
+					anchor = "the ceiling's"
+				}
+				fmt.Fprintf(&sb, "- %s: %s cannot be judged: %s figure is 0 (target %s %g×)\n", load, name, anchor, op, bound)
 				return
 			}
 			got := num / den
@@ -189,6 +207,25 @@ func targets(results []result) string {
 			}
 			if slow != nil {
 				check("throughput Signet / KCM (default QPS)", signet.throughput(), slow.throughput(), 10, true)
+			}
+			if r.load.n < stormBurst {
+				continue
+			}
+			if ceiling := find(load, "ceiling", 0); r.load.pcr && ceiling != nil {
+				check("throughput Signet / ceiling", signet.throughput(), ceiling.throughput(), stormPCRToCeiling, true)
+			}
+			if fast != nil && len(signet.cpuEach) == 2 && signet.signed > 0 && fast.signed > 0 {
+				check("watcher CPU per object / KCM (QPS 1000)'s", signet.cpuEach[1]/float64(signet.signed), fast.cpu()/float64(fast.signed), stormWatcherCPU, false)
+			}
+			if fast != nil {
+				check("apiserver+etcd CPU Signet / KCM (QPS 1000)", signet.planeCPU, fast.planeCPU, stormPlaneCPU, false)
+			}
+			if !r.load.pcr && len(signet.rssEach) == 2 {
+				verdict := "meets"
+				if signet.rssEach[1] > stormWatcherRSS {
+					verdict = "MISSES target"
+				}
+				fmt.Fprintf(&sb, "- %s: watcher peak RSS %.0f MiB (target ≤ %d MiB): %s\n", load, signet.rssEach[1], stormWatcherRSS, verdict)
 			}
 			continue
 		}

@@ -161,6 +161,61 @@ func TestTargets(t *testing.T) {
 	}
 }
 
+// TestTargetsStorm: from 10,000 objects on, the renewal-storm targets are judged too: the
+// watcher's CPU per object against KCM's, the control plane's CPU, the watcher's peak RSS,
+// and PodCertificateRequests against the ceiling. Smaller bursts get none of them.
+func TestTargetsStorm(t *testing.T) {
+	sec := time.Second
+	storm := workload{label: "burst 10000", n: 10000}
+	pcrStorm := workload{label: "PCR burst 10000", n: 10000, pcr: true}
+	with := func(r result, cpu, rss []float64, plane float64) result {
+		r.cpuEach, r.rssEach, r.planeCPU = cpu, rss, plane
+		return r
+	}
+	results := []result{
+		// KCM 200/s, 1.4 ms CPU per CSR, control plane 80 s. Signet 10000/52 s = 192.3/s
+		// (0.96×), watcher 7.7 s = 0.77 ms per CSR (0.55×), control plane 84 s (1.05×),
+		// watcher RSS 88 MiB.
+		with(run(kcmFast, storm, 10000, 50*sec, 0, 0, 0), []float64{14}, []float64{150}, 80),
+		with(run(signetSigner, storm, 10000, 52*sec, 0, 0, 0), []float64{12, 7.7}, []float64{60, 88}, 84),
+		// PCR: ceiling 400/s, Signet 333.3/s (0.83×); KCM has no PCR signer.
+		run(ceilingSigner, pcrStorm, 10000, 25*sec, 0, 0, 0),
+		with(run(signetSigner, pcrStorm, 10000, 30*sec, 0, 0, 0), []float64{8, 5.7}, []float64{170, 101}, 45),
+		// A 1,000 burst with the same figures: only the throughput target.
+		with(run(kcmFast, burstLoad, 1000, 5*sec, 0, 0, 0), []float64{1.4}, []float64{87}, 8),
+		with(run(signetSigner, burstLoad, 1000, 4*sec, 0, 0, 0), []float64{1, 0.9}, []float64{47, 150}, 9),
+	}
+	got := targets(results)
+	want := "\nTargets:\n\n" +
+		"- burst 10000: throughput Signet / KCM (QPS 1000) 0.96× (target ≥ 0.95×): meets\n" +
+		"- burst 10000: watcher CPU per object / KCM (QPS 1000)'s 0.55× (target ≤ 0.5×): MISSES target\n" +
+		"- burst 10000: apiserver+etcd CPU Signet / KCM (QPS 1000) 1.05× (target ≤ 1×): MISSES target\n" +
+		"- burst 10000: watcher peak RSS 88 MiB (target ≤ 100 MiB): meets\n" +
+		"- PCR burst 10000: throughput Signet / ceiling 0.83× (target ≥ 0.95×): MISSES target\n" +
+		"- burst 1000: throughput Signet / KCM (QPS 1000) 1.25× (target ≥ 0.95×): meets\n"
+	if got != want {
+		t.Errorf("targets:\n%s\nwant:\n%s", got, want)
+	}
+
+	// The watcher over 100 MiB misses; a ceiling that signed nothing cannot be judged.
+	got = targets([]result{
+		with(run(kcmFast, storm, 10000, 50*sec, 0, 0, 0), []float64{14}, []float64{150}, 80),
+		with(run(signetSigner, storm, 10000, 50*sec, 0, 0, 0), []float64{12, 5}, []float64{60, 101}, 70),
+		run(ceilingSigner, pcrStorm, 0, 25*sec, 0, 0, 0),
+		run(signetSigner, pcrStorm, 10000, 30*sec, 0, 0, 0),
+	})
+	for _, line := range []string{
+		"- burst 10000: watcher CPU per object / KCM (QPS 1000)'s 0.36× (target ≤ 0.5×): meets\n",
+		"- burst 10000: apiserver+etcd CPU Signet / KCM (QPS 1000) 0.88× (target ≤ 1×): meets\n",
+		"- burst 10000: watcher peak RSS 101 MiB (target ≤ 100 MiB): MISSES target\n",
+		"- PCR burst 10000: throughput Signet / ceiling cannot be judged: the ceiling's figure is 0 (target ≥ 0.95×)\n",
+	} {
+		if !strings.Contains(got, line) {
+			t.Errorf("targets lack %q:\n%s", line, got)
+		}
+	}
+}
+
 // TestTargetsBoundaries: a ratio exactly on the target meets it; just past it does not.
 func TestTargetsBoundaries(t *testing.T) {
 	sec := time.Second
