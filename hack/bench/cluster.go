@@ -128,8 +128,9 @@ type result struct {
 	requests requestCounts
 	points   []point
 	negative int
-	busy     float64 // share of all cores busy in the second before the scenario started
-	rounds   int     // runs of this scenario; this result is their median
+	busy     float64  // share of all cores busy in the second before the scenario started
+	rounds   int      // runs of this scenario; this result is their median
+	runs     []result // on the median: every run of the scenario, in round order
 	// breakdown (Signet only; zero calls when not measured) is where the time of the run's
 	// signing calls went, from the processes' metrics.
 	breakdown breakdown
@@ -149,6 +150,7 @@ func medianRun(runs []result) result {
 	})
 	m := sorted[(len(sorted)-1)/2]
 	m.rounds = len(runs)
+	m.runs = runs
 	return m
 }
 

@@ -84,6 +84,7 @@ func clusterTable(results []result, kubeVersion string, elapsed time.Duration) s
 		}
 	}
 	sb.WriteString(targets(results))
+	sb.WriteString(roundByRound(results))
 	sb.WriteString("\nMachine busy (all cores, one-second sample) just before each scenario, after waiting up to 60 s for < 15 %:")
 	for _, r := range results {
 		fmt.Fprintf(&sb, " %s / %s %.0f %%;", r.load.label, r.signer.label, 100*r.busy)
@@ -238,4 +239,60 @@ func targets(results []result) string {
 		return ""
 	}
 	return "\nTargets:\n\n" + sb.String()
+}
+
+// roundByRound gives, for every burst run more than once, Signet's ratios to its anchor (KCM
+// at QPS 1000 for CSRs, the ceiling for PodCertificateRequests) round by round: each round
+// runs its scenarios back to back, while the median rows may come from different rounds.
+func roundByRound(results []result) string {
+	find := func(load, kind string, qps int) *result {
+		for i := range results {
+			r := &results[i]
+			if r.load.label == load && r.signer.kind == kind && r.signer.qps == qps && !r.signer.trustBundlesOff {
+				return r
+			}
+		}
+		return nil
+	}
+	join := func(ratios []float64) string {
+		parts := make([]string, len(ratios))
+		for i, v := range ratios {
+			parts[i] = fmt.Sprintf("%.2f×", v)
+		}
+		return strings.Join(parts, " / ")
+	}
+	var sb strings.Builder
+	for _, signet := range results {
+		if signet.signer.kind != "signet" || signet.signer.trustBundlesOff || signet.load.rate != 0 || len(signet.runs) < 2 {
+			continue
+		}
+		anchor, name := find(signet.load.label, "kcm", 1000), "KCM (QPS 1000)"
+		if signet.load.pcr {
+			anchor, name = find(signet.load.label, "ceiling", 0), "ceiling"
+		}
+		if anchor == nil || len(anchor.runs) != len(signet.runs) {
+			continue
+		}
+		var tput, cpu []float64
+		for i, s := range signet.runs {
+			a := anchor.runs[i]
+			if a.throughput() > 0 {
+				tput = append(tput, s.throughput()/a.throughput())
+			}
+			if !signet.load.pcr && len(s.cpuEach) == 2 && s.signed > 0 && a.signed > 0 && a.cpu() > 0 {
+				cpu = append(cpu, (s.cpuEach[1]/float64(s.signed))/(a.cpu()/float64(a.signed)))
+			}
+		}
+		if len(tput) == len(signet.runs) {
+			fmt.Fprintf(&sb, " %s: throughput Signet / %s %s", signet.load.label, name, join(tput))
+			if len(cpu) == len(signet.runs) {
+				fmt.Fprintf(&sb, ", watcher CPU per object / KCM's %s", join(cpu))
+			}
+			sb.WriteString(";")
+		}
+	}
+	if sb.Len() == 0 {
+		return ""
+	}
+	return "\nRound by round (each round runs its scenarios back to back; the median rows above may come from different rounds):" + sb.String() + "\n"
 }

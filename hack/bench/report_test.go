@@ -216,6 +216,39 @@ func TestTargetsStorm(t *testing.T) {
 	}
 }
 
+// TestRoundByRound: Signet's ratios to its anchor are given per round, in round order, for
+// bursts run more than once: throughput (and the watcher's CPU per object for CSRs) against
+// KCM at QPS 1000, throughput against the ceiling for PodCertificateRequests.
+func TestRoundByRound(t *testing.T) {
+	sec := time.Second
+	storm := workload{label: "burst 10000", n: 10000}
+	pcrStorm := workload{label: "PCR burst 10000", n: 10000, pcr: true}
+	cpu := func(r result, each ...float64) result { r.cpuEach = each; return r }
+	kcm := []result{
+		cpu(run(kcmFast, storm, 10000, 50*sec, 0, 0, 0), 14),
+		cpu(run(kcmFast, storm, 10000, 40*sec, 0, 0, 0), 16),
+	}
+	signet := []result{
+		cpu(run(signetSigner, storm, 10000, 40*sec, 0, 0, 0), 10, 7),  // 1.25×, 0.50×
+		cpu(run(signetSigner, storm, 10000, 50*sec, 0, 0, 0), 10, 12), // 0.80×, 0.75×
+	}
+	ceiling := []result{run(ceilingSigner, pcrStorm, 10000, 25*sec, 0, 0, 0), run(ceilingSigner, pcrStorm, 10000, 20*sec, 0, 0, 0)}
+	pcr := []result{run(signetSigner, pcrStorm, 10000, 25*sec, 0, 0, 0), run(signetSigner, pcrStorm, 10000, 25*sec, 0, 0, 0)} // 1.00×, 0.80×
+	results := []result{medianRun(kcm), medianRun(signet), medianRun(ceiling), medianRun(pcr),
+		// Run once: no line.
+		medianRun([]result{run(kcmFast, burstLoad, 1000, sec, 0, 0, 0)}), medianRun([]result{run(signetSigner, burstLoad, 1000, sec, 0, 0, 0)})}
+	got := roundByRound(results)
+	want := "\nRound by round (each round runs its scenarios back to back; the median rows above may come from different rounds):" +
+		" burst 10000: throughput Signet / KCM (QPS 1000) 1.25× / 0.80×, watcher CPU per object / KCM's 0.50× / 0.75×;" +
+		" PCR burst 10000: throughput Signet / ceiling 1.00× / 0.80×;\n"
+	if got != want {
+		t.Errorf("roundByRound =\n%q\nwant\n%q", got, want)
+	}
+	if got := roundByRound(results[4:]); got != "" {
+		t.Errorf("one round: %q, want nothing", got)
+	}
+}
+
 // TestTargetsBoundaries: a ratio exactly on the target meets it; just past it does not.
 func TestTargetsBoundaries(t *testing.T) {
 	sec := time.Second
