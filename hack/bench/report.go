@@ -154,20 +154,24 @@ const (
 	stormPCRToCeiling = 0.95
 )
 
+// findResult returns the result of workload load for the signer of kind and qps (with trust
+// bundle publishing on, as deployed), or nil.
+func findResult(results []result, load, kind string, qps int) *result {
+	for i := range results {
+		r := &results[i]
+		if r.load.label == load && r.signer.kind == kind && r.signer.qps == qps && !r.signer.trustBundlesOff {
+			return r
+		}
+	}
+	return nil
+}
+
 // targets states, for every workload, Signet's ratios against the speed targets: burst
 // throughput ≥ 0.95 × KCM at QPS 1000 and ≥ 10 × KCM at its default QPS; paced p50 ≤ 1.5 ×
 // and p99 ≤ 2 × KCM's (QPS 1000: the faster KCM); and from stormBurst objects on, the
 // renewal-storm targets above.
 func targets(results []result) string {
-	find := func(load, kind string, qps int) *result {
-		for i := range results {
-			r := &results[i]
-			if r.load.label == load && r.signer.kind == kind && r.signer.qps == qps && !r.signer.trustBundlesOff {
-				return r
-			}
-		}
-		return nil
-	}
+	find := func(load, kind string, qps int) *result { return findResult(results, load, kind, qps) }
 	var sb strings.Builder
 	seen := map[string]bool{}
 	for _, r := range results {
@@ -245,15 +249,7 @@ func targets(results []result) string {
 // at QPS 1000 for CSRs, the ceiling for PodCertificateRequests) round by round: each round
 // runs its scenarios back to back, while the median rows may come from different rounds.
 func roundByRound(results []result) string {
-	find := func(load, kind string, qps int) *result {
-		for i := range results {
-			r := &results[i]
-			if r.load.label == load && r.signer.kind == kind && r.signer.qps == qps && !r.signer.trustBundlesOff {
-				return r
-			}
-		}
-		return nil
-	}
+	find := func(load, kind string, qps int) *result { return findResult(results, load, kind, qps) }
 	join := func(ratios []float64) string {
 		parts := make([]string, len(ratios))
 		for i, v := range ratios {
