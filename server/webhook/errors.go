@@ -14,14 +14,6 @@ import (
 	"github.com/signet-pki/signet/server/wire"
 )
 
-// Retry-After of the transient answers, in seconds: a rate limit refills within a second or
-// so; a ledger or key that cannot be used needs the server a few seconds to recover (the
-// health loop and the key's re-open run every second).
-const (
-	retryAfterRateLimited = 1
-	retryAfterUnavailable = 5
-)
-
 // errorInfoType is the type URL of the ErrorInfo detail in an error body.
 const errorInfoType = "type.googleapis.com/google.rpc.ErrorInfo"
 
@@ -69,8 +61,7 @@ func codeName(c uint32) string {
 
 // answerFor is the answer to an error of the decision core, or of the webhook's own checks
 // (which wrap the core's sentinels): the HTTP status, gRPC code and reason of server/wire's
-// table for its Reason, decision.PublicMessage as the message, and a Retry-After for the
-// transient ones (429 and 503). A caller that went away gets CANCELLED (499, as the Google
+// table for its Reason (its Retry-After too), decision.PublicMessage as the message. A caller that went away gets CANCELLED (499, as the Google
 // APIs answer) or DEADLINE_EXCEEDED (504), which no one reads.
 func answerFor(err error) answer {
 	switch {
@@ -81,26 +72,18 @@ func answerFor(err error) answer {
 	}
 	reason, _ := decision.Classify(err)
 	a := wire.For(reason)
-	ans := answer{
+	return answer{
 		httpStatus: a.HTTPStatus,
 		status:     codeName(uint32(a.Code)),
 		reason:     signetv1.ReasonName(a.Reason),
 		message:    decision.PublicMessage(err),
+		retryAfter: a.RetryAfter,
 	}
-	switch a.HTTPStatus {
-	case http.StatusTooManyRequests:
-		ans.retryAfter = retryAfterRateLimited
-	case http.StatusServiceUnavailable:
-		if reason != decision.ReasonLedgerRestartRequired { // only an operator can cure it
-			ans.retryAfter = retryAfterUnavailable
-		}
-	}
-	return ans
 }
 
 // unavailable is a 503 of the webhook itself (the server is stopping).
 func unavailable(message string) answer {
-	return answer{httpStatus: http.StatusServiceUnavailable, status: rpccode.Code_UNAVAILABLE.String(), message: message, retryAfter: retryAfterUnavailable}
+	return answer{httpStatus: http.StatusServiceUnavailable, status: rpccode.Code_UNAVAILABLE.String(), message: message, retryAfter: wire.RetryAfterUnavailable}
 }
 
 // writeError writes a as the error body.

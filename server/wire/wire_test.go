@@ -21,6 +21,12 @@ func TestEveryReasonIsAnswered(t *testing.T) {
 		if a.HTTPStatus < 400 || a.HTTPStatus > 599 {
 			t.Errorf("%s: HTTP status %d is not an error", r, a.HTTPStatus)
 		}
+		// A Retry-After only on what a retry of the same server may get past (429, 503), and
+		// on every such answer but the one that needs an operator.
+		retryable := a.HTTPStatus == 429 || (a.HTTPStatus == 503 && r != decision.ReasonLedgerRestartRequired)
+		if (a.RetryAfter > 0) != retryable {
+			t.Errorf("%s: HTTP %d with Retry-After %d", r, a.HTTPStatus, a.RetryAfter)
+		}
 		used[a.Reason] = true
 	}
 	for v := range signetv1.ErrorReason_name {
