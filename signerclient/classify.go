@@ -10,13 +10,14 @@ import (
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 )
 
-// reasonRateLimited is the reason of the server's rate limits, the one ResourceExhausted
-// that a retry can get past.
-var reasonRateLimited = signetv1.ConditionReason(signetv1.ReasonName(signetv1.ErrorReason_ERROR_REASON_RATE_LIMITED))
-
-// reasonLedgerRestartRequired is the reason of a server whose ledger needs an operator: a
-// FailedPrecondition that is not about the request.
-var reasonLedgerRestartRequired = signetv1.ConditionReason(signetv1.ReasonName(signetv1.ErrorReason_ERROR_REASON_LEDGER_RESTART_REQUIRED))
+// notAboutTheRequest are the reasons whose gRPC code is otherwise final for the object
+// (ResourceExhausted, FailedPrecondition) but which say nothing against the request: the
+// server's rate limits, and a server whose ledger needs an operator. Another try, later or
+// on another server, can sign it.
+var notAboutTheRequest = map[string]bool{
+	signetv1.ConditionReason(signetv1.ReasonName(signetv1.ErrorReason_ERROR_REASON_RATE_LIMITED)):            true,
+	signetv1.ConditionReason(signetv1.ReasonName(signetv1.ErrorReason_ERROR_REASON_LEDGER_RESTART_REQUIRED)): true,
+}
 
 // Reasons used when the server's error carries no ErrorInfo.
 const (
@@ -62,10 +63,8 @@ func Classify(err error) (reason string, message string, terminal bool) {
 	st := carrier.GRPCStatus()
 	reason = errorInfoReason(st)
 	switch st.Code() {
-	case codes.InvalidArgument, codes.FailedPrecondition:
-		terminal = reason != reasonLedgerRestartRequired
-	case codes.ResourceExhausted:
-		terminal = reason != reasonRateLimited
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.ResourceExhausted:
+		terminal = !notAboutTheRequest[reason]
 	}
 	if reason == "" {
 		reason = ReasonSignerUnavailable
