@@ -75,6 +75,11 @@ func tamperCases() []tamperCase {
 			l[2] = strings.Replace(l[2], `"seq":3,`, `"seq": 3,`, 1)
 			return l
 		}, "record 3 (line 3 of ledger-000001.jsonl): not in canonical encoding — the line was rewritten", 3, 2},
+		{"last record swollen past a ledger line and re-hashed", func(t *testing.T, l []string) []string {
+			// Verify once let it through; Open then panicked adding it to the tree.
+			l[29] = rehash(t, l[29], func(r *ledger.Record) { r.Requester = strings.Repeat("a", 1<<20) })
+			return l
+		}, "line 30 of ledger-000001.jsonl: 1048", 30, 29},
 		{"garbage line", func(_ *testing.T, l []string) []string {
 			l[8] = "not json\n"
 			return l

@@ -167,11 +167,15 @@ func (c *chain) accept(r Record) {
 	c.prevHash = r.Hash
 }
 
-// check decodes the line at c.sc.line and checks it against the chain, in this order: it
-// decodes, its Hash matches its content, it is canonical, its seq follows, its decision is
+// check decodes the line at c.sc.line and checks it against the chain, in this order: it is
+// shorter than maxWrite, it decodes, its Hash matches its content, it is canonical, its seq follows, its decision is
 // valid, its PrevHash links to the record before it.
 func (c *chain) check(line []byte) (Record, error) {
 	n, want := c.sc.line, c.rep.LastSeq+1
+	if len(line) >= maxWrite { // Append refuses such a record; it is not a tree leaf either
+		return Record{}, c.problem(n, want, "line %d of %s: %d bytes, longer than any line the ledger writes (less than %d) — the line was not written by the ledger",
+			n, segmentName, len(line), maxWrite)
+	}
 	r, canonical, err := decodeLine(line)
 	if err != nil {
 		return r, c.problem(n, want, "line %d of %s: not a ledger record (%v) — the line was damaged", n, segmentName, err)
