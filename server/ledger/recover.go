@@ -51,6 +51,12 @@ func (l *Ledger) checkAfterSync(acked int64) error {
 		return nil
 	}
 	l.lastCheck = now
+	return l.checkRestore(acked)
+}
+
+// checkRestore checks the segment, restores a removed one with the first acked bytes of the
+// open file, and returns ErrRestartRequired (wrapped) for a replaced one.
+func (l *Ledger) checkRestore(acked int64) error {
 	err := l.checkSegment()
 	if errors.Is(err, errSegmentRemoved) {
 		err = l.restore(acked)
@@ -77,8 +83,8 @@ func (l *Ledger) tryCheck() { l.asWriter(l.checkIdle) }
 
 func (l *Ledger) checkIdle() {
 	if l.Err() == nil {
-		l.lastCheck = time.Time{}
-		if err := l.checkAfterSync(l.off); err != nil {
+		l.lastCheck = time.Now()
+		if err := l.checkRestore(l.off); err != nil {
 			l.setFailed(fmt.Errorf("appending to ledger %s: %w: %w", l.dir, ErrUnavailable, err))
 		}
 	}
@@ -164,11 +170,8 @@ func (l *Ledger) tryRecover() { l.asWriter(l.recover) }
 // closed with the first error.
 func (l *Ledger) recover() {
 	failed := l.Err()
-	err := l.checkSegment()
-	if errors.Is(err, errSegmentRemoved) {
-		err = l.restore(l.off)
-	}
-	if err = l.replaced(err); errors.Is(err, ErrRestartRequired) {
+	err := l.checkRestore(l.off)
+	if errors.Is(err, ErrRestartRequired) {
 		l.setFailed(fmt.Errorf("appending to ledger %s: %w", l.dir, err))
 		return
 	}
