@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/signet-pki/signet/ledgerproof"
+	"github.com/signet-pki/signet/watcher/internal/looptest"
 	"github.com/signet-pki/signet/watcher/witness"
 )
 
@@ -183,18 +184,6 @@ func (f *fixture) stored(t *testing.T) ledgerproof.Checkpoint {
 	return cp
 }
 
-func (f *fixture) events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-f.rec.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
-
 func TestWitness(t *testing.T) {
 	_, edKey, _ := ed25519.GenerateKey(rand.Reader)
 	ecKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -231,14 +220,14 @@ func TestWitness(t *testing.T) {
 			if f.stored(t).Size != 12 {
 				t.Error("the witnessed checkpoint was overwritten by the shrunk one")
 			}
-			if ev := f.events(); len(ev) != 1 || !strings.HasPrefix(ev[0], "Warning "+witness.ReasonLedgerShrunk) {
+			if ev := looptest.Events(f.rec); len(ev) != 1 || !strings.HasPrefix(ev[0], "Warning "+witness.ReasonLedgerShrunk) {
 				t.Errorf("events = %q, want one Warning %s", ev, witness.ReasonLedgerShrunk)
 			}
 			if r, _, ok := f.m.last(); r != witness.ResultAlarm || ok {
 				t.Errorf("metrics = %s consistent=%v, want alarm", r, ok)
 			}
 			f.check(t) // the same alarm again: no second Event
-			if ev := f.events(); len(ev) != 0 {
+			if ev := looptest.Events(f.rec); len(ev) != 0 {
 				t.Errorf("repeated alarm recorded Events again: %q", ev)
 			}
 
@@ -255,7 +244,7 @@ func TestWitness(t *testing.T) {
 			if f.w.Alarm() != nil || f.stored(t).Size != 13 {
 				t.Fatalf("restored log: alarm %v, stored %d", f.w.Alarm(), f.stored(t).Size)
 			}
-			if ev := f.events(); len(ev) != 2 || !strings.HasPrefix(ev[1], "Normal "+witness.ReasonLedgerConsistent) {
+			if ev := looptest.Events(f.rec); len(ev) != 2 || !strings.HasPrefix(ev[1], "Normal "+witness.ReasonLedgerConsistent) {
 				t.Errorf("events = %q, want the fork's Warning then Normal %s", ev, witness.ReasonLedgerConsistent)
 			}
 		})
@@ -289,7 +278,7 @@ func TestWitnessUntrustedKey(t *testing.T) {
 	if err := f.w.Blocked(); err != nil {
 		t.Errorf("SignOnAlarm: Blocked() = %v, want nil", err)
 	}
-	if ev := f.events(); len(ev) != 1 || !strings.HasPrefix(ev[0], "Warning "+witness.ReasonLedgerUntrusted) {
+	if ev := looptest.Events(f.rec); len(ev) != 1 || !strings.HasPrefix(ev[0], "Warning "+witness.ReasonLedgerUntrusted) {
 		t.Errorf("events = %q", ev)
 	}
 }
