@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"time"
+
+	"github.com/signet-pki/signet/server/checkpoint"
 )
 
 // Started: the first record of a new history, which an operator started with
@@ -32,7 +34,7 @@ type NewHistory struct {
 
 // archivedFiles are the files of a history that StartNewHistory moves to the archive: the
 // segment and the checkpoint the server kept of it (its key stays: the log keeps its name).
-var archivedFiles = []string{segmentName, "checkpoint"}
+var archivedFiles = []string{segmentName, checkpoint.FileName}
 
 // StartNewHistory starts a new history in the ledger directory dir, for when the previous one
 // was lost or cannot be trusted and the server refuses to start on it: with the server
