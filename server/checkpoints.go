@@ -69,7 +69,7 @@ func (s *Server) openCheckpoints(ctx context.Context) error {
 		}
 	}
 	cp, err := checkpoint.New(tree, checkpoint.Options{
-		Origin: origin, Signer: signer, Verifier: verifier, Dir: s.cfg.Ledger.Dir,
+		Origin: origin, Signer: signer, Dir: s.cfg.Ledger.Dir,
 		Interval: cc.Interval.Duration, Logger: s.log,
 		Observe: func(size int64, lag time.Duration) { s.metrics.ObserveCheckpoint(size, lag) },
 	})

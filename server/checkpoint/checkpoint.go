@@ -44,10 +44,8 @@ var ErrBehind = errors.New("the ledger is not consistent with its last checkpoin
 type Options struct {
 	// Origin names the log: the checkpoint's first line and the signature's key name.
 	Origin string
-	// Signer signs the checkpoints (ledgerproof.NewNoteSigner); Verifier checks them, the
-	// one kept in Dir included.
-	Signer   note.Signer
-	Verifier note.Verifier
+	// Signer signs the checkpoints (ledgerproof.NewNoteSigner).
+	Signer note.Signer
 	// Dir is where the latest checkpoint is kept (the ledger directory).
 	Dir string
 	// Interval is the least time between two checkpoints. Default DefaultInterval.
@@ -87,8 +85,8 @@ func New(tree *ledgerproof.Tree, opts Options) (*Checkpointer, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	if opts.Signer == nil || opts.Verifier == nil || opts.Origin == "" {
-		return nil, errors.New("creating checkpointer: origin, signer and verifier are required")
+	if opts.Signer == nil || opts.Origin == "" {
+		return nil, errors.New("creating checkpointer: origin and signer are required")
 	}
 	// Temporary files of writes a crash interrupted (writeFile's).
 	if stale, _ := filepath.Glob(filepath.Join(opts.Dir, "."+FileName+"-*")); len(stale) > 0 {

@@ -121,7 +121,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 // options returns Options for k writing to a new directory, logging to t and observing into o.
 func options(t testing.TB, k key, o *observer, interval time.Duration, clk clock.Clock) checkpoint.Options {
 	return checkpoint.Options{
-		Origin: origin, Signer: k.signer, Verifier: k.verifier, Dir: t.TempDir(),
+		Origin: origin, Signer: k.signer, Dir: t.TempDir(),
 		Interval: interval, Observe: o.observe, Clock: clk,
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
 	}
@@ -255,7 +255,7 @@ func TestNewSignsTheTree(t *testing.T) {
 	}
 }
 
-// TestNewRefusesIncompleteOptions: New needs an origin, a signer, a verifier and a directory
+// TestNewRefusesIncompleteOptions: New needs an origin, a signer and a directory
 // it can write the checkpoint file in.
 func TestNewRefusesIncompleteOptions(t *testing.T) {
 	k := newKey(t, "Ed25519", origin)
@@ -266,7 +266,6 @@ func TestNewRefusesIncompleteOptions(t *testing.T) {
 	}{
 		{"no origin", func(o *checkpoint.Options) { o.Origin = "" }},
 		{"no signer", func(o *checkpoint.Options) { o.Signer = nil }},
-		{"no verifier", func(o *checkpoint.Options) { o.Verifier = nil }},
 		{"no such directory", func(o *checkpoint.Options) { o.Dir = filepath.Join(o.Dir, "missing") }},
 	}
 	for _, tt := range tests {
@@ -553,11 +552,7 @@ func TestNewRemovesStaleTemporaryFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := ledgerproof.NewNoteVerifier("example.com/log", key.Public())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := checkpoint.New(&ledgerproof.Tree{}, checkpoint.Options{Origin: "example.com/log", Signer: s, Verifier: v, Dir: dir}); err != nil {
+	if _, err := checkpoint.New(&ledgerproof.Tree{}, checkpoint.Options{Origin: "example.com/log", Signer: s, Dir: dir}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
