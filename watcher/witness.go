@@ -120,8 +120,9 @@ func (c *Config) newWitness(d controllerDeps) (*witness.Witness, error) {
 }
 
 // gatedSigner is the signing server's client as the signing controllers use it: while the
-// witness's alarm pauses signing, every call fails as unavailable with reason
-// LEDGER_WITNESS_ALARM (the objects wait with back-off, up to the give-up deadlines).
+// witness pauses signing (its alarm is raised, or it has not checked yet this term), every
+// call fails as unavailable with reason LEDGER_WITNESS_ALARM (the objects wait with back-off,
+// up to the give-up deadlines, and are not failed).
 type gatedSigner struct {
 	*signerclient.Client
 	witness *witness.Witness // nil: no witness

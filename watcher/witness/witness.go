@@ -8,7 +8,8 @@
 // verify) or is signed by an unknown key raises the alarm: a Warning Event on the ConfigMap,
 // signet_watcher_ledger_witness_consistent 0, an ERROR log line, and, unless
 // Options.SignOnAlarm, signing pauses (Blocked; objects wait as for an unreachable server, up
-// to the controllers' give-up deadlines). The witnessed
+// to the controllers' give-up deadlines). Signing also waits for the first check of each
+// leader term, which reads the evidence an earlier term left. The witnessed
 // checkpoint is kept as evidence. The alarm clears when a later checkpoint is consistent with
 // it again (the server's ledger restored), or when an operator who has investigated deletes
 // the ConfigMap's entry for that log (the next checkpoint is then accepted as the new start).
@@ -130,13 +131,22 @@ func (w *Witness) HasSynced() bool {
 	return w.synced
 }
 
-// Blocked returns the raised alarm while signing must pause (nil otherwise).
+// ErrNotChecked is what Blocked returns until the first check of the server's ledger has
+// run: the ConfigMap may hold an alarm's evidence from an earlier term.
+var ErrNotChecked = errors.New("the ledger witness has not checked the signing server's ledger yet")
+
+// Blocked returns why signing must pause, nil when it may go on: the raised alarm, or
+// ErrNotChecked until the first check has run (a failed one too: a server that cannot be
+// reached raises no alarm). With Options.SignOnAlarm it is always nil.
 func (w *Witness) Blocked() error {
 	if w.opts.SignOnAlarm {
 		return nil
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if !w.synced {
+		return ErrNotChecked
+	}
 	return w.alarm
 }
 

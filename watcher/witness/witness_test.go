@@ -282,3 +282,34 @@ func TestWitnessUntrustedKey(t *testing.T) {
 		t.Errorf("events = %q", ev)
 	}
 }
+
+// TestWitnessBlockedUntilChecked: signing waits for the first check of a term (the ConfigMap
+// may hold an earlier term's alarm), and for one attempt only: a server that cannot be reached
+// does not keep it waiting.
+func TestWitnessBlockedUntilChecked(t *testing.T) {
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	l := newLog(t, key, 4)
+	f := newFixture(t, l, []crypto.PublicKey{key.Public()}, false)
+	if err := f.w.Blocked(); !errors.Is(err, witness.ErrNotChecked) {
+		t.Fatalf("before the first check: Blocked() = %v, want ErrNotChecked", err)
+	}
+	if f.w.Alarm() != nil {
+		t.Errorf("before the first check: Alarm() = %v, want nil", f.w.Alarm())
+	}
+	f.check(t)
+	if err := f.w.Blocked(); err != nil {
+		t.Fatalf("after a successful check: Blocked() = %v", err)
+	}
+
+	down := newFixture(t, l, []crypto.PublicKey{key.Public()}, false)
+	l.down = errors.New("connection refused")
+	down.check(t)
+	if err := down.w.Blocked(); err != nil {
+		t.Errorf("after a failed check: Blocked() = %v, want nil", err)
+	}
+
+	signing := newFixture(t, l, []crypto.PublicKey{key.Public()}, true)
+	if err := signing.w.Blocked(); err != nil {
+		t.Errorf("SignOnAlarm before the first check: Blocked() = %v, want nil", err)
+	}
+}
