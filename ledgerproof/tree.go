@@ -110,6 +110,33 @@ func (t *Tree) Checkpoint(origin string) (Checkpoint, error) {
 	return Checkpoint{Origin: origin, Size: t.size, Hash: h}, nil
 }
 
+// Extends reports whether the tree extends the checkpoint c: whether it has at least c.Size
+// leaves and the root of its first c.Size leaves is c.Hash, read together under one lock. It
+// returns nil if so; an error wrapping ErrShrunk when the tree has fewer leaves than c.Size
+// (records were removed from the end, or the tree is of an older copy); an error wrapping
+// ErrInconsistent when the root at c.Size differs (another history); and an error wrapping
+// ErrMalformedCheckpoint when c.Size is negative. The messages give the sizes or the two
+// roots. c's origin and extensions are not looked at, nor is any signature: open the signed
+// checkpoint first (OpenCheckpoint).
+func (t *Tree) Extends(c Checkpoint) error {
+	if c.Size < 0 {
+		return fmt.Errorf("%w: size %d is negative", ErrMalformedCheckpoint, c.Size)
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if c.Size > t.size {
+		return fmt.Errorf("%w: the tree has %d leaves, fewer than the %d the checkpoint covers", ErrShrunk, t.size, c.Size)
+	}
+	root, err := t.rootLocked(c.Size)
+	if err != nil {
+		return err
+	}
+	if root != c.Hash {
+		return fmt.Errorf("%w: the root of the tree's first %d leaves is %s, not the checkpoint's %s", ErrInconsistent, c.Size, root, c.Hash)
+	}
+	return nil
+}
+
 func (t *Tree) rootLocked(size int64) (tlog.Hash, error) {
 	if size < 0 || size > t.size {
 		return tlog.Hash{}, fmt.Errorf("tree root at size %d: the tree has %d leaves", size, t.size)

@@ -328,3 +328,45 @@ func TestParseHashes(t *testing.T) {
 		t.Errorf("a 31-byte hash: %v, want ErrMalformed", err)
 	}
 }
+
+// TestTreeExtends: a tree extends the checkpoints of its prefixes, and not a longer one
+// (ErrShrunk) nor one of another history (ErrInconsistent).
+func TestTreeExtends(t *testing.T) {
+	tr := buildTree(t, 7)
+	for size := range int64(8) {
+		root, err := tr.RootAt(size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.Extends(Checkpoint{Origin: testOrigin, Size: size, Hash: root}); err != nil {
+			t.Errorf("Extends(size %d, its own root) = %v, want nil", size, err)
+		}
+	}
+	longer, err := buildTree(t, 8).Checkpoint(testOrigin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = tr.Extends(longer)
+	if !errors.Is(err, ErrShrunk) || errors.Is(err, ErrInconsistent) || !strings.Contains(err.Error(), "has 7 leaves, fewer than the 8") {
+		t.Errorf("Extends(a checkpoint of 8) = %v, want ErrShrunk with both sizes", err)
+	}
+	var other Tree
+	for i := range int64(5) {
+		if _, err := other.Append(append(record(i+1), 'x')); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forked, err := other.Checkpoint(testOrigin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, _ := tr.RootAt(5)
+	err = tr.Extends(forked)
+	if !errors.Is(err, ErrInconsistent) || errors.Is(err, ErrShrunk) ||
+		!strings.Contains(err.Error(), "first 5 leaves is "+own.String()+", not the checkpoint's "+forked.Hash.String()) {
+		t.Errorf("Extends(another history) = %v, want ErrInconsistent with both roots", err)
+	}
+	if err := tr.Extends(Checkpoint{Size: -1}); !errors.Is(err, ErrMalformedCheckpoint) {
+		t.Errorf("Extends(size -1) = %v, want ErrMalformedCheckpoint", err)
+	}
+}

@@ -269,21 +269,20 @@ func (r *auditReport) audit(tree *ledgerproof.Tree, files []string, signed [][]b
 			r.OK, r.Reason, r.Problem = false, reason, fmt.Sprintf("checkpoint %s: %v", files[i], err)
 			return
 		}
-		if c.Size > tree.Size() {
+		switch err := tree.Extends(c); {
+		case errors.Is(err, ledgerproof.ErrShrunk):
 			r.OK, r.Reason = false, reasonLedgerShorter
 			r.Problem = fmt.Sprintf("checkpoint %s: the ledger has %d records, fewer than the %d the checkpoint covers — records were removed from its end or the directory was replaced by an older copy",
 				files[i], tree.Size(), c.Size)
 			return
-		}
-		root, err := tree.RootAt(c.Size)
-		if err != nil {
-			r.OK, r.Reason, r.Problem = false, reasonLedgerBroken, fmt.Sprintf("checkpoint %s: %v", files[i], err)
-			return
-		}
-		if root != c.Hash {
+		case errors.Is(err, ledgerproof.ErrInconsistent):
+			root, _ := tree.RootAt(c.Size)
 			r.OK, r.Reason = false, reasonOtherHistory
 			r.Problem = fmt.Sprintf("checkpoint %s: the root of the ledger's first %d records is %s, not the checkpoint's %s — the ledger holds another history than the one that was signed (records changed and re-chained, or the ledger replaced)",
 				files[i], c.Size, root, c.Hash)
+			return
+		case err != nil:
+			r.OK, r.Reason, r.Problem = false, reasonLedgerBroken, fmt.Sprintf("checkpoint %s: %v", files[i], err)
 			return
 		}
 		r.Checkpoints = append(r.Checkpoints, auditedCheckpoint{File: files[i], Origin: c.Origin, Size: c.Size, Root: c.Hash.String()})

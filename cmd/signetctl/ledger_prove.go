@@ -238,14 +238,15 @@ func proveOffline(dir, cpFile string, stdin io.Reader, target *proveTarget) (led
 		return ledgerproof.InclusionBundle{}, inputError("%v", err)
 	case leaf == nil:
 		return ledgerproof.InclusionBundle{}, failure("no record matches %s in the ledger %s", target, dir)
-	case c.Size > tree.Size():
+	}
+	switch err := tree.Extends(c); {
+	case errors.Is(err, ledgerproof.ErrShrunk):
 		return ledgerproof.InclusionBundle{}, failure("the ledger %s has %d records, fewer than the %d the checkpoint %s covers; run 'signetctl ledger audit'",
 			dir, tree.Size(), c.Size, cpFile)
 	case int64(seq) > c.Size:
 		return ledgerproof.InclusionBundle{}, failure("record %d is not yet covered by this checkpoint (%s, of size %d); retry once the server has signed a newer one, or give a newer --checkpoint",
 			seq, cpFile, c.Size)
-	}
-	if root, err := tree.RootAt(c.Size); err != nil || root != c.Hash {
+	case err != nil:
 		return ledgerproof.InclusionBundle{}, failure("the ledger's first %d records do not have the root of the checkpoint %s: it holds another history; run 'signetctl ledger audit'", c.Size, cpFile)
 	}
 	proof, err := tree.ProveInclusion(int64(seq)-1, c.Size)
