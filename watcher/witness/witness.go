@@ -94,9 +94,10 @@ type Witness struct {
 	src  Source
 	opts Options
 
-	mu     sync.Mutex
-	alarm  error // the raised alarm, nil when none
-	synced bool
+	mu          sync.Mutex
+	alarm       error  // the raised alarm, nil when none
+	alarmReason string // its Event's reason, "" when none
+	synced      bool
 }
 
 // New returns a Witness storing its checkpoints through cms (the ConfigMaps of its namespace).
@@ -157,32 +158,32 @@ func (w *Witness) Alarm() error {
 	return w.alarm
 }
 
-// check runs one check and records its outcome.
+// check runs one check and records its outcome. The alarm's Event and log line are recorded
+// when its reason changes, not on every period (its message holds sizes that change).
 func (w *Witness) check(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	cm, reason, err := w.checkOnce(ctx)
-	w.mu.Lock()
-	w.synced = true
-	prev := w.alarm
-	w.mu.Unlock()
-	switch {
-	case err != nil && reason == "":
+	if err != nil && reason == "" {
 		logger.V(2).Info("Ledger witness check failed; retrying next period", "err", err)
 		w.observe(ResultError)
-	case err != nil:
+		w.mu.Lock()
+		w.synced = true
+		w.mu.Unlock()
+		return
+	}
+	if err != nil {
 		w.observe(ResultAlarm)
-		w.setAlarm(err)
-		if prev == nil || prev.Error() != err.Error() {
-			logger.Error(err, "Ledger witness alarm", "reason", reason, "signing", w.opts.SignOnAlarm)
-			w.event(cm, corev1.EventTypeWarning, reason, err.Error())
-		}
-	default:
+	} else {
 		w.observe(ResultOK)
-		w.setAlarm(nil)
-		if prev != nil {
-			logger.Info("Ledger witness: the server's ledger is consistent again", "was", prev.Error())
-			w.event(cm, corev1.EventTypeNormal, ReasonLedgerConsistent, "the signing server's ledger is consistent with the witnessed checkpoint again")
-		}
+	}
+	prev, prevReason := w.setAlarm(reason, err)
+	switch {
+	case err != nil && reason != prevReason:
+		logger.Error(err, "Ledger witness alarm", "reason", reason, "signing", w.opts.SignOnAlarm)
+		w.event(cm, corev1.EventTypeWarning, reason, err.Error())
+	case err == nil && prev != nil:
+		logger.Info("Ledger witness: the server's ledger is consistent again", "was", prev.Error())
+		w.event(cm, corev1.EventTypeNormal, ReasonLedgerConsistent, "the signing server's ledger is consistent with the witnessed checkpoint again")
 	}
 }
 
@@ -192,13 +193,17 @@ func (w *Witness) observe(result string) {
 	}
 }
 
-func (w *Witness) setAlarm(err error) {
+// setAlarm records a check's outcome (err nil: no alarm) and that a check has run, and returns
+// the alarm and reason it replaces.
+func (w *Witness) setAlarm(reason string, err error) (prev error, prevReason string) {
 	w.mu.Lock()
-	w.alarm = err
+	prev, prevReason = w.alarm, w.alarmReason
+	w.alarm, w.alarmReason, w.synced = err, reason, true
 	w.mu.Unlock()
 	if w.opts.Metrics != nil {
 		w.opts.Metrics.SetConsistent(err == nil)
 	}
+	return prev, prevReason
 }
 
 func (w *Witness) event(cm *corev1.ConfigMap, eventType, reason, message string) {

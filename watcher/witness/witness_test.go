@@ -313,3 +313,36 @@ func TestWitnessBlockedUntilChecked(t *testing.T) {
 		t.Errorf("SignOnAlarm before the first check: Blocked() = %v, want nil", err)
 	}
 }
+
+// TestWitnessAlarmEventOnce: an alarm raised again with the same reason records no second
+// Event, though its message (the sizes) changed; one of another reason does.
+func TestWitnessAlarmEventOnce(t *testing.T) {
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	l := newLog(t, key, 8)
+	f := newFixture(t, l, []crypto.PublicKey{key.Public()}, false)
+	f.check(t)
+	l.replace(t, 5, "older copy")
+	f.check(t)
+	first := f.w.Alarm()
+	l.replace(t, 6, "older copy")
+	f.check(t)
+	second := f.w.Alarm()
+	if first == nil || second == nil || first.Error() == second.Error() {
+		t.Fatalf("alarms = %v, then %v; want two shrunk alarms with different sizes", first, second)
+	}
+	if !strings.Contains(second.Error(), "has 6 records") {
+		t.Errorf("alarm = %v, want the latest sizes", second)
+	}
+	if ev := looptest.Events(f.rec); len(ev) != 1 || !strings.HasPrefix(ev[0], "Warning "+witness.ReasonLedgerShrunk) {
+		t.Errorf("events = %q, want one Warning %s", ev, witness.ReasonLedgerShrunk)
+	}
+	if r, _, ok := f.m.last(); r != witness.ResultAlarm || ok {
+		t.Errorf("metrics = %s consistent=%v, want alarm", r, ok)
+	}
+
+	l.replace(t, 8, "same size")
+	f.check(t) // another reason: a new Event
+	if ev := looptest.Events(f.rec); len(ev) != 1 || !strings.HasPrefix(ev[0], "Warning "+witness.ReasonLedgerInconsistent) {
+		t.Errorf("events = %q, want one Warning %s", ev, witness.ReasonLedgerInconsistent)
+	}
+}
