@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/signet-pki/signet/internal/atomicfile"
 	"github.com/signet-pki/signet/internal/tlspki"
 	"github.com/signet-pki/signet/keystore/pemfile"
 )
@@ -255,7 +256,7 @@ func writeSecret(cmd *cobra.Command, path string, manifest []byte) error {
 		_, err := cmd.OutOrStdout().Write(manifest)
 		return err
 	}
-	if err := tlspki.WriteFileAtomic(path, manifest, 0o600); err != nil {
+	if err := atomicfile.Write(path, manifest, 0o600); err != nil {
 		return failure("%v", err)
 	}
 	return nil

@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/signet-pki/signet/internal/atomicfile"
 	"github.com/signet-pki/signet/internal/testpki"
 	"github.com/signet-pki/signet/internal/tlspki"
 	"github.com/signet-pki/signet/server/access"
@@ -39,7 +40,7 @@ func mountSecret(t *testing.T, manifest []byte, dir string) (caFile, certFile, k
 	t.Helper()
 	s := decodeSecret(t, manifest)
 	for key, data := range s.Data {
-		if err := tlspki.WriteFileAtomic(filepath.Join(dir, key), data, 0o600); err != nil {
+		if err := atomicfile.Write(filepath.Join(dir, key), data, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -303,7 +304,7 @@ func TestPKIWithSignetServer(t *testing.T) {
 		t.Errorf("the certificate Signet issued: %v", err)
 	}
 	for name, data := range map[string][]byte{"tls.crt": issued.Chain, "tls.key": keyPEM} {
-		if err := tlspki.WriteFileAtomic(filepath.Join(mount, name), data, 0o600); err != nil {
+		if err := atomicfile.Write(filepath.Join(mount, name), data, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/signet-pki/signet/internal/atomicfile"
 	"github.com/signet-pki/signet/internal/configfile"
 	"github.com/signet-pki/signet/keystore/pemfile"
 )
@@ -122,7 +123,7 @@ func (p *PKI) Write(dir string, force bool) error {
 		return fmt.Errorf("creating the PKI folder: %w", err)
 	}
 	for _, f := range files {
-		if err := WriteFileAtomic(filepath.Join(dir, f.name), f.data, f.mode); err != nil {
+		if err := atomicfile.Write(filepath.Join(dir, f.name), f.data, f.mode); err != nil {
 			return err
 		}
 	}
@@ -140,39 +141,6 @@ func Existing(paths ...string) ([]string, error) {
 		}
 	}
 	return found, nil
-}
-
-// WriteFileAtomic writes data to path with mode: into a temporary file in the same folder,
-// synced, then renamed over path, so that a reader sees the old or the new contents, never
-// a part; the folder is synced after the rename.
-func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename there is nothing to remove
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Chmod(mode)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
 }
 
 // CertPEM is cert as a PEM CERTIFICATE block.

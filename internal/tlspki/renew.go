@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/signet-pki/signet/internal/atomicfile"
 	"github.com/signet-pki/signet/keystore/pemfile"
 )
 
@@ -111,10 +112,10 @@ func Renew(dir string, leaf Leaf, opts RenewOptions) (*Renewal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("renewing %s: %w", leaf, err)
 	}
-	if err := WriteFileAtomic(filepath.Join(dir, keyName), keyPEM, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, keyName), keyPEM, 0o600); err != nil {
 		return nil, fmt.Errorf("renewing %s: %w", leaf, err)
 	}
-	if err := WriteFileAtomic(filepath.Join(dir, certName), CertPEM(renewed.Cert), 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, certName), CertPEM(renewed.Cert), 0o644); err != nil {
 		return nil, fmt.Errorf("renewing %s: %w", leaf, err)
 	}
 	return &Renewal{Old: old, New: renewed, CA: ca, Clamped: clamped}, nil
