@@ -7,14 +7,15 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/signet-pki/signet/internal/atomicfile"
 	"github.com/signet-pki/signet/keystore"
+	"github.com/signet-pki/signet/keystore/pemfile"
 	"github.com/signet-pki/signet/ledgerproof"
 	"github.com/signet-pki/signet/server/checkpoint"
 	"github.com/signet-pki/signet/server/ledger"
@@ -123,8 +124,8 @@ func (s *Server) closeCheckpoints() {
 	}
 }
 
-// ensureCheckpointKey creates an Ed25519 key at path (PKCS#8 PEM, mode 0600) unless a file is
-// there.
+// ensureCheckpointKey creates an Ed25519 key at path (PKCS#8 PEM, mode 0600, synced with its
+// folder) unless a file is there.
 func ensureCheckpointKey(path string) error {
 	if _, err := os.Stat(path); err == nil || !errors.Is(err, os.ErrNotExist) {
 		return err
@@ -133,22 +134,12 @@ func ensureCheckpointKey(path string) error {
 	if err != nil {
 		return fmt.Errorf("creating the ledger's checkpoint key: %w", err)
 	}
-	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	keyPEM, err := pemfile.MarshalPrivateKeyPEM(priv)
+	if err == nil {
+		err = atomicfile.Write(path, keyPEM, 0o600)
+	}
 	if err != nil {
 		return fmt.Errorf("creating the ledger's checkpoint key: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return fmt.Errorf("creating the ledger's checkpoint key: %w", err)
-	}
-	if err = pem.Encode(f, &pem.Block{Type: "PRIVATE KEY", Bytes: der}); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("creating the ledger's checkpoint key %s: %w", path, err)
 	}
 	return nil
 }

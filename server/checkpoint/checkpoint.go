@@ -22,6 +22,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 	"k8s.io/utils/clock"
 
+	"github.com/signet-pki/signet/internal/atomicfile"
 	"github.com/signet-pki/signet/ledgerproof"
 )
 
@@ -88,8 +89,8 @@ func New(tree *ledgerproof.Tree, opts Options) (*Checkpointer, error) {
 	if opts.Signer == nil || opts.Origin == "" {
 		return nil, errors.New("creating checkpointer: origin and signer are required")
 	}
-	// Temporary files of writes a crash interrupted (writeFile's).
-	if stale, _ := filepath.Glob(filepath.Join(opts.Dir, "."+FileName+"-*")); len(stale) > 0 {
+	// Temporary files of writes a crash interrupted.
+	if stale, _ := filepath.Glob(filepath.Join(opts.Dir, atomicfile.TempPattern(FileName))); len(stale) > 0 {
 		for _, p := range stale {
 			_ = os.Remove(p)
 		}
@@ -180,7 +181,9 @@ func (c *Checkpointer) sign() error {
 	if c.opts.Observe != nil && !pending.IsZero() {
 		c.opts.Observe(cp.Size, c.opts.Clock.Since(pending))
 	}
-	return writeFile(c.opts.Dir, signed)
+	// After a crash the file is the old checkpoint or the new one, either of which the ledger
+	// on disk extends.
+	return atomicfile.Write(filepath.Join(c.opts.Dir, FileName), signed, 0o600)
 }
 
 // Latest returns the latest signed checkpoint and its size.
@@ -196,30 +199,6 @@ func (c *Checkpointer) At(size int64) ([]byte, bool) {
 	defer c.mu.Unlock()
 	s, ok := c.signed[size]
 	return s, ok
-}
-
-// writeFile replaces dir's checkpoint file with signed: a temporary file, fsynced, renamed
-// over it. After a crash the file is the old checkpoint or the new one, either of which the
-// ledger on disk extends.
-func writeFile(dir string, signed []byte) error {
-	tmp, err := os.CreateTemp(dir, "."+FileName+"-*")
-	if err != nil {
-		return fmt.Errorf("writing checkpoint file: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(signed); err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, FileName))
-	}
-	if err != nil {
-		return fmt.Errorf("writing checkpoint file in %s: %w", dir, err)
-	}
-	return nil
 }
 
 // Check verifies that tree extends the checkpoint signed is (with v, for origin): it has at

@@ -543,7 +543,7 @@ func TestLagOfLateCue(t *testing.T) {
 // interrupted are removed at the next start.
 func TestNewRemovesStaleTemporaryFiles(t *testing.T) {
 	dir := t.TempDir()
-	stale := filepath.Join(dir, ".checkpoint-12345")
+	stale := filepath.Join(dir, ".checkpoint.tmp-12345")
 	if err := os.WriteFile(stale, []byte("half a checkpoint"), 0o600); err != nil {
 		t.Fatal(err)
 	}
