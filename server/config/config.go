@@ -16,6 +16,7 @@ import (
 	"github.com/signet-pki/signet/keystore"
 	"github.com/signet-pki/signet/server/access"
 	"github.com/signet-pki/signet/server/authority"
+	"github.com/signet-pki/signet/server/checkpoint"
 	"github.com/signet-pki/signet/server/idempotency"
 	"github.com/signet-pki/signet/server/lint"
 	"github.com/signet-pki/signet/server/profile"
@@ -34,6 +35,8 @@ const (
 	DefaultMaxLifetime    = 24 * time.Hour
 	DefaultReloadInterval = 10 * time.Second
 	DefaultRetention      = idempotency.DefaultRetention
+	// DefaultCheckpointInterval is ledger.checkpoint.interval's default.
+	DefaultCheckpointInterval = checkpoint.DefaultInterval
 	// DefaultMinPropagationDelay is signers[].rotation.minPropagationDelay's default.
 	DefaultMinPropagationDelay = time.Hour
 )
@@ -264,7 +267,7 @@ func (c *Config) Default() {
 		c.HTTP.Address = DefaultHTTPAddress
 	}
 	if c.Ledger.Checkpoint.Interval.Duration == 0 {
-		c.Ledger.Checkpoint.Interval.Duration = 250 * time.Millisecond
+		c.Ledger.Checkpoint.Interval.Duration = DefaultCheckpointInterval
 	}
 	if c.Idempotency.Retention.Duration == 0 {
 		c.Idempotency.Retention.Duration = DefaultRetention
