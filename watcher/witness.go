@@ -114,9 +114,20 @@ func (c *Config) newWitness(d controllerDeps) (*witness.Witness, error) {
 	}
 	return witness.New(d.kube.CoreV1(), d.client, witness.Options{
 		Namespace: ns, Name: lw.ConfigMapName, Keys: keys, Origins: lw.Origins,
-		Period: lw.Period.Duration, SignOnAlarm: lw.SignOnAlarm,
+		Period: lw.Period.Duration, SignOnAlarm: lw.SignOnAlarm, Pause: pausedStatus,
 		Recorder: d.recorder, Metrics: d.metrics.Witness(), Clock: d.clock,
 	})
+}
+
+// pausedStatus is the error of a signing call the witness pauses: unavailable, with reason
+// LEDGER_WITNESS_ALARM. The witness builds it once per alarm (witness.Options.Pause).
+func pausedStatus(cause error) error {
+	st, err := status.New(codes.Unavailable, "signing paused by the ledger witness: "+cause.Error()).
+		WithDetails(&errdetails.ErrorInfo{Reason: "LEDGER_WITNESS_ALARM", Domain: signetv1.ErrorDomain})
+	if err != nil {
+		return cause
+	}
+	return st.Err()
 }
 
 // gatedSigner is the signing server's client as the signing controllers use it: while the
@@ -128,20 +139,12 @@ type gatedSigner struct {
 	witness *witness.Witness // nil: no witness
 }
 
+// blocked returns the witness's ready-made pausedStatus, nil when signing may go on.
 func (g gatedSigner) blocked() error {
 	if g.witness == nil {
 		return nil
 	}
-	alarm := g.witness.Blocked()
-	if alarm == nil {
-		return nil
-	}
-	st, err := status.New(codes.Unavailable, "signing paused by the ledger witness: "+alarm.Error()).
-		WithDetails(&errdetails.ErrorInfo{Reason: "LEDGER_WITNESS_ALARM", Domain: signetv1.ErrorDomain})
-	if err != nil {
-		return alarm
-	}
-	return st.Err()
+	return g.witness.Blocked()
 }
 
 // SignCSR signs unless the witness pauses signing.

@@ -23,7 +23,7 @@ import (
 func TestGatedSignerBeforeFirstCheck(t *testing.T) {
 	pub, _, _ := ed25519.GenerateKey(rand.Reader)
 	w, err := witness.New(fake.NewClientset().CoreV1(), nil, witness.Options{
-		Namespace: "signet-system", Name: DefaultWitnessConfigMap, Keys: []crypto.PublicKey{pub}, Period: time.Hour})
+		Namespace: "signet-system", Name: DefaultWitnessConfigMap, Keys: []crypto.PublicKey{pub}, Period: time.Hour, Pause: pausedStatus})
 	if err != nil {
 		t.Fatal(err)
 	}

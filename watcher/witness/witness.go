@@ -83,9 +83,13 @@ type Options struct {
 	Period time.Duration
 	// SignOnAlarm keeps signing while the alarm is raised.
 	SignOnAlarm bool
-	Recorder    record.EventRecorder
-	Metrics     Metrics
-	Clock       clock.WithTicker
+	// Pause, if set, builds the error Blocked returns from why signing pauses (the alarm, or
+	// ErrNotChecked): once in New and once for each check that raises the alarm, not on
+	// every call of Blocked. Unset, Blocked returns the cause itself.
+	Pause    func(cause error) error
+	Recorder record.EventRecorder
+	Metrics  Metrics
+	Clock    clock.WithTicker
 }
 
 // Witness checks the signing server's ledger. Build it with New; Run it on the leader.
@@ -97,7 +101,9 @@ type Witness struct {
 	mu          sync.Mutex
 	alarm       error  // the raised alarm, nil when none
 	alarmReason string // its Event's reason, "" when none
+	blocked     error  // Pause(alarm), nil when none
 	synced      bool
+	notChecked  error // Pause(ErrNotChecked)
 }
 
 // New returns a Witness storing its checkpoints through cms (the ConfigMaps of its namespace).
@@ -108,7 +114,10 @@ func New(cms typedcorev1.ConfigMapsGetter, src Source, opts Options) (*Witness, 
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Witness{cms: cms.ConfigMaps(opts.Namespace), src: src, opts: opts}, nil
+	if opts.Pause == nil {
+		opts.Pause = func(cause error) error { return cause }
+	}
+	return &Witness{cms: cms.ConfigMaps(opts.Namespace), src: src, opts: opts, notChecked: opts.Pause(ErrNotChecked)}, nil
 }
 
 // Run checks now and then every period until ctx ends.
@@ -136,9 +145,9 @@ func (w *Witness) HasSynced() bool {
 // run: the ConfigMap may hold an alarm's evidence from an earlier term.
 var ErrNotChecked = errors.New("the ledger witness has not checked the signing server's ledger yet")
 
-// Blocked returns why signing must pause, nil when it may go on: the raised alarm, or
-// ErrNotChecked until the first check has run (a failed one too: a server that cannot be
-// reached raises no alarm). With Options.SignOnAlarm it is always nil.
+// Blocked returns why signing must pause, as Options.Pause built it, nil when it may go on:
+// the raised alarm, or ErrNotChecked until the first check has run (a failed one too: a
+// server that cannot be reached raises no alarm). With Options.SignOnAlarm it is always nil.
 func (w *Witness) Blocked() error {
 	if w.opts.SignOnAlarm {
 		return nil
@@ -146,9 +155,9 @@ func (w *Witness) Blocked() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.synced {
-		return ErrNotChecked
+		return w.notChecked
 	}
-	return w.alarm
+	return w.blocked
 }
 
 // Alarm returns the raised alarm, nil when none.
@@ -196,9 +205,13 @@ func (w *Witness) observe(result string) {
 // setAlarm records a check's outcome (err nil: no alarm) and that a check has run, and returns
 // the alarm and reason it replaces.
 func (w *Witness) setAlarm(reason string, err error) (prev error, prevReason string) {
+	var blocked error
+	if err != nil {
+		blocked = w.opts.Pause(err)
+	}
 	w.mu.Lock()
 	prev, prevReason = w.alarm, w.alarmReason
-	w.alarm, w.alarmReason, w.synced = err, reason, true
+	w.alarm, w.alarmReason, w.blocked, w.synced = err, reason, blocked, true
 	w.mu.Unlock()
 	if w.opts.Metrics != nil {
 		w.opts.Metrics.SetConsistent(err == nil)

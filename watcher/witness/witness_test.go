@@ -346,3 +346,46 @@ func TestWitnessAlarmEventOnce(t *testing.T) {
 		t.Errorf("events = %q, want one Warning %s", ev, witness.ReasonLedgerInconsistent)
 	}
 }
+
+// TestWitnessPause: Blocked returns the error Options.Pause built, once for each alarm (and
+// once for the pending first check), not once a call.
+func TestWitnessPause(t *testing.T) {
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	l := newLog(t, key, 8)
+	var built []error
+	w, err := witness.New(fake.NewClientset().CoreV1(), l, witness.Options{Namespace: ns, Name: cmName,
+		Keys: []crypto.PublicKey{key.Public()}, Period: time.Hour,
+		Pause: func(cause error) error {
+			built = append(built, cause)
+			return fmt.Errorf("paused: %w", cause)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ctx := ktesting.NewTestContext(t)
+	check := func() {
+		t.Helper()
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if err := w.Run(cctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		if err := w.Blocked(); !errors.Is(err, witness.ErrNotChecked) || !strings.HasPrefix(err.Error(), "paused: ") {
+			t.Fatalf("before the first check: Blocked() = %v", err)
+		}
+	}
+	check()
+	l.replace(t, 5, "older copy")
+	check()
+	first := w.Blocked()
+	for range 3 {
+		if err := w.Blocked(); err != first || !strings.Contains(err.Error(), "paused: ") || !strings.Contains(err.Error(), "shrank") {
+			t.Fatalf("alarm: Blocked() = %v, want the same paused error %v", err, first)
+		}
+	}
+	if len(built) != 2 || !errors.Is(built[0], witness.ErrNotChecked) || built[1] != w.Alarm() {
+		t.Errorf("Pause built %q, want once for the pending check and once for the alarm", built)
+	}
+}
