@@ -49,10 +49,10 @@ func (l *LedgerService) ProveInclusion(ctx context.Context, req *signetv1.ProveI
 	}
 	seq := req.GetSeq()
 	identity := ClientIdentity(ctx)
-	switch named := btoi(seq != 0) + btoi(req.GetSerialNumber() != "") + btoi(req.GetObjectUid() != ""); {
-	case named != 1:
+	switch {
+	case seq != 0 && (req.GetSerialNumber() != "" || req.GetObjectUid() != ""):
 		return nil, toStatus(fmt.Errorf("%w: give exactly one of serial_number, object_uid and seq", issuance.ErrMalformedRequest))
-	case seq == 0:
+	case seq == 0: // FindRecords refuses neither or both of serial_number and object_uid
 		recs, err := l.core.FindRecords(ctx, identity, req.GetObjectUid(), req.GetSerialNumber(), 1)
 		if err != nil {
 			return nil, toStatus(err)
@@ -112,11 +112,4 @@ func (l *LedgerService) checkpoint(size int64) ([]byte, int64, error) {
 		return nil, 0, status.Errorf(codes.NotFound, "no signed checkpoint of size %d is kept (the latest covers %d); ask for size 0, the latest", size, latest)
 	}
 	return signed, size, nil
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
