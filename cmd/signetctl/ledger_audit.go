@@ -65,19 +65,12 @@ func readCheckpointKey(path string) (crypto.PublicKey, error) {
 	return pub, nil
 }
 
-// readProofInput reads the file name, or stdin for "-"; errors are input errors (exit 2).
-func readProofInput(name, what string, stdin io.Reader) ([]byte, error) {
-	var (
-		data []byte
-		err  error
-	)
-	if name == "-" {
-		data, err = io.ReadAll(io.LimitReader(stdin, 8<<20))
-	} else {
-		data, err = os.ReadFile(name)
-	}
+// readCheckpoint reads a signed checkpoint from the file name, or stdin for "-" (readInput).
+// Errors are input errors (exit 2).
+func readCheckpoint(name string, stdin io.Reader) ([]byte, error) {
+	data, _, err := readInput(name, stdin)
 	if err != nil {
-		return nil, inputError("reading %s: %v", what, err)
+		return nil, inputError("reading --checkpoint: %v", err)
 	}
 	return data, nil
 }
@@ -237,7 +230,7 @@ exits 1; exits 2 when DIR, a checkpoint or the key cannot be read.
 		}
 		signed := make([][]byte, len(files))
 		for i, f := range files {
-			if signed[i], err = readProofInput(f, "--checkpoint", cmd.InOrStdin()); err != nil {
+			if signed[i], err = readCheckpoint(f, cmd.InOrStdin()); err != nil {
 				return err
 			}
 		}

@@ -209,7 +209,7 @@ func proveOffline(dir, cpFile string, stdin io.Reader, target *proveTarget) (led
 	if cpFile == "" {
 		cpFile = filepath.Join(dir, checkpoint.FileName)
 	}
-	signed, err := readProofInput(cpFile, "--checkpoint", stdin)
+	signed, err := readCheckpoint(cpFile, stdin)
 	if err != nil {
 		return ledgerproof.InclusionBundle{}, err
 	}
@@ -346,9 +346,9 @@ a log that shrank or was rewritten (keep such a bundle: with valid signatures it
 		if err != nil {
 			return err
 		}
-		data, err := readProofInput(args[0], "the proof bundle", cmd.InOrStdin())
+		data, _, err := readInput(args[0], cmd.InOrStdin())
 		if err != nil {
-			return err
+			return inputError("reading the proof bundle: %v", err)
 		}
 		r := proofReport{OK: true}
 		switch header := firstLine(data); header {
