@@ -50,7 +50,7 @@ func (c *Core) FindRecords(ctx context.Context, identity, objectUID, serial stri
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if !matches(r, objectUID, want) || !c.visible(identity, r) {
+		if !matches(r, objectUID, want) || !c.RecordVisible(identity, r) {
 			return nil
 		}
 		out = append(out, r)
@@ -80,13 +80,9 @@ func matches(r ledger.Record, objectUID string, want *big.Int) bool {
 	return ok && got.Cmp(want) == 0
 }
 
-// visible reports whether identity may see r: its own call for a signer it may use, or any
-// record of a signer it administers.
-// RecordVisible reports whether identity may see r: FindRecords's rule (its own calls for
-// signers it may use, every record of the signers it administers).
-func (c *Core) RecordVisible(identity string, r ledger.Record) bool { return c.visible(identity, r) }
-
-func (c *Core) visible(identity string, r ledger.Record) bool {
+// RecordVisible reports whether identity may see r (FindRecords's rule): its own call for a
+// signer it may use, or any record of a signer it administers.
+func (c *Core) RecordVisible(identity string, r ledger.Record) bool {
 	if c.admin(identity, r.Signer) {
 		return true
 	}
