@@ -460,9 +460,7 @@ func (c *Config) signerNames() []string {
 // resolvePaths makes relative file paths relative to dir.
 func (c *Config) resolvePaths(dir string) {
 	paths := []*string{&c.TLS.CertFile, &c.TLS.KeyFile, &c.TLS.ClientCAFile, &c.Ledger.Dir, &c.Ledger.Checkpoint.WitnessedFile}
-	if path, ok := keystore.FilePath(c.Ledger.Checkpoint.Key); ok && path == c.Ledger.Checkpoint.Key && path != "" {
-		paths = append(paths, &c.Ledger.Checkpoint.Key)
-	}
+	paths = append(paths, keyPath(&c.Ledger.Checkpoint.Key)...)
 	for i := range c.Signers {
 		s := &c.Signers[i]
 		paths = append(paths, caPaths(&s.Key, &s.Certificate, &s.Intermediates)...)
@@ -474,13 +472,17 @@ func (c *Config) resolvePaths(dir string) {
 	configfile.ResolvePaths(dir, paths...)
 }
 
-// caPaths are the file paths of one CA to resolve. Only a plain key path is resolved; a
-// file:// URI is taken as written. keystore parses the URI, so the config and the key store
-// never disagree on what names a file.
+// caPaths are the file paths of one CA to resolve.
 func caPaths(key, certificate, intermediates *string) []*string {
-	paths := []*string{certificate, intermediates}
+	return append([]*string{certificate, intermediates}, keyPath(key)...)
+}
+
+// keyPath is key if it is a plain file path to resolve, else nothing: a file:// URI is taken
+// as written, and so is any other key URI. keystore parses the URI, so the config and the key
+// store never disagree on what names a file.
+func keyPath(key *string) []*string {
 	if path, ok := keystore.FilePath(*key); ok && path == *key && path != "" {
-		paths = append(paths, key)
+		return []*string{key}
 	}
-	return paths
+	return nil
 }
