@@ -26,6 +26,7 @@ import (
 	"github.com/signet-pki/signet/watcher/metrics"
 	"github.com/signet-pki/signet/watcher/pcrsigner"
 	"github.com/signet-pki/signet/watcher/trustbundle"
+	"github.com/signet-pki/signet/watcher/witness"
 )
 
 // Component is the source component of the watcher's Events.
@@ -65,6 +66,7 @@ func Run(ctx context.Context, cfg *Config, kube kubeclient.Interface, logger klo
 	}
 	clk := clock.RealClock{}
 	m := metrics.New(c.SignerNames, csrsigner.Outcomes(), pcrsigner.Outcomes(), trustbundle.Reasons())
+	m.Witness().InitResults(witness.Results())
 
 	client, err := signerclient.New(c.signerClientConfig(clk, logger, m))
 	if err != nil {

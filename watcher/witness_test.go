@@ -4,6 +4,7 @@ import (
 	"crypto"
 	"crypto/ed25519"
 	"crypto/rand"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/signet-pki/signet/signerclient"
+	"github.com/signet-pki/signet/watcher/metrics"
 	"github.com/signet-pki/signet/watcher/witness"
 )
 
@@ -43,5 +45,19 @@ func TestGatedSignerBeforeFirstCheck(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("details = %v, want reason LEDGER_WITNESS_ALARM", st.Details())
+	}
+}
+
+// TestWitnessResultsExported: the checks counter is exported at 0 for every result the
+// witness records, from witness.Results().
+func TestWitnessResultsExported(t *testing.T) {
+	m := metrics.New([]string{"example.com/signer"}, nil, nil, nil)
+	m.Witness().InitResults(witness.Results())
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, r := range []string{witness.ResultOK, witness.ResultAlarm, witness.ResultError} {
+		if want := `signet_watcher_ledger_witness_checks_total{result="` + r + `"} 0`; !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 }

@@ -12,9 +12,6 @@ type WitnessMetrics struct {
 	consistent prometheus.Gauge
 }
 
-// Results of signet_watcher_ledger_witness_checks_total.
-var witnessResults = []string{"ok", "alarm", "error"}
-
 func newWitnessMetrics() *WitnessMetrics {
 	w := &WitnessMetrics{
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -30,9 +27,6 @@ func newWitnessMetrics() *WitnessMetrics {
 			Help: "1 while the signing server's ledger extends the checkpoint the cluster witnessed, 0 while the witness's alarm is raised.",
 		}),
 	}
-	for _, r := range witnessResults {
-		w.checks.WithLabelValues(r)
-	}
 	w.consistent.Set(1)
 	return w
 }
@@ -47,6 +41,17 @@ func (m *Metrics) Witness() *WitnessMetrics {
 		return nil
 	}
 	return m.witness
+}
+
+// InitResults exports signet_watcher_ledger_witness_checks_total at 0 for each result the
+// witness records (witness.Results(), its one list), before the first check.
+func (w *WitnessMetrics) InitResults(results []string) {
+	if w == nil {
+		return
+	}
+	for _, r := range results {
+		w.checks.WithLabelValues(r)
+	}
 }
 
 // ObserveCheck counts one check by result.

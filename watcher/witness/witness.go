@@ -63,6 +63,9 @@ const (
 	ResultError = "error"
 )
 
+// Results returns every result of Metrics.ObserveCheck.
+func Results() []string { return []string{ResultOK, ResultAlarm, ResultError} }
+
 // Reasons of the witness's Events.
 const (
 	ReasonLedgerShrunk       = "LedgerShrunk"
