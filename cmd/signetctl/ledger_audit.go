@@ -65,14 +65,16 @@ func readCheckpointKey(path string) (crypto.PublicKey, error) {
 	return pub, nil
 }
 
-// readCheckpoint reads a signed checkpoint from the file name, or stdin for "-" (readInput).
+// readCheckpoint reads a signed checkpoint from the file name, or stdin for "-" (readInput),
+// without the NUL bytes that may trail it: server/checkpoint.CheckFile ignores them in the
+// server's DIR/checkpoint, and a signed note never ends in one.
 // Errors are input errors (exit 2).
 func readCheckpoint(name string, stdin io.Reader) ([]byte, error) {
 	data, _, err := readInput(name, stdin)
 	if err != nil {
 		return nil, inputError("reading --checkpoint: %v", err)
 	}
-	return data, nil
+	return bytes.TrimRight(data, "\x00"), nil
 }
 
 // firstLine is the first line of a signed checkpoint: its origin.

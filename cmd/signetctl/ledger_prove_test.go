@@ -394,3 +394,25 @@ func TestLedgerProveOnline(t *testing.T) {
 		t.Errorf("prove at an unknown size: exit %d, stderr %q", code, errOut)
 	}
 }
+
+// TestLedgerProveCheckpointTrailingNULs: DIR/checkpoint ending in NUL bytes (which the
+// server's CheckFile ignores) still gives a bundle, without them.
+func TestLedgerProveCheckpointTrailingNULs(t *testing.T) {
+	key := newCheckpointKey(t, "ed25519")
+	dir := proveLedger(t, key.signer)
+	cp := filepath.Join(dir, "checkpoint")
+	signed := readFile(t, cp)
+	if err := os.WriteFile(cp, append(bytes.Clone(signed), make([]byte, 64)...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd("ledger", "prove", "--dir", dir, "--seq", "2")
+	if code != 0 || errOut != "" {
+		t.Fatalf("prove: exit %d, stderr %q", code, errOut)
+	}
+	if b := parseBundle(t, out); !bytes.Equal(b.SignedCheckpoint, signed) {
+		t.Errorf("the bundle's checkpoint is %q, want %q", b.SignedCheckpoint, signed)
+	}
+	if code, vout, _ := runIn([]byte(out), "ledger", "verify-proof", "--key", key.pubFile, "-"); code != 0 {
+		t.Errorf("verify-proof: exit %d, %q", code, vout)
+	}
+}
