@@ -91,9 +91,9 @@ func clusterTable(results []result, kubeVersion string, elapsed time.Duration) s
 	}
 	sb.WriteString("\n\nSignet's CPU and peak RSS by process (server on its own host in production; only the watcher shares the control plane's cores):")
 	for _, r := range results {
-		if r.signer.kind == "signet" && len(r.cpuEach) == 2 && r.signed > 0 {
+		if w, ok := r.watcherCPUPerObject(); ok {
 			fmt.Fprintf(&sb, " %s%s server %.2f s, watcher %.2f s (%.2f / %.2f ms per object)", r.load.label, offNote(r.signer), r.cpuEach[0], r.cpuEach[1],
-				1000*r.cpuEach[0]/float64(r.signed), 1000*r.cpuEach[1]/float64(r.signed))
+				1000*r.cpuEach[0]/float64(r.signed), 1000*w)
 			if len(r.rssEach) == 2 {
 				fmt.Fprintf(&sb, ", server %.0f MiB, watcher %.0f MiB", r.rssEach[0], r.rssEach[1])
 			}
@@ -184,18 +184,14 @@ func targets(results []result) string {
 		if signet == nil {
 			continue
 		}
-		// check states num/den against bound (at least, or at most); a zero anchor (KCM signed
-		// nothing, or a latency of 0) is reported, not judged.
-		check := func(name string, num, den, bound float64, atLeast bool) {
+		// check states num/den against bound (at least, or at most); a zero anchor (KCM or the
+		// ceiling signed nothing, or a latency of 0) is reported, not judged. anchor names it.
+		check := func(name, anchor string, num, den, bound float64, atLeast bool) {
 			op := "≤"
 			if atLeast {
 				op = "≥"
 			}
 			if den <= 0 {
-				anchor := "KCM's"
-				if strings.HasSuffix(name, "ceiling") {
-					anchor = "the ceiling's"
-				}
 				fmt.Fprintf(&sb, "- %s: %s cannot be judged: %s figure is 0 (target %s %g×)\n", load, name, anchor, op, bound)
 				return
 			}
@@ -208,22 +204,22 @@ func targets(results []result) string {
 		}
 		if r.load.rate == 0 {
 			if fast != nil {
-				check("throughput Signet / KCM (QPS 1000)", signet.throughput(), fast.throughput(), 0.95, true)
+				check("throughput Signet / KCM (QPS 1000)", "KCM's", signet.throughput(), fast.throughput(), 0.95, true)
 			}
 			if slow != nil {
-				check("throughput Signet / KCM (default QPS)", signet.throughput(), slow.throughput(), 10, true)
+				check("throughput Signet / KCM (default QPS)", "KCM's", signet.throughput(), slow.throughput(), 10, true)
 			}
 			if r.load.n < stormBurst {
 				continue
 			}
 			if ceiling := find(load, "ceiling", 0); r.load.pcr && ceiling != nil {
-				check("throughput Signet / ceiling", signet.throughput(), ceiling.throughput(), stormPCRToCeiling, true)
+				check("throughput Signet / ceiling", "the ceiling's", signet.throughput(), ceiling.throughput(), stormPCRToCeiling, true)
 			}
-			if fast != nil && len(signet.cpuEach) == 2 && signet.signed > 0 && fast.signed > 0 {
-				check("watcher CPU per object / KCM (QPS 1000)'s", signet.cpuEach[1]/float64(signet.signed), fast.cpu()/float64(fast.signed), stormWatcherCPU, false)
+			if w, ok := signet.watcherCPUPerObject(); ok && fast != nil {
+				check("watcher CPU per object / KCM (QPS 1000)'s", "KCM's", w, fast.cpuPerObject(), stormWatcherCPU, false)
 			}
 			if fast != nil {
-				check("apiserver+etcd CPU Signet / KCM (QPS 1000)", signet.planeCPU, fast.planeCPU, stormPlaneCPU, false)
+				check("apiserver+etcd CPU Signet / KCM (QPS 1000)", "KCM's", signet.planeCPU, fast.planeCPU, stormPlaneCPU, false)
 			}
 			if !r.load.pcr && len(signet.rssEach) == 2 {
 				verdict := "meets"
@@ -235,8 +231,8 @@ func targets(results []result) string {
 			continue
 		}
 		if fast != nil {
-			check("p50 Signet / KCM (QPS 1000)", signet.p50.Seconds(), fast.p50.Seconds(), 1.5, false)
-			check("p99 Signet / KCM (QPS 1000)", signet.p99.Seconds(), fast.p99.Seconds(), 2, false)
+			check("p50 Signet / KCM (QPS 1000)", "KCM's", signet.p50.Seconds(), fast.p50.Seconds(), 1.5, false)
+			check("p99 Signet / KCM (QPS 1000)", "KCM's", signet.p99.Seconds(), fast.p99.Seconds(), 2, false)
 		}
 	}
 	if sb.Len() == 0 {
@@ -275,8 +271,8 @@ func roundByRound(results []result) string {
 			if a.throughput() > 0 {
 				tput = append(tput, s.throughput()/a.throughput())
 			}
-			if !signet.load.pcr && len(s.cpuEach) == 2 && s.signed > 0 && a.signed > 0 && a.cpu() > 0 {
-				cpu = append(cpu, (s.cpuEach[1]/float64(s.signed))/(a.cpu()/float64(a.signed)))
+			if w, ok := s.watcherCPUPerObject(); ok && !signet.load.pcr && a.cpuPerObject() > 0 {
+				cpu = append(cpu, w/a.cpuPerObject())
 			}
 		}
 		if len(tput) == len(signet.runs) {

@@ -334,6 +334,23 @@ func sum(xs []float64) float64 {
 // cpu is the CPU seconds of all the signer processes of r.
 func (r result) cpu() float64 { return sum(r.cpuEach) }
 
+// cpuPerObject is cpu per signed object, 0 if nothing was signed.
+func (r result) cpuPerObject() float64 {
+	if r.signed == 0 {
+		return 0
+	}
+	return r.cpu() / float64(r.signed)
+}
+
+// watcherCPUPerObject is Signet's watcher's CPU seconds per signed object, if r is a Signet
+// run (server and watcher measured) that signed something.
+func (r result) watcherCPUPerObject() (float64, bool) {
+	if r.signer.kind != "signet" || len(r.cpuEach) != 2 || r.signed == 0 {
+		return 0, false
+	}
+	return r.cpuEach[1] / float64(r.signed), true
+}
+
 // cpuEach reads utime+stime of each process, in seconds (0 for one that cannot be read).
 func cpuEach(pids []int) []float64 {
 	out := make([]float64, len(pids))
