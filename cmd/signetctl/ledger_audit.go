@@ -110,31 +110,33 @@ func openSigned(signed []byte, pub crypto.PublicKey, origin string) (ledgerproof
 	}
 	c, err := ledgerproof.OpenCheckpoint(signed, origin, v)
 	if err != nil {
-		reason, why := explainProofError(err)
-		return ledgerproof.Checkpoint{}, reason, fmt.Errorf("%w%s", err, why)
+		reason, err := explainProofError(err)
+		return ledgerproof.Checkpoint{}, reason, err
 	}
 	return c, "", nil
 }
 
-// explainProofError maps a ledgerproof error to its reason and what it means.
-func explainProofError(err error) (reason, why string) {
+// explainProofError maps a ledgerproof error to its reason, and returns it wrapped with what
+// it means.
+func explainProofError(err error) (string, error) {
+	reason, why := reasonMalformed, ""
 	switch {
 	case errors.Is(err, ledgerproof.ErrBadSignature):
-		return reasonBadSignature, " — the signed text was changed after it was signed"
+		reason, why = reasonBadSignature, " — the signed text was changed after it was signed"
 	case errors.Is(err, ledgerproof.ErrUnknownKey):
-		return reasonUnknownKey, " — it was signed by another key than --key (another log, or a forgery)"
+		reason, why = reasonUnknownKey, " — it was signed by another key than --key (another log, or a forgery)"
 	case errors.Is(err, ledgerproof.ErrOriginMismatch):
-		return reasonWrongOrigin, " — it is another log's"
+		reason, why = reasonWrongOrigin, " — it is another log's"
 	case errors.Is(err, ledgerproof.ErrNotIncluded):
-		return reasonNotIncluded, " — the record, its position or the proof was changed, or the record is not in this checkpoint's tree"
+		reason, why = reasonNotIncluded, " — the record, its position or the proof was changed, or the record is not in this checkpoint's tree"
 	case errors.Is(err, ledgerproof.ErrShrunk):
-		return reasonShrunk, " — the log lost records between the two checkpoints: evidence of a rollback or a fork; keep both"
+		reason, why = reasonShrunk, " — the log lost records between the two checkpoints: evidence of a rollback or a fork; keep both"
 	case errors.Is(err, ledgerproof.ErrInconsistent):
-		return reasonInconsistent, " — the newer checkpoint is not an extension of the older: evidence that the log was rewritten or forked; keep both"
+		reason, why = reasonInconsistent, " — the newer checkpoint is not an extension of the older: evidence that the log was rewritten or forked; keep both"
 	case errors.Is(err, ledgerproof.ErrUnsupportedKey):
-		return reasonUnsupportedKey, ""
+		reason = reasonUnsupportedKey
 	}
-	return reasonMalformed, ""
+	return reason, fmt.Errorf("%w%s", err, why)
 }
 
 // readLedgerTree reads every record of the ledger in dir with ledger.Leaves (which verifies

@@ -381,8 +381,7 @@ func (r *proofReport) verifyInclusion(data []byte, pub crypto.PublicKey, origin 
 	}
 	c, err := b.Verify(origin, v)
 	if err != nil {
-		reason, why := explainProofError(err)
-		r.fail(reason, fmt.Errorf("%w%s", err, why))
+		r.fail(explainProofError(err))
 		return
 	}
 	var rec leafRecord
@@ -416,8 +415,7 @@ func (r *proofReport) verifyConsistency(data []byte, pub crypto.PublicKey, origi
 	}
 	older, newer, err := b.Verify(origin, v)
 	if err != nil {
-		reason, why := explainProofError(err)
-		r.fail(reason, fmt.Errorf("%w%s", err, why))
+		r.fail(explainProofError(err))
 		return
 	}
 	r.Origin, r.Size, r.Root, r.OldSize, r.OldRoot = newer.Origin, newer.Size, newer.Hash.String(), older.Size, older.Hash.String()
