@@ -64,6 +64,10 @@ func Run(ctx context.Context, cfg *Config, kube kubeclient.Interface, logger klo
 			return fmt.Errorf("running watcher: %w", err)
 		}
 	}
+	witnessOpts, err := c.witnessOptions(leader.ProcessEnv())
+	if err != nil {
+		return fmt.Errorf("running watcher: %w", err)
+	}
 	clk := clock.RealClock{}
 	m := metrics.New(c.SignerNames, csrsigner.Outcomes(), pcrsigner.Outcomes(), trustbundle.Reasons())
 	m.Witness().InitResults(witness.Results())
@@ -102,7 +106,7 @@ func Run(ctx context.Context, cfg *Config, kube kubeclient.Interface, logger klo
 		return fmt.Errorf("running watcher: %w", err)
 	}
 	deps := controllerDeps{kube: kube, client: client, recorder: recorder, metrics: m, state: state,
-		clock: clk, logger: logger, pcrVersion: pcrVersion, ctbVersion: ctbVersion}
+		clock: clk, logger: logger, pcrVersion: pcrVersion, ctbVersion: ctbVersion, witness: witnessOpts}
 	runControllers := func(ctx context.Context) error { return c.runControllers(ctx, deps) }
 	logger.Info("Starting watcher", "servers", c.serverAddresses(), "signerNames", c.SignerNames,
 		"podCertificateRequests", pcrVersion != pcrsigner.NotServed, "podCertificateRequestAPI", pcrVersion,
@@ -136,6 +140,7 @@ type controllerDeps struct {
 	logger     klog.Logger
 	pcrVersion pcrsigner.APIVersion   // NotServed: no PodCertificateRequest controller
 	ctbVersion trustbundle.APIVersion // NotServed: no ClusterTrustBundle publisher
+	witness    *witness.Options       // read at start (witnessOptions); nil: no ledger witness
 }
 
 // controller is one signing controller of a leader term.
@@ -188,7 +193,7 @@ func (c *Config) runControllers(ctx context.Context, d controllerDeps) error {
 // trustBundles is enabled, the PodCertificateRequest controller when the cluster serves the
 // API. The signing controllers publish their queues to the metrics.
 func (c *Config) buildControllers(d controllerDeps) ([]controller, error) {
-	wit, err := c.newWitness(d)
+	wit, err := newWitness(d)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package watcher
 import (
 	"context"
 	"crypto"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -96,8 +97,12 @@ func (w *LedgerWitnessConfig) keys() ([]crypto.PublicKey, error) {
 	return keys, nil
 }
 
-// newWitness builds the ledger witness of a leader term, nil when it is off.
-func (c *Config) newWitness(d controllerDeps) (*witness.Witness, error) {
+// witnessOptions reads what the ledger witness needs from the configuration and the process,
+// once at start (a standby with a bad key file fails then, not when it becomes leader): its
+// keys and namespace. It returns nil when the witness is off. ledgerWitness.namespace defaults
+// to leaderElection.namespace, else the watcher's own ($POD_NAMESPACE, else the service
+// account's).
+func (c *Config) witnessOptions(env leader.Env) (*witness.Options, error) {
 	lw := c.LedgerWitness
 	if !lw.Enabled() {
 		return nil, nil
@@ -108,15 +113,29 @@ func (c *Config) newWitness(d controllerDeps) (*witness.Witness, error) {
 	}
 	ns := lw.Namespace
 	if ns == "" {
-		if ns, err = leader.ProcessEnv().Namespace(c.LeaderElection.Namespace); err != nil {
-			return nil, fmt.Errorf("ledger witness namespace: %w", err)
+		if ns, err = env.Namespace(c.LeaderElection.Namespace); err != nil {
+			msg := fmt.Sprintf("ledgerWitness.namespace: not set, and neither leaderElection.namespace, $%s nor %s gives the watcher's namespace",
+				leader.EnvPodNamespace, leader.ServiceAccountNamespaceFile)
+			if cause := errors.Unwrap(err); cause != nil { // the file could not be read
+				return nil, fmt.Errorf("%s: %w", msg, cause)
+			}
+			return nil, errors.New(msg)
 		}
 	}
-	return witness.New(d.kube.CoreV1(), d.client, witness.Options{
+	return &witness.Options{
 		Namespace: ns, Name: lw.ConfigMapName, Keys: keys, Origins: lw.Origins,
 		Period: lw.Period.Duration, SignOnAlarm: lw.SignOnAlarm, Pause: pausedStatus,
-		Recorder: d.recorder, Metrics: d.metrics.Witness(), Clock: d.clock,
-	})
+	}, nil
+}
+
+// newWitness builds the ledger witness of a leader term from d.witness, nil when it is off.
+func newWitness(d controllerDeps) (*witness.Witness, error) {
+	if d.witness == nil {
+		return nil, nil
+	}
+	opts := *d.witness
+	opts.Recorder, opts.Metrics, opts.Clock = d.recorder, d.metrics.Witness(), d.clock
+	return witness.New(d.kube.CoreV1(), d.client, opts)
 }
 
 // pausedStatus is the error of a signing call the witness pauses: unavailable, with reason

@@ -1,13 +1,16 @@
 package watcher
 
 import (
-	"crypto"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"io/fs"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -15,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/signet-pki/signet/signerclient"
+	"github.com/signet-pki/signet/watcher/leader"
 	"github.com/signet-pki/signet/watcher/metrics"
 	"github.com/signet-pki/signet/watcher/witness"
 )
@@ -23,11 +27,15 @@ import (
 // Unavailable (retried, not failed), with reason LEDGER_WITNESS_ALARM, without reaching the
 // server.
 func TestGatedSignerBeforeFirstCheck(t *testing.T) {
-	pub, _, _ := ed25519.GenerateKey(rand.Reader)
-	w, err := witness.New(fake.NewClientset().CoreV1(), nil, witness.Options{
-		Namespace: "signet-system", Name: DefaultWitnessConfigMap, Keys: []crypto.PublicKey{pub}, Period: time.Hour, Pause: pausedStatus})
+	c := &Config{LedgerWitness: LedgerWitnessConfig{PublicKeyFiles: []string{writeKey(t)}, Namespace: "signet-system"}}
+	c.LedgerWitness.defaults()
+	opts, err := c.witnessOptions(testEnv(nil))
 	if err != nil {
 		t.Fatal(err)
+	}
+	w, err := newWitness(controllerDeps{kube: fake.NewClientset(), witness: opts})
+	if err != nil || w == nil {
+		t.Fatalf("newWitness = %v, %v", w, err)
 	}
 	g := gatedSigner{witness: w}
 	_, err = g.SignPCR(t.Context(), signerclient.PCR{})
@@ -59,5 +67,80 @@ func TestWitnessResultsExported(t *testing.T) {
 		if want := `signet_watcher_ledger_witness_checks_total{result="` + r + `"} 0`; !strings.Contains(rec.Body.String(), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+}
+
+// writeKey writes a checkpoint public key PEM file and returns its path.
+func writeKey(t *testing.T) string {
+	t.Helper()
+	pub, _, _ := ed25519.GenerateKey(rand.Reader)
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "checkpoint.pub")
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// testEnv is a process whose environment is env and that has no service account.
+func testEnv(env map[string]string) leader.Env {
+	return leader.Env{
+		Getenv:   func(k string) string { return env[k] },
+		ReadFile: func(p string) ([]byte, error) { return nil, &fs.PathError{Op: "open", Path: p, Err: fs.ErrNotExist} },
+	}
+}
+
+// TestWitnessOptions: the witness's keys and namespace are read at start, and their errors
+// name the ledgerWitness fields.
+func TestWitnessOptions(t *testing.T) {
+	key := writeKey(t)
+	bad := filepath.Join(t.TempDir(), "bad.pub")
+	if err := os.WriteFile(bad, []byte("not a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pod := map[string]string{leader.EnvPodNamespace: "from-pod"}
+	tests := []struct {
+		name              string
+		files             []string
+		namespace, leNS   string
+		env               map[string]string
+		wantNS, wantError string
+	}{
+		{"off", nil, "", "", nil, "", ""},
+		{"explicit namespace", []string{key}, "witness-ns", "le-ns", pod, "witness-ns", ""},
+		{"leader election's namespace", []string{key}, "", "le-ns", pod, "le-ns", ""},
+		{"pod's namespace", []string{key}, "", "", pod, "from-pod", ""},
+		{"no namespace", []string{key}, "", "", nil, "", "ledgerWitness.namespace: not set"},
+		{"missing key file", []string{key, filepath.Join(t.TempDir(), "none.pub")}, "ns", "", nil, "", "ledgerWitness.publicKeyFiles[1]"},
+		{"bad key file", []string{bad}, "ns", "", nil, "", "ledgerWitness.publicKeyFiles[0] " + bad},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &Config{
+				LedgerWitness:  LedgerWitnessConfig{PublicKeyFiles: tt.files, Namespace: tt.namespace},
+				LeaderElection: LeaderElectionConfig{Namespace: tt.leNS},
+			}
+			c.LedgerWitness.defaults()
+			opts, err := c.witnessOptions(testEnv(tt.env))
+			switch {
+			case tt.wantError != "":
+				if err == nil || !strings.Contains(err.Error(), tt.wantError) {
+					t.Fatalf("witnessOptions() error = %v, want %q", err, tt.wantError)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case tt.files == nil:
+				if opts != nil {
+					t.Errorf("witness off: options %+v, want nil", opts)
+				}
+			default:
+				if opts.Namespace != tt.wantNS || len(opts.Keys) != len(tt.files) || opts.Name != DefaultWitnessConfigMap || opts.Pause == nil {
+					t.Errorf("options = %+v, want namespace %s and %d keys", opts, tt.wantNS, len(tt.files))
+				}
+			}
+		})
 	}
 }
