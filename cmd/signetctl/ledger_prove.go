@@ -19,16 +19,6 @@ import (
 	"github.com/signet-pki/signet/server/ledger"
 )
 
-// leafRecord is what prove matches and verify-proof shows of a leaf: the fields of a ledger
-// record (ledger.Record) that name it.
-type leafRecord struct {
-	Seq       uint64 `json:"seq"`
-	Decision  string `json:"decision"`
-	Signer    string `json:"signer"`
-	ObjectUID string `json:"objectUID"`
-	Serial    string `json:"serial"`
-}
-
 // proveTarget is the record prove looks for: exactly one of the three is set.
 type proveTarget struct {
 	serial, uid string
@@ -79,20 +69,16 @@ func (p *proveTarget) String() string {
 	return fmt.Sprintf("--seq %d", p.seq)
 }
 
-// matches reports whether the record r, at seq, is the target: the record of that seq, the
-// issued record of that serial, or a record of that object.
-func (p *proveTarget) matches(seq uint64, r leafRecord) bool {
+// filter is the recordFilter that selects the target: the record of that seq, the issued
+// record of that serial, or the records of that object (prove takes the newest).
+func (p *proveTarget) filter() recordFilter {
 	switch {
 	case p.seq != 0:
-		return seq == p.seq
+		return recordFilter{seqs: []uint64{p.seq}}
 	case p.uid != "":
-		return r.ObjectUID == p.uid
+		return recordFilter{uid: p.uid}
 	}
-	if r.Decision != string(ledger.Issued) || r.Serial == "" {
-		return false
-	}
-	s, err := normalizeSerial(r.Serial)
-	return err == nil && s == p.serial
+	return recordFilter{serial: p.serial, decisions: []string{string(ledger.Issued)}}
 }
 
 // connFlagNames are the names of the connection flags (addConnFlags).
@@ -221,12 +207,13 @@ func proveOffline(dir, cpFile string, stdin io.Reader, target *proveTarget) (led
 		leaf []byte
 		seq  uint64
 	)
+	f := target.filter()
 	tree, _, err := readLedgerTree(dir, func(s uint64, line []byte) {
 		if target.seq != 0 && s != target.seq {
-			return
+			return // no need to decode it
 		}
-		var r leafRecord
-		if json.Unmarshal(line, &r) == nil && target.matches(s, r) {
+		var r ledger.Record
+		if json.Unmarshal(line, &r) == nil && f.match(r) {
 			leaf, seq = bytes.Clone(line), s
 		}
 	})
@@ -384,7 +371,7 @@ func (r *proofReport) verifyInclusion(data []byte, pub crypto.PublicKey, origin 
 		r.fail(explainProofError(err))
 		return
 	}
-	var rec leafRecord
+	var rec ledger.Record
 	if err := json.Unmarshal(b.Leaf, &rec); err != nil {
 		r.fail(reasonMalformed, fmt.Errorf("the proven leaf is not a ledger record: %v", err))
 		return
@@ -394,7 +381,7 @@ func (r *proofReport) verifyInclusion(data []byte, pub crypto.PublicKey, origin 
 		return
 	}
 	r.Origin, r.Size, r.Root = c.Origin, c.Size, c.Hash.String()
-	r.Seq, r.Decision, r.Serial, r.ObjectUID, r.Signer = rec.Seq, rec.Decision, rec.Serial, rec.ObjectUID, rec.Signer
+	r.Seq, r.Decision, r.Serial, r.ObjectUID, r.Signer = rec.Seq, string(rec.Decision), rec.Serial, rec.ObjectUID, rec.Signer
 }
 
 // verifyConsistency checks a consistency bundle; both checkpoints must name the same origin.
