@@ -149,26 +149,28 @@ func pausedStatus(cause error) error {
 	return st.Err()
 }
 
-// gatedSigner is the signing server's client as the signing controllers use it: while the
-// witness pauses signing (its alarm is raised, or it has not checked yet this term), every
-// call fails as unavailable with reason LEDGER_WITNESS_ALARM (the objects wait with back-off,
-// up to the give-up deadlines, and are not failed).
+// gatedSigner is the signing server's client as the signing controllers use it: a call waits
+// for the witness's first check of the leader term (or its context's end), then, while the
+// witness pauses signing (its alarm is raised, or the call gave up waiting), fails as
+// unavailable with reason LEDGER_WITNESS_ALARM (the objects wait with back-off, up to the
+// give-up deadlines, and are not failed).
 type gatedSigner struct {
 	*signerclient.Client
 	witness *witness.Witness // nil: no witness
 }
 
 // blocked returns the witness's ready-made pausedStatus, nil when signing may go on.
-func (g gatedSigner) blocked() error {
+func (g gatedSigner) blocked(ctx context.Context) error {
 	if g.witness == nil {
 		return nil
 	}
+	g.witness.Wait(ctx)
 	return g.witness.Blocked()
 }
 
 // SignCSR signs unless the witness pauses signing.
 func (g gatedSigner) SignCSR(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) (signerclient.Issued, error) {
-	if err := g.blocked(); err != nil {
+	if err := g.blocked(ctx); err != nil {
 		return signerclient.Issued{}, err
 	}
 	return g.Client.SignCSR(ctx, csr)
@@ -176,7 +178,7 @@ func (g gatedSigner) SignCSR(ctx context.Context, csr *certificatesv1.Certificat
 
 // SignPCR signs unless the witness pauses signing.
 func (g gatedSigner) SignPCR(ctx context.Context, pcr signerclient.PCR) (signerclient.Issued, error) {
-	if err := g.blocked(); err != nil {
+	if err := g.blocked(ctx); err != nil {
 		return signerclient.Issued{}, err
 	}
 	return g.Client.SignPCR(ctx, pcr)

@@ -1,6 +1,7 @@
 package watcher
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -23,9 +25,9 @@ import (
 	"github.com/signet-pki/signet/watcher/witness"
 )
 
-// TestGatedSignerBeforeFirstCheck: before the witness's first check the signing calls fail as
-// Unavailable (retried, not failed), with reason LEDGER_WITNESS_ALARM, without reaching the
-// server.
+// TestGatedSignerBeforeFirstCheck: a signing call waits for the witness's first check; one
+// whose context ends first fails as Unavailable (retried, not failed), with reason
+// LEDGER_WITNESS_ALARM, without reaching the server.
 func TestGatedSignerBeforeFirstCheck(t *testing.T) {
 	c := &Config{LedgerWitness: LedgerWitnessConfig{PublicKeyFiles: []string{writeKey(t)}, Namespace: "signet-system"}}
 	c.LedgerWitness.defaults()
@@ -38,7 +40,9 @@ func TestGatedSignerBeforeFirstCheck(t *testing.T) {
 		t.Fatalf("newWitness = %v, %v", w, err)
 	}
 	g := gatedSigner{witness: w}
-	_, err = g.SignPCR(t.Context(), signerclient.PCR{})
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	_, err = g.SignPCR(ctx, signerclient.PCR{})
 	st, ok := status.FromError(err)
 	if !ok || st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "has not checked") {
 		t.Fatalf("SignPCR before the first check = %v, want Unavailable naming the pending check", err)

@@ -106,7 +106,8 @@ type Witness struct {
 	alarmReason string // its Event's reason, "" when none
 	blocked     error  // Pause(alarm), nil when none
 	synced      bool
-	notChecked  error // Pause(ErrNotChecked)
+	checked     chan struct{} // closed when synced is set
+	notChecked  error         // Pause(ErrNotChecked)
 }
 
 // New returns a Witness storing its checkpoints through cms (the ConfigMaps of its namespace).
@@ -120,7 +121,7 @@ func New(cms typedcorev1.ConfigMapsGetter, src Source, opts Options) (*Witness, 
 	if opts.Pause == nil {
 		opts.Pause = func(cause error) error { return cause }
 	}
-	return &Witness{cms: cms.ConfigMaps(opts.Namespace), src: src, opts: opts, notChecked: opts.Pause(ErrNotChecked)}, nil
+	return &Witness{cms: cms.ConfigMaps(opts.Namespace), src: src, opts: opts, checked: make(chan struct{}), notChecked: opts.Pause(ErrNotChecked)}, nil
 }
 
 // Run checks now and then every period until ctx ends.
@@ -142,6 +143,24 @@ func (w *Witness) HasSynced() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.synced
+}
+
+// Wait returns once the first check has run, or when ctx ends. A signing call waits so, then
+// asks Blocked: at the start of a leader term it is held for the first check (a moment) rather
+// than refused, which would give every pending object a Warning Event.
+func (w *Witness) Wait(ctx context.Context) {
+	select {
+	case <-w.checked:
+	case <-ctx.Done():
+	}
+}
+
+// markSynced records that a check has run. Called with w.mu held.
+func (w *Witness) markSynced() {
+	if !w.synced {
+		w.synced = true
+		close(w.checked)
+	}
 }
 
 // ErrNotChecked is what Blocked returns until the first check of the server's ledger has
@@ -179,7 +198,7 @@ func (w *Witness) check(ctx context.Context) {
 		logger.V(2).Info("Ledger witness check failed; retrying next period", "err", err)
 		w.observe(ResultError)
 		w.mu.Lock()
-		w.synced = true
+		w.markSynced()
 		w.mu.Unlock()
 		return
 	}
@@ -214,7 +233,8 @@ func (w *Witness) setAlarm(reason string, err error) (prev error, prevReason str
 	}
 	w.mu.Lock()
 	prev, prevReason = w.alarm, w.alarmReason
-	w.alarm, w.alarmReason, w.blocked, w.synced = err, reason, blocked, true
+	w.alarm, w.alarmReason, w.blocked = err, reason, blocked
+	w.markSynced()
 	w.mu.Unlock()
 	if w.opts.Metrics != nil {
 		w.opts.Metrics.SetConsistent(err == nil)

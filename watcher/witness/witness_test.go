@@ -296,7 +296,19 @@ func TestWitnessBlockedUntilChecked(t *testing.T) {
 	if f.w.Alarm() != nil {
 		t.Errorf("before the first check: Alarm() = %v, want nil", f.w.Alarm())
 	}
+	waited := make(chan struct{})
+	go func() { f.w.Wait(t.Context()); close(waited) }()
+	select {
+	case <-waited:
+		t.Fatal("Wait returned before the first check")
+	case <-time.After(20 * time.Millisecond):
+	}
 	f.check(t)
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait did not return after the first check")
+	}
 	if err := f.w.Blocked(); err != nil {
 		t.Fatalf("after a successful check: Blocked() = %v", err)
 	}
