@@ -210,17 +210,15 @@ func Check(tree *ledgerproof.Tree, signed []byte, origin string, v note.Verifier
 	if err != nil {
 		return fmt.Errorf("checking the ledger against %s: %w", what, err)
 	}
-	if n := tree.Size(); n < cp.Size {
+	switch err := tree.Extends(cp); {
+	case errors.Is(err, ledgerproof.ErrShrunk):
 		return fmt.Errorf("%w: it holds %d records but %s covers %d: records were removed from its end, or it was replaced by an older copy",
-			ErrBehind, n, what, cp.Size)
-	}
-	root, err := tree.RootAt(cp.Size)
-	if err != nil {
-		return fmt.Errorf("checking the ledger against %s: %w", what, err)
-	}
-	if root != cp.Hash {
+			ErrBehind, tree.Size(), what, cp.Size)
+	case errors.Is(err, ledgerproof.ErrInconsistent):
 		return fmt.Errorf("%w: its first %d records are not those %s covers: the ledger was replaced by another history",
 			ErrBehind, cp.Size, what)
+	case err != nil:
+		return fmt.Errorf("checking the ledger against %s: %w", what, err)
 	}
 	return nil
 }
