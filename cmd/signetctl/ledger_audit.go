@@ -143,19 +143,19 @@ func explainProofError(err error) (string, error) {
 // each record and the hash chain) into a Merkle tree, and calls each, when not nil, with every
 // leaf. On a broken ledger the tree holds the records before the problem and the error wraps
 // a *ledger.CorruptionError.
-func readLedgerTree(dir string, each func(seq uint64, line []byte)) (*ledgerproof.Tree, ledger.Report, error) {
+func readLedgerTree(dir string, each func(r ledger.Record, line []byte)) (*ledgerproof.Tree, ledger.Report, error) {
 	tree := &ledgerproof.Tree{}
 	var appendErr error
-	rep, err := ledger.Leaves(dir, func(seq uint64, line []byte) {
+	rep, err := ledger.Leaves(dir, func(r ledger.Record, line []byte) {
 		if appendErr != nil {
 			return
 		}
 		if _, err := tree.Append(line); err != nil {
-			appendErr = fmt.Errorf("record %d: %w", seq, err)
+			appendErr = fmt.Errorf("record %d: %w", r.Seq, err)
 			return
 		}
 		if each != nil {
-			each(seq, line)
+			each(r, line)
 		}
 	})
 	if err == nil {

@@ -208,13 +208,9 @@ func proveOffline(dir, cpFile string, stdin io.Reader, target *proveTarget) (led
 		seq  uint64
 	)
 	f := target.filter()
-	tree, _, err := readLedgerTree(dir, func(s uint64, line []byte) {
-		if target.seq != 0 && s != target.seq {
-			return // no need to decode it
-		}
-		var r ledger.Record
-		if json.Unmarshal(line, &r) == nil && f.match(r) {
-			leaf, seq = bytes.Clone(line), s
+	tree, _, err := readLedgerTree(dir, func(r ledger.Record, line []byte) {
+		if f.match(r) {
+			leaf, seq = bytes.Clone(line), r.Seq
 		}
 	})
 	var ce *ledger.CorruptionError

@@ -176,7 +176,7 @@ func openSegment(dir string, opts Options) (*Ledger, error) {
 		return nil, dirError("opening ledger "+path, dir, err)
 	}
 	x := newIndex()
-	rep, good, err := walk(f, dir, opts.Replay, x.add)
+	rep, good, err := walk(f, dir, opts.Replay, func(start int64, _ Record, line []byte) { x.add(start, line) })
 	end := good + rep.TornTail + rep.FreeSpace
 	if err == nil && rep.TornTail > 0 {
 		opts.Logger.Warn("ledger: truncating a torn final line (an unacknowledged write cut short by a crash)",

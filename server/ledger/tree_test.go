@@ -102,8 +102,8 @@ func TestTreeOfAcknowledgedRecords(t *testing.T) {
 	}
 }
 
-// TestLeaves: Leaves passes every record's stored line, in seq order, and the tree built from
-// them is the Ledger's.
+// TestLeaves: Leaves passes every record with its stored line, in seq order, and the tree
+// built from the lines is the Ledger's.
 func TestLeaves(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -111,7 +111,8 @@ func TestLeaves(t *testing.T) {
 	appendN(t, l, 0, 12)
 	tree := &ledgerproof.Tree{}
 	var last uint64
-	rep, err := ledger.Leaves(f.dir, func(seq uint64, line []byte) {
+	rep, err := ledger.Leaves(f.dir, func(r ledger.Record, line []byte) {
+		seq := r.Seq
 		if seq != last+1 {
 			t.Errorf("leaf seq %d after %d", seq, last)
 		}

@@ -70,20 +70,12 @@ func Replay(dir string, since time.Time, fn func(Record) error) error {
 	return nil
 }
 
-// Leaves verifies the ledger in dir as Verify does and calls fn, in seq order, with the line
-// of every intact record as stored, without its newline: the leaves of the ledger's Merkle
-// tree (ledgerproof), for audits with no server running. It returns Verify's report and error.
-func Leaves(dir string, fn func(seq uint64, line []byte)) (Report, error) {
-	f, err := os.Open(filepath.Join(dir, segmentName))
-	if err != nil {
-		return Report{Dir: dir, File: segmentName}, fmt.Errorf("reading ledger %s: %w", dir, err)
-	}
-	defer f.Close()
-	var seq uint64
-	rep, _, err := walk(f, dir, nil, func(_ int64, line []byte) {
-		seq++
-		fn(seq, line)
-	})
+// Leaves verifies the ledger in dir as Verify does and calls fn, in seq order, with every
+// intact record and its line as stored, without its newline: the leaves of the ledger's
+// Merkle tree (ledgerproof), for audits with no server running. It returns Verify's report
+// and error.
+func Leaves(dir string, fn func(r Record, line []byte)) (Report, error) {
+	rep, err := readLeaves(dir, nil, func(_ int64, r Record, line []byte) { fn(r, line) })
 	if err != nil {
 		return rep, fmt.Errorf("verifying ledger %s: %w", dir, err)
 	}
@@ -91,21 +83,24 @@ func Leaves(dir string, fn func(seq uint64, line []byte)) (Report, error) {
 }
 
 // read opens the segment of dir read-only and walks it.
-func read(dir string, fn func(Record) error) (Report, error) {
+func read(dir string, fn func(Record) error) (Report, error) { return readLeaves(dir, fn, nil) }
+
+// readLeaves opens the segment of dir read-only and walks it with fn and leaf.
+func readLeaves(dir string, fn func(Record) error, leaf func(start int64, r Record, line []byte)) (Report, error) {
 	f, err := os.Open(filepath.Join(dir, segmentName))
 	if err != nil {
 		return Report{Dir: dir, File: segmentName}, err
 	}
 	defer f.Close()
-	rep, _, err := walk(f, dir, fn, nil)
+	rep, _, err := walk(f, dir, fn, leaf)
 	return rep, err
 }
 
 // walk reads the records from r and checks the chain, calling fn (if not nil) for each intact
-// record, after leaf (if not nil) with the offset of its line and the line (without "\n"). It returns the
-// report and the offset just after the last complete line, which is where a torn tail or the
+// record, after leaf (if not nil) with the offset of its line, the record and the line
+// (without "\n"). It returns the report and the offset just after the last complete line, which is where a torn tail or the
 // free space starts.
-func walk(r io.ReaderAt, dir string, fn func(Record) error, leaf func(start int64, line []byte)) (Report, int64, error) {
+func walk(r io.ReaderAt, dir string, fn func(Record) error, leaf func(start int64, r Record, line []byte)) (Report, int64, error) {
 	c := &chain{
 		sc:       newScanner(r),
 		rep:      Report{Dir: dir, File: segmentName},
@@ -140,7 +135,7 @@ func walk(r io.ReaderAt, dir string, fn func(Record) error, leaf func(start int6
 		}
 		c.accept(rec)
 		if leaf != nil {
-			leaf(c.sc.start, line)
+			leaf(c.sc.start, rec, line)
 		}
 		if fn != nil {
 			if err := fn(rec); err != nil {

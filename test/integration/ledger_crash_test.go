@@ -380,12 +380,15 @@ func (r *crashRun) audit(t *testing.T, dir string) (int64, int) {
 	tree := &ledgerproof.Tree{}
 	issued := map[string]ledger.Record{} // by serial
 	perUID := map[string]int{}
-	if _, err := ledger.Leaves(dir, func(seq uint64, line []byte) {
-		var rec ledger.Record
+	var seq uint64
+	if _, err := ledger.Leaves(dir, func(rec ledger.Record, line []byte) {
+		seq++
 		if _, err := tree.Append(line); err != nil {
 			t.Errorf("leaf %d: %v", seq, err)
-		} else if err := json.Unmarshal(line, &rec); err != nil || rec.Seq != seq {
-			t.Errorf("line %d holds seq %d (%v)", seq, rec.Seq, err)
+		}
+		var stored ledger.Record
+		if err := json.Unmarshal(line, &stored); err != nil || rec.Seq != seq || stored.Seq != seq {
+			t.Errorf("leaf %d holds seq %d, its line seq %d (%v)", seq, rec.Seq, stored.Seq, err)
 		}
 		if rec.Decision == ledger.Issued {
 			issued[rec.Serial] = rec
