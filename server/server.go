@@ -257,6 +257,10 @@ func (s *Server) WebhookAddr() string {
 	return s.webhookLis.Addr().String()
 }
 
+// ServiceInfo lists the gRPC services the server registers and their methods, as
+// grpc.Server.GetServiceInfo reports them: what a client can call.
+func (s *Server) ServiceInfo() map[string]grpc.ServiceInfo { return s.grpc.GetServiceInfo() }
+
 // HTTPAddr is the address /metrics, /livez and /readyz are served on.
 func (s *Server) HTTPAddr() string { return s.httpLis.Addr().String() }
 
