@@ -1,10 +1,12 @@
 package metrics
 
 import (
+	"crypto/x509"
 	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
 )
 
 const (
@@ -231,15 +234,127 @@ func TestLint(t *testing.T) {
 	checkLint(t, m)
 }
 
+// TestNilMetricsRecordsNothing: every exported method of *Metrics, found by reflection so
+// that a new one is covered without editing this test, can be called on a nil *Metrics
+// without panicking; and each call, made on a new *Metrics with the same arguments, shows in
+// its registry, so that the nil receiver's silence is a choice and not a call that records
+// nothing anyway. Only the methods in notRecording are left out, each for its reason.
 func TestNilMetricsRecordsNothing(t *testing.T) {
-	var m *Metrics
-	m.ObserveRequest(serving, OutcomeIssued, time.Millisecond)
-	m.ObserveRefusal(serving, "POLICY_VIOLATION")
-	m.ObserveLintFailure(serving, "x")
-	m.ObserveRateLimited(serving, "client")
-	m.SetCAExpiry(serving, time.Now())
-	m.ObserveLedgerAppend(time.Millisecond)
-	m.ObserveIssuance(serving, time.Millisecond)
+	typ := reflect.TypeFor[*Metrics]()
+	for name := range notRecording {
+		if _, ok := typ.MethodByName(name); !ok {
+			t.Errorf("notRecording names %s, which *Metrics no longer has", name)
+		}
+	}
+	for i := range typ.NumMethod() {
+		method := typ.Method(i)
+		if _, ok := notRecording[method.Name]; ok {
+			continue
+		}
+		t.Run(method.Name, func(t *testing.T) {
+			args := representativeArgs(t, method)
+			checkNilRecordsNothing(t, method.Name, func(m *Metrics) {
+				reflect.ValueOf(m).MethodByName(method.Name).Call(args)
+			})
+		})
+	}
+}
+
+// notRecording are the methods of *Metrics that record nothing, so the nil contract does not
+// cover them: they hand out the registry, which exists only in a *Metrics made by New.
+var notRecording = map[string]string{
+	"Registry": "returns the registry, for collectors added later",
+	"Handler":  "serves the registry",
+}
+
+// representative holds, by type, the argument TestNilMetricsRecordsNothing passes to a method:
+// a value that records (every string is a served signer: unserved ones are ignored by some).
+var representative = map[reflect.Type]any{
+	reflect.TypeFor[string]():         serving,
+	reflect.TypeFor[bool]():           true,
+	reflect.TypeFor[int]():            503,
+	reflect.TypeFor[int64]():          int64(42),
+	reflect.TypeFor[time.Duration]():  3 * time.Millisecond,
+	reflect.TypeFor[time.Time]():      time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC),
+	reflect.TypeFor[map[string]int](): map[string]int{"active": 2},
+	reflect.TypeFor[func() *x509.Certificate](): func() *x509.Certificate {
+		return &x509.Certificate{NotAfter: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+	},
+}
+
+// representativeOverrides are the arguments of the methods whose parameters' representative
+// values would record nothing new on a new *Metrics (the state it starts in).
+var representativeOverrides = map[string][]any{
+	"SetLedgerState": {LedgerUnavailable}, // New sets LedgerOK
+}
+
+// representativeArgs returns the arguments of method (whose receiver is its first parameter).
+func representativeArgs(t *testing.T, method reflect.Method) []reflect.Value {
+	t.Helper()
+	over, overridden := representativeOverrides[method.Name]
+	if overridden && len(over) != method.Type.NumIn()-1 {
+		t.Fatalf("%s takes %d arguments, representativeOverrides gives %d", method.Name, method.Type.NumIn()-1, len(over))
+	}
+	var args []reflect.Value
+	for i := 1; i < method.Type.NumIn(); i++ {
+		in := method.Type.In(i)
+		v, ok := representative[in]
+		if overridden {
+			v, ok = over[i-1], true
+		}
+		if !ok {
+			t.Fatalf("%s: no representative argument of type %s: add one to representative (or the method to representativeOverrides)", method.Name, in)
+		}
+		if rv := reflect.ValueOf(v); !rv.Type().AssignableTo(in) {
+			t.Fatalf("%s: argument %d is a %s, want %s", method.Name, i, rv.Type(), in)
+		}
+		args = append(args, reflect.ValueOf(v))
+	}
+	return args
+}
+
+// checkNilRecordsNothing calls record on a nil *Metrics and fails the test, naming what, if it
+// panics; then calls it on a new *Metrics and fails unless the scrape of the signet_server_
+// series differs after the call.
+func checkNilRecordsNothing(t *testing.T, what string, record func(*Metrics)) {
+	t.Helper()
+	if p := callRecover(func() { record(nil) }); p != nil {
+		t.Errorf("%s on a nil *Metrics panics: %v", what, p)
+	}
+	m := newTest(t)
+	before := ownSeries(t, m)
+	if p := callRecover(func() { record(m) }); p != nil {
+		t.Fatalf("%s on a new *Metrics panics: %v", what, p)
+	}
+	if ownSeries(t, m) == before {
+		t.Errorf("%s on a new *Metrics records nothing either: the nil case shows nothing (give it arguments that record)", what)
+	}
+}
+
+// callRecover calls f and returns what it panicked with, nil if it did not.
+func callRecover(f func()) (p any) {
+	defer func() { p = recover() }()
+	f()
+	return nil
+}
+
+// ownSeries returns the signet_server_ metric families m's registry gathers, encoded (the Go
+// runtime and process collectors change by themselves).
+func ownSeries(t *testing.T, m *Metrics) string {
+	t.Helper()
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b []byte
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), namespace+"_"+subsystem+"_") {
+			if b, err = (proto.MarshalOptions{Deterministic: true}).MarshalAppend(b, mf); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return string(b)
 }
 
 func TestHandler(t *testing.T) {

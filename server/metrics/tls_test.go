@@ -69,9 +69,22 @@ func TestTLSCertificateExpiryConcurrent(t *testing.T) {
 	wg.Wait()
 }
 
+// TestNilMetricsWatchTLSCertificate: a nil *Metrics watches nothing and never reads the
+// source; a new one given the same source shows its certificate's expiry.
 func TestNilMetricsWatchTLSCertificate(t *testing.T) {
-	var m *Metrics
-	m.WatchTLSCertificate(func() *x509.Certificate { return nil })
+	notAfter := time.Date(2027, 3, 1, 0, 0, 0, 0, time.UTC)
+	var reads atomic.Int32
+	checkNilRecordsNothing(t, "WatchTLSCertificate", func(m *Metrics) {
+		m.WatchTLSCertificate(func() *x509.Certificate {
+			if m == nil {
+				reads.Add(1)
+			}
+			return &x509.Certificate{NotAfter: notAfter}
+		})
+	})
+	if n := reads.Load(); n != 0 {
+		t.Errorf("the source was read %d times through a nil *Metrics", n)
+	}
 }
 
 // TestTLSClientRefused: every reason has a series from the start, at zero; a value outside
@@ -94,6 +107,5 @@ func TestTLSClientRefused(t *testing.T) {
 	if got["reason=expired"] != 1 || got["reason=invalid"] != 1 || len(got) != len(TLSRefusalReasons) {
 		t.Errorf("%s = %v, want expired 1 and invalid 1 (the made-up reason)", name, got)
 	}
-	var nilMetrics *Metrics
-	nilMetrics.ObserveTLSClientRefused(TLSRefusedExpired) // records nothing, does not panic
+	checkNilRecordsNothing(t, "ObserveTLSClientRefused", func(m *Metrics) { m.ObserveTLSClientRefused(TLSRefusedExpired) })
 }
