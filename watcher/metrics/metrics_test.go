@@ -1,14 +1,18 @@
 package metrics
 
 import (
+	"crypto/x509"
 	"io"
 	"net/http/httptest"
+	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/signet-pki/signet/internal/version"
 )
@@ -161,23 +165,180 @@ func TestHandlerServesRuntimeAndOwnMetrics(t *testing.T) {
 	}
 }
 
+// TestNilMetricsRecordsNothing: every exported method of *Metrics, and of the controller,
+// trust bundle and witness metrics it hands out, found by reflection so that a new one is
+// covered without editing this test, can be called on a nil *Metrics (and on the nil
+// sub-metrics a nil *Metrics hands out) without panicking; and each call, made on a new
+// *Metrics with the same arguments, shows in its registry, so that the nil receiver's silence
+// is a choice and not a call that records nothing anyway. Only the methods in notRecording are
+// left out, each for its reason.
 func TestNilMetricsRecordsNothing(t *testing.T) {
-	var m *Metrics
-	m.ObserveRPC("M", codes.Internal, time.Second)
-	m.SetLeader(true)
-	csrs := m.CSRs()
-	csrs.ObserveHandled("s", "signed")
-	csrs.ObserveIssuanceLatency("s", time.Second)
-	csrs.SetQueue(nil)
-	pcr := m.PodCertificates()
-	pcr.ObserveHandled("s", "signed")
-	pcr.ObserveIssuanceLatency("s", time.Second)
-	pcr.SetQueue(nil)
-	bundles := m.TrustBundles()
-	bundles.ObservePublished("s", "00", map[string]int{TrustBundleActive: 1}, time.Now())
-	bundles.ObserveWrite("s", TrustBundleUpdated)
-	bundles.ObserveError("s", "Forbidden", time.Now())
-	bundles.ObserveReport("s", TrustBundleReported)
+	seen := map[string]bool{}
+	checkMethods(t, reflect.TypeFor[*Metrics](), nil, seen)
+	for name := range notRecording {
+		if !seen[name] {
+			t.Errorf("notRecording names %s, which no longer exists", name)
+		}
+	}
+}
+
+// notRecording are the methods, as Type.Method, that record nothing, so the nil contract does
+// not cover them.
+var notRecording = map[string]string{
+	"Metrics.Handler":            "serves the registry, which exists only in a *Metrics made by New",
+	"ControllerMetrics.Describe": "prometheus.Collector: called by the registry New registered it in, never on nil",
+	"ControllerMetrics.Collect":  "prometheus.Collector: called by the registry New registered it in, never on nil",
+}
+
+// checkMethods checks every exported method of typ (a pointer to one of this package's
+// metrics types) reached from a *Metrics through the accessors path: an accessor (no
+// argument, one result of such a type) must hand out nil from a nil receiver and non-nil from
+// a new *Metrics, and the methods of what it hands out are checked in turn; any other method
+// goes through checkNilRecordsNothing.
+func checkMethods(t *testing.T, typ reflect.Type, path []string, seen map[string]bool) {
+	t.Helper()
+	for i := range typ.NumMethod() {
+		method := typ.Method(i)
+		name := typ.Elem().Name() + "." + method.Name
+		seen[name] = true
+		if _, ok := notRecording[name]; ok {
+			continue
+		}
+		calls := append(slices.Clone(path), method.Name)
+		what := strings.Join(calls, "().")
+		if method.Type.NumIn() == 1 && method.Type.NumOut() == 1 && isMetricsType(method.Type.Out(0)) {
+			t.Run(what, func(t *testing.T) {
+				var got reflect.Value
+				if p := callRecover(func() { got = follow(nil, calls) }); p != nil {
+					t.Fatalf("%s() on a nil *Metrics panics: %v", what, p)
+				}
+				if !got.IsNil() {
+					t.Errorf("%s() on a nil *Metrics = %v, want nil (which records nothing)", what, got)
+				}
+				if follow(New([]string{signerA}, nil, nil, nil), calls).IsNil() {
+					t.Errorf("%s() on a new *Metrics is nil", what)
+				}
+			})
+			checkMethods(t, method.Type.Out(0), calls, seen)
+			continue
+		}
+		t.Run(what, func(t *testing.T) {
+			args := representativeArgs(t, name, method)
+			checkNilRecordsNothing(t, what, func(m *Metrics) {
+				follow(m, path).MethodByName(method.Name).Call(args)
+			})
+		})
+	}
+}
+
+// isMetricsType reports whether typ is a pointer to a type of this package with methods.
+func isMetricsType(typ reflect.Type) bool {
+	return typ.Kind() == reflect.Pointer && typ.Elem().PkgPath() == reflect.TypeFor[Metrics]().PkgPath() && typ.NumMethod() > 0
+}
+
+// follow calls the accessors path on m in turn and returns the last one's result (m itself
+// for an empty path).
+func follow(m *Metrics, path []string) reflect.Value {
+	v := reflect.ValueOf(m)
+	for _, accessor := range path {
+		v = v.MethodByName(accessor).Call(nil)[0]
+	}
+	return v
+}
+
+const signerA = "example.com/a"
+
+// representative holds, by type, the argument TestNilMetricsRecordsNothing passes to a method:
+// a value that records (every string is a served signer).
+var representative = map[reflect.Type]any{
+	reflect.TypeFor[string]():         signerA,
+	reflect.TypeFor[[]string]():       []string{signerA},
+	reflect.TypeFor[bool]():           true,
+	reflect.TypeFor[int64]():          int64(42),
+	reflect.TypeFor[codes.Code]():     codes.Unavailable,
+	reflect.TypeFor[time.Duration]():  3 * time.Millisecond,
+	reflect.TypeFor[time.Time]():      time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC),
+	reflect.TypeFor[map[string]int](): map[string]int{TrustBundleActive: 2},
+	reflect.TypeFor[Queue]():          fakeQueue{depth: 3, oldest: map[string]time.Duration{signerA: time.Minute}},
+	reflect.TypeFor[func() *x509.Certificate](): func() *x509.Certificate {
+		return &x509.Certificate{NotAfter: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+	},
+}
+
+// representativeOverrides are the arguments of the methods (Type.Method) whose parameters'
+// representative values would record nothing new on a new *Metrics (the state it starts in).
+var representativeOverrides = map[string][]any{
+	"WitnessMetrics.SetConsistent": {false}, // it starts consistent
+}
+
+// representativeArgs returns the arguments of method (whose receiver is its first parameter),
+// named name.
+func representativeArgs(t *testing.T, name string, method reflect.Method) []reflect.Value {
+	t.Helper()
+	over, overridden := representativeOverrides[name]
+	if overridden && len(over) != method.Type.NumIn()-1 {
+		t.Fatalf("%s takes %d arguments, representativeOverrides gives %d", name, method.Type.NumIn()-1, len(over))
+	}
+	var args []reflect.Value
+	for i := 1; i < method.Type.NumIn(); i++ {
+		in := method.Type.In(i)
+		v, ok := representative[in]
+		if overridden {
+			v, ok = over[i-1], true
+		}
+		if !ok {
+			t.Fatalf("%s: no representative argument of type %s: add one to representative (or the method to representativeOverrides)", name, in)
+		}
+		if rv := reflect.ValueOf(v); !rv.Type().AssignableTo(in) {
+			t.Fatalf("%s: argument %d is a %s, want %s", name, i, rv.Type(), in)
+		}
+		args = append(args, reflect.ValueOf(v))
+	}
+	return args
+}
+
+// checkNilRecordsNothing calls record on a nil *Metrics and fails the test, naming what, if it
+// panics; then calls it on a new *Metrics and fails unless the scrape of the signet_watcher_
+// series differs after the call.
+func checkNilRecordsNothing(t *testing.T, what string, record func(*Metrics)) {
+	t.Helper()
+	if p := callRecover(func() { record(nil) }); p != nil {
+		t.Errorf("%s on a nil *Metrics panics: %v", what, p)
+	}
+	m := New([]string{signerA}, []string{"signed"}, []string{"signed"}, []string{"Forbidden"})
+	before := ownSeries(t, m)
+	if p := callRecover(func() { record(m) }); p != nil {
+		t.Fatalf("%s on a new *Metrics panics: %v", what, p)
+	}
+	if ownSeries(t, m) == before {
+		t.Errorf("%s on a new *Metrics records nothing either: the nil case shows nothing (give it arguments that record)", what)
+	}
+}
+
+// callRecover calls f and returns what it panicked with, nil if it did not.
+func callRecover(f func()) (p any) {
+	defer func() { p = recover() }()
+	f()
+	return nil
+}
+
+// ownSeries returns the signet_watcher_ metric families m's registry gathers, encoded (the Go
+// runtime and process collectors change by themselves).
+func ownSeries(t *testing.T, m *Metrics) string {
+	t.Helper()
+	mfs, err := m.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b []byte
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), namespace+"_"+subsystem+"_") {
+			if b, err = (proto.MarshalOptions{Deterministic: true}).MarshalAppend(b, mf); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return string(b)
 }
 
 // TestTrustBundleMetrics: anchors are counted by state, the info series follows the hash

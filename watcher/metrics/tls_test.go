@@ -83,7 +83,20 @@ func TestClientCertificateExpiryConcurrent(t *testing.T) {
 	wg.Wait()
 }
 
+// TestNilMetricsWatchClientCertificate: a nil *Metrics watches nothing and never reads the
+// source; a new one given the same source shows its certificate's expiry.
 func TestNilMetricsWatchClientCertificate(t *testing.T) {
-	var m *Metrics
-	m.WatchClientCertificate(func() *x509.Certificate { return nil })
+	notAfter := time.Date(2027, 3, 1, 0, 0, 0, 0, time.UTC)
+	var reads atomic.Int32
+	checkNilRecordsNothing(t, "WatchClientCertificate", func(m *Metrics) {
+		m.WatchClientCertificate(func() *x509.Certificate {
+			if m == nil {
+				reads.Add(1)
+			}
+			return &x509.Certificate{NotAfter: notAfter}
+		})
+	})
+	if n := reads.Load(); n != 0 {
+		t.Errorf("the source was read %d times through a nil *Metrics", n)
+	}
 }
