@@ -251,9 +251,9 @@ func TestWebhookRefusesLikeGRPC(t *testing.T) {
 		},
 			http.StatusBadRequest, "INVALID_ARGUMENT", "INVALID_SIGNATURE", devpki.DefaultSigner},
 		{"policy violation (CA:TRUE)", func(c *certificatesv1.CertificateSigningRequest) { c.Spec.Request = testpki.CARequestCSR(t, p256) },
-			http.StatusForbidden, "FAILED_PRECONDITION", "POLICY_VIOLATION", devpki.DefaultSigner},
+			http.StatusBadRequest, "FAILED_PRECONDITION", "POLICY_VIOLATION", devpki.DefaultSigner},
 		{"unapproved", func(c *certificatesv1.CertificateSigningRequest) { c.Status.Conditions = nil },
-			http.StatusForbidden, "FAILED_PRECONDITION", "POLICY_VIOLATION", devpki.DefaultSigner},
+			http.StatusBadRequest, "FAILED_PRECONDITION", "POLICY_VIOLATION", devpki.DefaultSigner},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -323,8 +323,10 @@ func TestWebhookRefusesLikeGRPC(t *testing.T) {
 				t.Errorf("/metrics lacks %s", want)
 			}
 		}
-		if want := fmt.Sprintf(`signet_server_webhook_requests_total{code="%d"}`, http.StatusForbidden); !strings.Contains(metrics, want+" 3\n") {
-			t.Errorf("/metrics lacks %s 3", want)
+		for code, n := range map[int]int{http.StatusForbidden: 1, http.StatusBadRequest: 5, http.StatusNotFound: 1} {
+			if want := fmt.Sprintf(`signet_server_webhook_requests_total{code="%d"} %d`, code, n); !strings.Contains(metrics, want+"\n") {
+				t.Errorf("/metrics lacks %s", want)
+			}
 		}
 	})
 }

@@ -12,8 +12,9 @@ import (
 
 // notAboutTheRequest are the reasons whose gRPC code is otherwise final for the object
 // (ResourceExhausted, FailedPrecondition) but which say nothing against the request: the
-// server's rate limits, and a server whose ledger needs an operator. Another try, later or
-// on another server, can sign it.
+// server's rate limits, and a server whose ledger needs an operator (answered
+// FailedPrecondition by servers before LEDGER_RESTART_REQUIRED became Unavailable; kept for
+// them). Another try, later or on another server, can sign it.
 var notAboutTheRequest = map[string]bool{
 	signetv1.ConditionReason(signetv1.ReasonName(signetv1.ErrorReason_ERROR_REASON_RATE_LIMITED)):            true,
 	signetv1.ConditionReason(signetv1.ReasonName(signetv1.ErrorReason_ERROR_REASON_LEDGER_RESTART_REQUIRED)): true,
@@ -29,11 +30,11 @@ const (
 //   - terminal is true iff the gRPC code is InvalidArgument or FailedPrecondition, or
 //     ResourceExhausted without the RATE_LIMITED reason (gRPC's own "message larger than
 //     max": the same request can never fit): retrying cannot help and the object should be
-//     marked Failed (a CSR) or Denied (a PodCertificateRequest). One FailedPrecondition is
-//     transient: LEDGER_RESTART_REQUIRED, a server whose ledger needs an operator; the
-//     request itself is fine, another server or the same one restarted can sign it, so the
-//     object stays pending (with back-off and its give-up deadline) rather than being failed
-//     for what its requester did not do;
+//     marked Failed (a CSR) or Denied (a PodCertificateRequest). LEDGER_RESTART_REQUIRED, a
+//     server whose ledger needs an operator, is transient whatever its code (Unavailable
+//     now, FailedPrecondition from older servers): the request itself is fine, another server
+//     or the same one restarted can sign it, so the object stays pending (with back-off and
+//     its give-up deadline) rather than being failed for what its requester did not do;
 //   - reason is the ErrorInfo reason of domain signet.dev in TitleCase ("UNSUPPORTED_KEY" →
 //     "UnsupportedKey"), fit for a Kubernetes condition reason; without one, SignerRefused
 //     (terminal) or SignerUnavailable (transient);

@@ -36,6 +36,10 @@ const (
 	ReasonInvalidCA           Reason = "INVALID_CA"
 	// ReasonLedgerRestartRequired: the ledger cannot recover by itself (ledger.ErrRestartRequired).
 	ReasonLedgerRestartRequired Reason = "LEDGER_RESTART_REQUIRED"
+	// The ledger lookups' own (ErrNotFound, ErrCheckpointPending, ErrLedgerBehind).
+	ReasonNotFound          Reason = "NOT_FOUND"
+	ReasonCheckpointPending Reason = "CHECKPOINT_PENDING"
+	ReasonLedgerBehind      Reason = "LEDGER_BEHIND"
 )
 
 // Reasons lists every Reason, for the front doors' tables and their tests.
@@ -44,8 +48,17 @@ var Reasons = []Reason{
 	ReasonPolicyViolation, ReasonLintFailed, ReasonIdempotencyConflict, ReasonRateLimited,
 	ReasonLedgerUnavailable, ReasonUnknownSigner, ReasonSignerNotAllowed, ReasonInternal,
 	ReasonKeyUnavailable, ReasonAdminRequired, ReasonRotationRefused, ReasonInvalidCA,
-	ReasonLedgerRestartRequired,
+	ReasonLedgerRestartRequired, ReasonNotFound, ReasonCheckpointPending, ReasonLedgerBehind,
 }
+
+// Refusals of the ledger's lookups and proofs, for the front doors to wrap: nothing the
+// caller may see matches; the record is not covered by a signed checkpoint yet; the caller
+// holds a checkpoint larger than the server's latest.
+var (
+	ErrNotFound          = errors.New("not found")
+	ErrCheckpointPending = errors.New("not covered by a signed checkpoint yet")
+	ErrLedgerBehind      = errors.New("the ledger is behind the caller's checkpoint")
+)
 
 // Errors of the core itself; the pipeline's are issuance's, lint's and idempotency's.
 var (
@@ -92,6 +105,12 @@ func Classify(err error) (Reason, bool) {
 		return ReasonRotationRefused, true
 	case errors.Is(err, authority.ErrInvalidCA):
 		return ReasonInvalidCA, true
+	case errors.Is(err, ErrNotFound):
+		return ReasonNotFound, true
+	case errors.Is(err, ErrCheckpointPending):
+		return ReasonCheckpointPending, true
+	case errors.Is(err, ErrLedgerBehind):
+		return ReasonLedgerBehind, true
 	default:
 		return ReasonInternal, false
 	}

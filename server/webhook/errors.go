@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	rpccode "google.golang.org/genproto/googleapis/rpc/code"
+	"google.golang.org/grpc/codes"
 
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/decision"
@@ -19,7 +20,7 @@ const errorInfoType = "type.googleapis.com/google.rpc.ErrorInfo"
 
 // ErrorBody is the body of every non-2xx answer, the Google API error shape:
 //
-//	{"error":{"code":403,"message":"...","status":"FAILED_PRECONDITION",
+//	{"error":{"code":400,"message":"...","status":"FAILED_PRECONDITION",
 //	  "details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"POLICY_VIOLATION","domain":"signet.dev"}]}}
 type ErrorBody struct {
 	Error Status `json:"error"`
@@ -27,6 +28,7 @@ type ErrorBody struct {
 
 // Status is the error: the HTTP status code, the message (the gRPC service's for the same
 // refusal), the gRPC code's name, and the ErrorInfo with Signet's reason when there is one.
+// Code and Status are always a canonical pair (google.rpc.Code's HTTP mapping).
 type Status struct {
 	Code    int         `json:"code"`
 	Message string      `json:"message"`
@@ -41,18 +43,21 @@ type ErrorInfo struct {
 	Domain string `json:"domain"`
 }
 
-// answer is one error answer.
+// answer is one error answer. Its HTTP status is the canonical pair of its gRPC code
+// (wire.HTTPStatus), never chosen apart from it.
 type answer struct {
-	httpStatus int
-	status     string // the gRPC code's name, e.g. FAILED_PRECONDITION
+	code       codes.Code
 	reason     string // Signet's ErrorInfo reason; "" for none
 	message    string
 	retryAfter int // seconds; 0 for no Retry-After
 }
 
+// httpStatus is a's HTTP status.
+func (a answer) httpStatus() int { return wire.HTTPStatus(a.code) }
+
 // codeName is the name of a gRPC code as the Google API error shape writes it
 // (FAILED_PRECONDITION, not FailedPrecondition).
-func codeName(c uint32) string {
+func codeName(c codes.Code) string {
 	if name, ok := rpccode.Code_name[int32(c)]; ok {
 		return name
 	}
@@ -60,42 +65,37 @@ func codeName(c uint32) string {
 }
 
 // answerFor is the answer to an error of the decision core, or of the webhook's own checks
-// (which wrap the core's sentinels): the HTTP status, gRPC code and reason of server/wire's
-// table for its Reason (its Retry-After too), decision.PublicMessage as the message. A caller that went away gets CANCELLED (499, as the Google
-// APIs answer) or DEADLINE_EXCEEDED (504), which no one reads.
+// (which wrap the core's sentinels): the gRPC code, reason and Retry-After of server/wire's
+// table for its Reason, decision.PublicMessage as the message. A caller that went away gets
+// CANCELLED (499) or DEADLINE_EXCEEDED (504), which no one reads.
 func answerFor(err error) answer {
 	switch {
 	case errors.Is(err, context.Canceled):
-		return answer{httpStatus: 499, status: rpccode.Code_CANCELLED.String(), message: "the request was cancelled"}
+		return answer{code: codes.Canceled, message: "the request was cancelled"}
 	case errors.Is(err, context.DeadlineExceeded):
-		return answer{httpStatus: http.StatusGatewayTimeout, status: rpccode.Code_DEADLINE_EXCEEDED.String(), message: "the request's deadline passed"}
+		return answer{code: codes.DeadlineExceeded, message: "the request's deadline passed"}
 	}
 	reason, _ := decision.Classify(err)
 	a := wire.For(reason)
-	return answer{
-		httpStatus: a.HTTPStatus,
-		status:     codeName(uint32(a.Code)),
-		reason:     signetv1.ReasonName(a.Reason),
-		message:    decision.PublicMessage(err),
-		retryAfter: a.RetryAfter,
-	}
+	return answer{code: a.Code, reason: signetv1.ReasonName(a.Reason), message: decision.PublicMessage(err), retryAfter: a.RetryAfter}
 }
 
 // unavailable is a 503 of the webhook itself (the server is stopping).
 func unavailable(message string) answer {
-	return answer{httpStatus: http.StatusServiceUnavailable, status: rpccode.Code_UNAVAILABLE.String(), message: message, retryAfter: wire.RetryAfterUnavailable}
+	return answer{code: codes.Unavailable, message: message, retryAfter: wire.RetryAfterUnavailable}
 }
 
-// writeError writes a as the error body.
+// writeError writes a as the error body, with its canonical HTTP status.
 func writeError(w http.ResponseWriter, a answer) {
-	body := ErrorBody{Error: Status{Code: a.httpStatus, Message: a.message, Status: a.status}}
+	code := a.httpStatus()
+	body := ErrorBody{Error: Status{Code: code, Message: a.message, Status: codeName(a.code)}}
 	if a.reason != "" {
 		body.Error.Details = []ErrorInfo{{Type: errorInfoType, Reason: a.reason, Domain: signetv1.ErrorDomain}}
 	}
 	if a.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(a.retryAfter))
 	}
-	writeJSON(w, a.httpStatus, body)
+	writeJSON(w, code, body)
 }
 
 // writeJSON writes v as the JSON body with status code.

@@ -178,7 +178,8 @@ func csrObject(uid string, request []byte) *certificatesv1.CertificateSigningReq
 // refusal is one refused ledger record with the client's identity, the reason, the answered
 // message (and the size of a body that could not be decoded), and the object's UID, signer and
 // requester when the CSR decoded; the core counts it as a refusal (signer "unknown" when no
-// signer is known). Another method or path gets 405 or 404 in the same shape, and no record.
+// signer is known). Another method or path gets 501 UNIMPLEMENTED (with Allow: POST) or 404
+// NOT_FOUND in the same shape, and no record. Every answer is a canonical pair (webhooktest).
 // The webhook counts every answer by HTTP status.
 func TestWebhookBadInput(t *testing.T) {
 	t.Parallel()
@@ -217,18 +218,18 @@ func TestWebhookBadInput(t *testing.T) {
 			400, "INVALID_ARGUMENT", "MALFORMED_REQUEST", `kind "PodCertificateRequest"`, bodyRecord, ""},
 		{"v1beta1", "POST", "/", "application/json", object("uid-bad-version", func(c *certificatesv1.CertificateSigningRequest) { c.APIVersion = "certificates.k8s.io/v1beta1" }),
 			400, "INVALID_ARGUMENT", "MALFORMED_REQUEST", `apiVersion "certificates.k8s.io/v1beta1"`, bodyRecord, ""},
-		{"not JSON content type", "POST", "/", "application/vnd.kubernetes.protobuf", good, 415, "INVALID_ARGUMENT", "MALFORMED_REQUEST", "accepts application/json", bodyRecord, ""},
-		{"denied", "POST", "/", "application/json", object("uid-bad-denied", condition(certificatesv1.CertificateDenied)), 403, "FAILED_PRECONDITION", "POLICY_VIOLATION", "is denied", objectRecord, "uid-bad-denied"},
-		{"failed", "POST", "/", "application/json", object("uid-bad-failed", condition(certificatesv1.CertificateFailed)), 403, "FAILED_PRECONDITION", "POLICY_VIOLATION", "has failed", objectRecord, "uid-bad-failed"},
+		{"not JSON content type", "POST", "/", "application/vnd.kubernetes.protobuf", good, 400, "INVALID_ARGUMENT", "MALFORMED_REQUEST", "accepts application/json", bodyRecord, ""},
+		{"denied", "POST", "/", "application/json", object("uid-bad-denied", condition(certificatesv1.CertificateDenied)), 400, "FAILED_PRECONDITION", "POLICY_VIOLATION", "is denied", objectRecord, "uid-bad-denied"},
+		{"failed", "POST", "/", "application/json", object("uid-bad-failed", condition(certificatesv1.CertificateFailed)), 400, "FAILED_PRECONDITION", "POLICY_VIOLATION", "has failed", objectRecord, "uid-bad-failed"},
 		{"approval withdrawn", "POST", "/", "application/json", object("uid-bad-false", func(c *certificatesv1.CertificateSigningRequest) {
 			c.Status.Conditions[0].Status = corev1.ConditionFalse
 		}),
-			403, "FAILED_PRECONDITION", "POLICY_VIOLATION", "is not approved", objectRecord, "uid-bad-false"},
+			400, "FAILED_PRECONDITION", "POLICY_VIOLATION", "is not approved", objectRecord, "uid-bad-false"},
 		{"already signed", "POST", "/", "application/json", object("uid-bad-signed", func(c *certificatesv1.CertificateSigningRequest) { c.Status.Certificate = []byte("x") }),
-			403, "FAILED_PRECONDITION", "POLICY_VIOLATION", "already has a certificate", objectRecord, "uid-bad-signed"},
+			400, "FAILED_PRECONDITION", "POLICY_VIOLATION", "already has a certificate", objectRecord, "uid-bad-signed"},
 		// The core's own refusal, recorded as before.
 		{"no UID", "POST", "/", "", object("", func(*certificatesv1.CertificateSigningRequest) {}), 400, "INVALID_ARGUMENT", "MALFORMED_REQUEST", "object.uid is required", objectRecord, ""},
-		{"GET", "GET", "/", "", "", 405, "UNIMPLEMENTED", "", "POST only", noRecord, ""},
+		{"GET", "GET", "/", "", "", 501, "UNIMPLEMENTED", "", "POST only", noRecord, ""},
 		{"other path", "POST", "/sign", "application/json", good, 404, "NOT_FOUND", "", "served at /", noRecord, ""},
 	}
 	// Sequential, so that each case's records are the ones appended during it.
@@ -309,7 +310,8 @@ func (e *endless) Read(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// TestWebhookBodyLimit: a body over webhook.maxRequestBytes gets 413 without being read whole
+// TestWebhookBodyLimit: a body over webhook.maxRequestBytes gets 400 INVALID_ARGUMENT
+// MALFORMED_REQUEST naming the limit without being read whole
 // (a body that never ends is answered; one whose Content-Length is over the limit is answered
 // before it is sent), over HTTP/2 and HTTP/1.1; a body of exactly the limit is read.
 func TestWebhookBodyLimit(t *testing.T) {
@@ -335,9 +337,9 @@ func TestWebhookBodyLimit(t *testing.T) {
 			data, _ := io.ReadAll(resp.Body)
 			_ = resp.Body.Close()
 			var g webhooktest.ErrorBody
-			if resp.StatusCode != http.StatusRequestEntityTooLarge || json.Unmarshal(data, &g) != nil || g.Reason() != "MALFORMED_REQUEST" ||
+			if resp.StatusCode != http.StatusBadRequest || json.Unmarshal(data, &g) != nil || g.Error.Status != "INVALID_ARGUMENT" || g.Reason() != "MALFORMED_REQUEST" ||
 				!strings.Contains(g.Error.Message, fmt.Sprint(limit)) {
-				t.Errorf("h2 %t, Content-Length %t: answer %d %q, want 413 naming the limit", h2, declared, resp.StatusCode, data)
+				t.Errorf("h2 %t, Content-Length %t: answer %d %q, want 400 naming the limit", h2, declared, resp.StatusCode, data)
 			}
 			if (resp.ProtoMajor == 2) != h2 {
 				t.Errorf("answered over %s, want HTTP/2 %t", resp.Proto, h2)
@@ -358,10 +360,10 @@ func TestWebhookBodyLimit(t *testing.T) {
 		t.Errorf("a body of exactly the limit: %d %s", resp.StatusCode, data)
 	}
 	over := append(exact, ' ')
-	if resp, _ := webhooktest.PostError(t, hc, http.MethodPost, w.url, "application/json", bytes.NewReader(over)); resp.StatusCode != http.StatusRequestEntityTooLarge {
-		t.Errorf("a body one byte over the limit: %d, want 413", resp.StatusCode)
+	if resp, _ := webhooktest.PostError(t, hc, http.MethodPost, w.url, "application/json", bytes.NewReader(over)); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a body one byte over the limit: %d, want 400", resp.StatusCode)
 	}
-	// Each 413 is a refusal in the ledger, with the client and the limit; the body of exactly
+	// Each of them is a refusal in the ledger, with the client and the limit; the body of exactly
 	// the limit was issued.
 	refused, issued := 0, 0
 	for _, r := range w.ledger(t) {
@@ -376,10 +378,10 @@ func TestWebhookBodyLimit(t *testing.T) {
 		}
 	}
 	if refused != 5 || issued != 1 {
-		t.Errorf("%d refusals and %d issuances in the ledger, want 5 (one per 413) and 1", refused, issued)
+		t.Errorf("%d refusals and %d issuances in the ledger, want 5 (one per body over the limit) and 1", refused, issued)
 	}
 	wantMetrics(t, w.metrics(t), map[string]float64{
-		`signet_server_webhook_requests_total{code="413"}`: 5,
+		`signet_server_webhook_requests_total{code="400"}`: 5,
 		`signet_server_webhook_requests_total{code="200"}`: 1,
 	})
 }
@@ -398,9 +400,9 @@ func TestWebhookRefusalsRateLimited(t *testing.T) {
 		method, contentType, body string
 		want                      int
 	}{
-		{"GET", "", "", http.StatusMethodNotAllowed},
+		{"GET", "", "", http.StatusNotImplemented},
 		{"POST", "application/json", "not JSON", http.StatusBadRequest},
-		{"POST", "application/json", notApproved, http.StatusForbidden},
+		{"POST", "application/json", notApproved, http.StatusBadRequest},
 		// The client's two tokens are spent.
 		{"POST", "application/json", "not JSON", http.StatusTooManyRequests},
 		{"POST", "application/json", notApproved, http.StatusTooManyRequests},

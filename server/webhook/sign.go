@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"google.golang.org/grpc/codes"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	sigsjson "sigs.k8s.io/json"
@@ -43,7 +44,7 @@ func (s *Server) sign(w http.ResponseWriter, r *http.Request) {
 	if identity == "" {
 		// The handshake requires a verified, configured client certificate; this is only
 		// reached if the server is wired without it.
-		writeError(w, answer{httpStatus: http.StatusUnauthorized, status: "UNAUTHENTICATED", message: "no verified client certificate"})
+		writeError(w, answer{code: codes.Unauthenticated, message: "no verified client certificate"})
 		return
 	}
 	csr, rf := s.readCSR(w, r)
@@ -71,9 +72,6 @@ type refusal struct {
 	// err is the refusal; it wraps one of the core's sentinels (issuance.ErrMalformedRequest,
 	// issuance.ErrPolicyViolation), which give its reason.
 	err error
-	// ans is its answer when the HTTP status is not server/wire's (413, 415); the zero answer
-	// means answerFor(err).
-	ans answer
 	// req is what is known of the request: the decoded CSR's; the zero CSR when the body
 	// could not be decoded.
 	req decision.CSR
@@ -105,12 +103,9 @@ type refusal struct {
 // decision to record. Requests for another path or method (404, 405) are not signing requests
 // and are not recorded either; the webhook's metrics count every answer.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, identity string, rf *refusal) {
-	ans := rf.ans
-	if ans.httpStatus == 0 {
-		ans = answerFor(rf.err)
-	}
+	ans := answerFor(rf.err)
 	if rf.unread {
-		s.log.Info("webhook request refused", logKeyClient, identity, logKeyStatus, ans.httpStatus, logKeyReason, ans.reason,
+		s.log.Info("webhook request refused", logKeyClient, identity, logKeyStatus, ans.httpStatus(), logKeyReason, ans.reason,
 			logKeyError, rf.err.Error())
 		writeError(w, ans)
 		return
@@ -131,13 +126,14 @@ func clientIdentity(r *http.Request) string {
 }
 
 // readCSR reads and decodes the body, or returns the refusal. A body over maxBytes (by its
-// Content-Length, or once that many bytes have been read) is refused with 413, and a content
-// type other than JSON with 415; other refusals wrap issuance.ErrMalformedRequest (400).
+// Content-Length, or once that many bytes have been read) or whose content type is not JSON
+// is refused, as every other body that cannot be decoded: the refusals wrap
+// issuance.ErrMalformedRequest (400, INVALID_ARGUMENT) and their messages say which.
 func (s *Server) readCSR(w http.ResponseWriter, r *http.Request) (*certificatesv1.CertificateSigningRequest, *refusal) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 			err := fmt.Errorf("%w: %w: content type %s; the webhook accepts application/json", issuance.ErrMalformedRequest, errNotJSON, quote(ct))
-			rf := &refusal{err: err, ans: s.withStatus(err, http.StatusUnsupportedMediaType)}
+			rf := &refusal{err: err}
 			if r.ContentLength >= 0 {
 				rf.detail = fmt.Sprintf("Content-Length %d", r.ContentLength)
 			}
@@ -145,8 +141,8 @@ func (s *Server) readCSR(w http.ResponseWriter, r *http.Request) (*certificatesv
 		}
 	}
 	if r.ContentLength > s.maxBytes {
-		err := s.tooLarge(fmt.Sprintf("%d bytes", r.ContentLength))
-		return nil, &refusal{err: err, ans: s.withStatus(err, http.StatusRequestEntityTooLarge)}
+		err := s.tooLarge(fmt.Sprintf("%d bytes, more", r.ContentLength))
+		return nil, &refusal{err: err}
 	}
 	var buf bytes.Buffer
 	if r.ContentLength > 0 {
@@ -158,7 +154,7 @@ func (s *Server) readCSR(w http.ResponseWriter, r *http.Request) (*certificatesv
 	switch {
 	case errors.As(err, &tooLarge):
 		err := s.tooLarge("more")
-		return nil, &refusal{err: err, ans: s.withStatus(err, http.StatusRequestEntityTooLarge)}
+		return nil, &refusal{err: err}
 	case err != nil:
 		return nil, &refusal{err: fmt.Errorf("%w: reading the body: %w", issuance.ErrMalformedRequest, err), unread: true}
 	}
@@ -170,17 +166,10 @@ func (s *Server) readCSR(w http.ResponseWriter, r *http.Request) (*certificatesv
 	return csr, nil
 }
 
-// tooLarge is the refusal of a body of size (words) over the limit.
+// tooLarge is the refusal of a body over the limit; size says by how much, in words that
+// precede "than the limit" ("more", "2048 bytes, more").
 func (s *Server) tooLarge(size string) error {
-	return fmt.Errorf("%w: the body is %s, more than the %d bytes this webhook accepts (webhook.maxRequestBytes)", issuance.ErrMalformedRequest, size, s.maxBytes)
-}
-
-// withStatus is err's answer with another HTTP status: a transport-level refusal (413, 415)
-// that is otherwise a MALFORMED_REQUEST.
-func (s *Server) withStatus(err error, httpStatus int) answer {
-	a := answerFor(err)
-	a.httpStatus = httpStatus
-	return a
+	return fmt.Errorf("%w: the body is %s than the %d bytes this webhook accepts (webhook.maxRequestBytes)", issuance.ErrMalformedRequest, size, s.maxBytes)
 }
 
 // decodeCSR decodes data into csr as Kubernetes decodes JSON (field names case-sensitive,
@@ -201,7 +190,7 @@ func decodeCSR(data []byte, csr *certificatesv1.CertificateSigningRequest) error
 	return nil
 }
 
-// checkState refuses, with a POLICY_VIOLATION (403, FAILED_PRECONDITION), a CSR that the
+// checkState refuses, with a POLICY_VIOLATION (400, FAILED_PRECONDITION), a CSR that the
 // watcher would skip: not approved, denied, failed, or already signed. A condition counts
 // when its status is True or unset, as for the watcher.
 func checkState(csr *certificatesv1.CertificateSigningRequest) error {

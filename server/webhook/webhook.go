@@ -23,6 +23,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+	"google.golang.org/grpc/codes"
 	"k8s.io/utils/clock"
 
 	"github.com/signet-pki/signet/server/decision"
@@ -141,12 +142,12 @@ func (s *Server) Handler() http.Handler {
 	r.Use(s.observe, s.track)
 	r.Post(Path, s.sign)
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, answer{httpStatus: http.StatusNotFound, status: "NOT_FOUND",
+		writeError(w, answer{code: codes.NotFound,
 			message: "no such path: the webhook is served at " + Path})
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, answer{httpStatus: http.StatusMethodNotAllowed, status: "UNIMPLEMENTED",
+		writeError(w, answer{code: codes.Unimplemented,
 			message: "the webhook accepts POST only"})
 	})
 	return r

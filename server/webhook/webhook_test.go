@@ -158,9 +158,9 @@ func TestAnswers(t *testing.T) {
 		retryAfter string
 	}{
 		{fmt.Errorf("%w: bad PEM", issuance.ErrMalformedRequest), 400, "INVALID_ARGUMENT", "MALFORMED_REQUEST", "malformed request: bad PEM", ""},
-		{fmt.Errorf("%w: CA:TRUE", issuance.ErrPolicyViolation), 403, "FAILED_PRECONDITION", "POLICY_VIOLATION", "policy violation: CA:TRUE", ""},
+		{fmt.Errorf("%w: CA:TRUE", issuance.ErrPolicyViolation), 400, "FAILED_PRECONDITION", "POLICY_VIOLATION", "policy violation: CA:TRUE", ""},
 		{fmt.Errorf("signing: %w: pkcs11 gone", keyerr.ErrUnavailable), 503, "UNAVAILABLE", "KEY_UNAVAILABLE", "cannot be used now", "5"},
-		{errors.New("secret detail"), 500, "INTERNAL", "INTERNAL", "internal error", ""},
+		{errors.New("secret detail"), 500, "INTERNAL", "INTERNAL", "internal error", "5"},
 		{context.Canceled, 499, "CANCELLED", "", "cancelled", ""},
 	} {
 		rec := httptest.NewRecorder()
@@ -245,7 +245,7 @@ func TestDocumentedStatuses(t *testing.T) {
 	}
 	for _, r := range decision.Reasons {
 		a := wire.For(r)
-		row := fmt.Sprintf("| `%s` | %d | `%s` |", r, a.HTTPStatus, codeName(uint32(a.Code)))
+		row := fmt.Sprintf("| `%s` | %d | `%s` |", r, a.HTTPStatus, codeName(a.Code))
 		if !strings.Contains(string(doc), row) {
 			t.Errorf("docs/webhook.md has no row %q", row)
 		}

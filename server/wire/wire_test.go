@@ -3,6 +3,8 @@ package wire_test
 import (
 	"testing"
 
+	"google.golang.org/grpc/codes"
+
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/decision"
 	"github.com/signet-pki/signet/server/wire"
@@ -21,9 +23,8 @@ func TestEveryReasonIsAnswered(t *testing.T) {
 		if a.HTTPStatus < 400 || a.HTTPStatus > 599 {
 			t.Errorf("%s: HTTP status %d is not an error", r, a.HTTPStatus)
 		}
-		// A Retry-After only on what a retry of the same server may get past (429, 503), and
-		// on every such answer but the one that needs an operator.
-		retryable := a.HTTPStatus == 429 || (a.HTTPStatus == 503 && r != decision.ReasonLedgerRestartRequired)
+		// A Retry-After on every answer a retry may get past (429, 500, 503), on no other.
+		retryable := a.HTTPStatus == 429 || a.HTTPStatus == 500 || a.HTTPStatus == 503
 		if (a.RetryAfter > 0) != retryable {
 			t.Errorf("%s: HTTP %d with Retry-After %d", r, a.HTTPStatus, a.RetryAfter)
 		}
@@ -36,5 +37,29 @@ func TestEveryReasonIsAnswered(t *testing.T) {
 	}
 	if got := wire.For("NO_SUCH_REASON").Reason; got != signetv1.ErrorReason_ERROR_REASON_INTERNAL {
 		t.Errorf("an unknown reason is answered %s, want INTERNAL", got)
+	}
+}
+
+// TestHTTPStatusIsTheCanonicalPair: the webhook's HTTP status of every reason is the one the
+// canonical google.rpc.Code mapping gives its gRPC code (written out here from code.proto's
+// documentation, so that a change of the library's table is seen too).
+func TestHTTPStatusIsTheCanonicalPair(t *testing.T) {
+	t.Parallel()
+	canonical := map[codes.Code]int{
+		codes.InvalidArgument: 400, codes.FailedPrecondition: 400, codes.OutOfRange: 400,
+		codes.Unauthenticated: 401, codes.PermissionDenied: 403, codes.NotFound: 404,
+		codes.AlreadyExists: 409, codes.Aborted: 409, codes.ResourceExhausted: 429,
+		codes.Canceled: 499, codes.Internal: 500, codes.Unknown: 500, codes.DataLoss: 500,
+		codes.Unimplemented: 501, codes.Unavailable: 503, codes.DeadlineExceeded: 504,
+	}
+	for code, want := range canonical {
+		if got := wire.HTTPStatus(code); got != want {
+			t.Errorf("HTTPStatus(%s) = %d, want %d", code, got, want)
+		}
+	}
+	for _, r := range decision.Reasons {
+		if a := wire.For(r); a.HTTPStatus != canonical[a.Code] {
+			t.Errorf("%s: HTTP %d with %s, whose canonical status is %d", r, a.HTTPStatus, a.Code, canonical[a.Code])
+		}
 	}
 }

@@ -88,7 +88,18 @@ const (
 	// by itself (its segment was replaced by another file under the running server); nothing was
 	// issued. Retrying this server is useless until an operator has acted and restarted it
 	// (the server log and /readyz say what to do); another signing server may take the request.
+	// Answered UNAVAILABLE (HTTP 503 with Retry-After on the webhook): the request itself is fine.
 	ErrorReason_ERROR_REASON_LEDGER_RESTART_REQUIRED ErrorReason = 17
+	// ERROR_REASON_NOT_FOUND: no ledger record or signed checkpoint the caller may see matches
+	// what was asked for (a record of another client is not shown, and is answered the same).
+	ErrorReason_ERROR_REASON_NOT_FOUND ErrorReason = 18
+	// ERROR_REASON_CHECKPOINT_PENDING: the record exists but no signed checkpoint covers it yet;
+	// checkpoints are signed within a second of an append, so a retry in a moment succeeds.
+	ErrorReason_ERROR_REASON_CHECKPOINT_PENDING ErrorReason = 19
+	// ERROR_REASON_LEDGER_BEHIND: the caller holds a checkpoint larger than the server's latest:
+	// the ledger this server proves from is shorter than one the caller has seen. Compare the
+	// checkpoints (signetctl ledger audit); a server that lost records is a serious finding.
+	ErrorReason_ERROR_REASON_LEDGER_BEHIND ErrorReason = 20
 )
 
 // Enum value maps for ErrorReason.
@@ -112,6 +123,9 @@ var (
 		15: "ERROR_REASON_ROTATION_REFUSED",
 		16: "ERROR_REASON_INVALID_CA",
 		17: "ERROR_REASON_LEDGER_RESTART_REQUIRED",
+		18: "ERROR_REASON_NOT_FOUND",
+		19: "ERROR_REASON_CHECKPOINT_PENDING",
+		20: "ERROR_REASON_LEDGER_BEHIND",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":             0,
@@ -132,6 +146,9 @@ var (
 		"ERROR_REASON_ROTATION_REFUSED":        15,
 		"ERROR_REASON_INVALID_CA":              16,
 		"ERROR_REASON_LEDGER_RESTART_REQUIRED": 17,
+		"ERROR_REASON_NOT_FOUND":               18,
+		"ERROR_REASON_CHECKPOINT_PENDING":      19,
+		"ERROR_REASON_LEDGER_BEHIND":           20,
 	}
 )
 
@@ -3548,7 +3565,7 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\bnew_size\x18\x02 \x01(\x03R\anewSize\"]\n" +
 	"\x18ProveConsistencyResponse\x12\x14\n" +
 	"\x05proof\x18\x01 \x03(\fR\x05proof\x12+\n" +
-	"\x11signed_checkpoint\x18\x02 \x01(\fR\x10signedCheckpoint*\xf4\x04\n" +
+	"\x11signed_checkpoint\x18\x02 \x01(\fR\x10signedCheckpoint*\xd5\x05\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x01\x12\"\n" +
@@ -3568,7 +3585,10 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\x1bERROR_REASON_ADMIN_REQUIRED\x10\x0e\x12!\n" +
 	"\x1dERROR_REASON_ROTATION_REFUSED\x10\x0f\x12\x1b\n" +
 	"\x17ERROR_REASON_INVALID_CA\x10\x10\x12(\n" +
-	"$ERROR_REASON_LEDGER_RESTART_REQUIRED\x10\x11*\x91\x01\n" +
+	"$ERROR_REASON_LEDGER_RESTART_REQUIRED\x10\x11\x12\x1a\n" +
+	"\x16ERROR_REASON_NOT_FOUND\x10\x12\x12#\n" +
+	"\x1fERROR_REASON_CHECKPOINT_PENDING\x10\x13\x12\x1e\n" +
+	"\x1aERROR_REASON_LEDGER_BEHIND\x10\x14*\x91\x01\n" +
 	"\vAnchorState\x12\x1c\n" +
 	"\x18ANCHOR_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13ANCHOR_STATE_ACTIVE\x10\x01\x12\x17\n" +

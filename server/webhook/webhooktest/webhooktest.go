@@ -73,7 +73,29 @@ func PostError(t testing.TB, c *http.Client, method, url, contentType string, bo
 	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("error Content-Type = %q, want application/json", ct)
 	}
+	if want, ok := CanonicalHTTPStatus[g.Error.Status]; !ok || want != resp.StatusCode {
+		t.Errorf("answer %d with status %s: not a canonical pair (%s is HTTP %d)", resp.StatusCode, g.Error.Status, g.Error.Status, want)
+	}
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusServiceUnavailable:
+		if resp.Header.Get("Retry-After") == "" {
+			t.Errorf("answer %d without Retry-After: a retry may get past it", resp.StatusCode)
+		}
+	default:
+		if ra := resp.Header.Get("Retry-After"); ra != "" {
+			t.Errorf("answer %d with Retry-After %q: a retry of the same request cannot get past it", resp.StatusCode, ra)
+		}
+	}
 	return resp, g
+}
+
+// CanonicalHTTPStatus is the HTTP status of each google.rpc.Code name, as code.proto documents
+// the mapping every Google API client uses.
+var CanonicalHTTPStatus = map[string]int{
+	"CANCELLED": 499, "UNKNOWN": 500, "INVALID_ARGUMENT": 400, "DEADLINE_EXCEEDED": 504,
+	"NOT_FOUND": 404, "ALREADY_EXISTS": 409, "PERMISSION_DENIED": 403, "UNAUTHENTICATED": 401,
+	"RESOURCE_EXHAUSTED": 429, "FAILED_PRECONDITION": 400, "ABORTED": 409, "OUT_OF_RANGE": 400,
+	"UNIMPLEMENTED": 501, "INTERNAL": 500, "UNAVAILABLE": 503, "DATA_LOSS": 500,
 }
 
 // JSON is v encoded as JSON, the body a client posts; it fails the test if v cannot be.
