@@ -281,6 +281,7 @@ func (s *Server) healthLoop(ctx context.Context) {
 		}
 		err := s.ready()
 		s.metrics.SetLedgerState(ledgerState(s.ledger.Err()))
+		s.metrics.SetLedgerSpaceNeeded(s.ledger.SpaceNeeded())
 		s.updateSignerHealth(err, keys)
 		if now := err == nil; now != serving {
 			serving = now

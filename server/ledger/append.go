@@ -186,7 +186,7 @@ func (l *Ledger) commit(batch []*request, buf []byte) []byte {
 // the error and returns false.
 func (l *Ledger) flush(group []*request, buf []byte) bool {
 	if err := l.writeAndSync(buf); err != nil {
-		l.dirty = max(l.dirty, l.off+int64(len(buf)))
+		l.dirty, l.retry = max(l.dirty, l.off+int64(len(buf))), int64(len(buf))
 		l.setFailed(err)
 		l.answerAll(group, fmt.Errorf("appending to ledger %s: %w", l.dir, err))
 		return false

@@ -36,6 +36,18 @@
 // unacknowledged. An older signet-server opening the ledger takes the free space for a torn
 // tail and truncates it; this one adds it back.
 //
+// Growth fits what is free (space.go). On Linux the writer first asks the file system for its
+// free space (statfs) and always leaves 64 KiB of it for the checkpoint and the server's other
+// small writes; when the chunk does not fit, the segment grows by as much as does, down to
+// what the batch needs rounded up to a 4 KiB page. When not even that fits, nothing is
+// written: the batch fails with a *SpaceError that says how many bytes are free and needed
+// (Ledger.SpaceNeeded is the difference). Where the free space is not known (other
+// platforms) the write finds out: an extension refused with ENOSPC is tried again with what
+// the batch needs. Every extension that fails is given back: the segment is truncated to its
+// size before the attempt and fsynced, so no partial chunk keeps holding the space (on a
+// volume smaller than two chunks, a kept partial chunk made a full disk permanent). Open
+// never fails for lack of space: it opens with the free space the segment has, and warns.
+//
 // # Framing and canonical encoding
 //
 // Each record is one line: the canonical JSON encoding of Record followed by "\n". The
@@ -109,8 +121,10 @@
 // batch that may be partial). Every Options.RecoverInterval it then tries to recover: it
 // zeroes what the failed writes may have left after the last acknowledged record (those
 // records' callers were told nothing was issued, so they never join the history), makes sure
-// there is free space again, fsyncs, and reopens. A disk that was full and has space again, or
-// a storage error that went away, needs no restart. The writer also checks (at most every
+// there is free space again by the rules above (room for the batch that failed, and up to a
+// chunk if the file system has it), fsyncs, and reopens. A disk that was full and has space
+// again, or a storage error that went away, needs no restart; while the disk is still too
+// full, Err says how many bytes are free and needed, as of the last attempt. The writer also checks (at most every
 // 50 ms, and every RecoverInterval when idle) that the segment's path still names the file
 // being appended to: a removed segment is restored from the open file (no record lost); a
 // file put in its place is left alone, the ledger's own records are kept next to it, and the

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,10 +27,13 @@ type faultyFile struct {
 	failSync     atomic.Bool
 	shortWrite   atomic.Bool // write half the batch, then fail
 	failZeroFill atomic.Bool // fail writes of zeros (extensions of the free space)
-	syncDelay    time.Duration
-	syncGate     chan struct{} // if not nil, Sync waits for it
-	mu           sync.Mutex
-	writes       []int // sizes of the writes of records (not of zeros)
+	// zeroLimit, if not 0, is the size past which writes of zeros fail with ENOSPC, after
+	// writing what fits before it, as on a full file system.
+	zeroLimit atomic.Int64
+	syncDelay time.Duration
+	syncGate  chan struct{} // if not nil, Sync waits for it
+	mu        sync.Mutex
+	writes    []int // sizes of the writes of records (not of zeros)
 }
 
 var errInjected = errors.New("injected: no space left on device")
@@ -43,6 +47,10 @@ func (f *faultyFile) WriteAt(p []byte, off int64) (int, error) {
 	}
 	if zeros && f.failZeroFill.Load() {
 		return 0, errInjected
+	}
+	if limit := f.zeroLimit.Load(); zeros && limit != 0 && off+int64(len(p)) > limit {
+		n, _ := f.File.WriteAt(p[:max(0, limit-off)], off)
+		return n, syscall.ENOSPC
 	}
 	if f.shortWrite.Load() {
 		n, _ := f.File.WriteAt(p[:len(p)/2], off)

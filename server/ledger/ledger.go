@@ -37,7 +37,8 @@ type Options struct {
 	// space after Open, is written and synced through.
 	WrapFile func(File) File
 	// Preallocate is the size of the zero-filled chunks the segment grows by when a batch
-	// would not fit in its free space (see the package doc). Default: 4 MiB.
+	// would not fit in its free space (less when the file system has not that much free: see
+	// the package doc). Default: 4 MiB.
 	Preallocate int64
 	// Appended, if set, is called by the writer after every batch of acknowledged records
 	// (the checkpointer's cue). It must be cheap and never block.
@@ -49,6 +50,10 @@ type Options struct {
 	// chain, so that state rebuilt from the ledger costs no second read; its first error
 	// fails Open.
 	Replay func(Record) error
+
+	// freeSpace reports the free space of the ledger's file system (space.go). Default:
+	// statfs on Linux, unknown elsewhere; tests set it to see the other platforms' path.
+	freeSpace freeSpaceFunc
 }
 
 func (o Options) withDefaults() Options {
@@ -67,6 +72,9 @@ func (o Options) withDefaults() Options {
 	if o.RecoverInterval <= 0 {
 		o.RecoverInterval = defaultRecoverInterval
 	}
+	if o.freeSpace == nil {
+		o.freeSpace = freeSpace
+	}
 	return o
 }
 
@@ -80,7 +88,8 @@ type Stats struct {
 	// Syncs is the number of fsync calls on the segment: one per batch and one per extension.
 	Syncs uint64
 	// Extensions is the number of times the free space ran out and the segment grew by
-	// Options.Preallocate (or more, for a bigger batch) of zeros, not counting Open's.
+	// Options.Preallocate (or more, for a bigger batch; or less, on a nearly full file
+	// system) of zeros, not counting Open's.
 	Extensions uint64
 	// Recoveries is the number of times the ledger reopened for appends by itself after a
 	// storage fault; Restores the number of times it restored its removed segment.
@@ -116,8 +125,9 @@ type Ledger struct {
 	// current batch) owns them.
 	off, end int64
 	// dirty is, after a failed write, the end of the bytes it may have written past off;
-	// recover zeroes [off, dirty). The writer owns it.
-	dirty int64
+	// recover zeroes [off, dirty). retry is the size of the write that failed: recover makes
+	// room for it. The writer owns them.
+	dirty, retry int64
 	// lastCheck is when the writer last checked the segment (recover.go's checkAfterSync).
 	lastCheck time.Time
 
@@ -138,9 +148,11 @@ type Ledger struct {
 // needed. It fails with an error matching ErrNotWritable, naming dir, when dir cannot be
 // written; with ErrLocked when another Ledger holds dir; and with a *CorruptionError (ErrCorrupt)
 // when the existing records are not an intact chain. A torn tail, the trace of a crash during
-// a write that was never acknowledged, is truncated with a warning. Open then makes sure the
-// segment has zero-filled free space to write into (a ledger written before free space
-// existed gets it now). Close the Ledger to release the lock.
+// a write that was never acknowledged, is truncated with a warning. Open then gives the
+// segment zero-filled free space to write into (a ledger written before free space existed
+// gets it now) as far as the file system has room for it (space.go's grow): on a nearly full
+// file system it opens with less, or none, and logs a warning; the appends that do not fit
+// then fail with a *SpaceError until space is freed. Close the Ledger to release the lock.
 func Open(dir string, opts Options) (*Ledger, error) {
 	opts = opts.withDefaults()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -190,26 +202,24 @@ func openSegment(dir string, opts Options) (*Ledger, error) {
 			err = fmt.Errorf("truncating the torn tail of %s: %w", path, err)
 		}
 	}
+	l := &Ledger{
+		dir: dir, path: path, opts: opts, file: f, w: File(f), index: x,
+		off: good, end: end, seq: rep.LastSeq, prevHash: zeroHash,
+	}
 	if err == nil && end-good < opts.Preallocate/4 {
-		to := alignUp(good+opts.Preallocate/4, opts.Preallocate)
-		err = extend(f, path, end, to, nil)
-		end = to
+		err = l.openFreeSpace()
 	}
 	if err == nil {
 		err = syncDir(dir)
 	}
-	var fi os.FileInfo
 	if err == nil {
-		fi, err = f.Stat()
+		l.fileInfo, err = f.Stat()
 	}
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("opening ledger %s: %w", dir, writeError(dir, err))
 	}
-	l := &Ledger{
-		dir: dir, path: path, opts: opts, file: f, fileInfo: fi, w: File(f), index: x,
-		off: good, end: end, seq: rep.LastSeq, prevHash: zeroHash,
-	}
+	l.syncs.Store(0) // Stats count the work after Open
 	l.idle.L = &l.qmu
 	if rep.Records > 0 {
 		l.prevHash = rep.LastHash
@@ -218,6 +228,23 @@ func openSegment(dir string, opts Options) (*Ledger, error) {
 		l.w = opts.WrapFile(f)
 	}
 	return l, nil
+}
+
+// openFreeSpace grows the segment being opened to the chunk boundary past a quarter chunk of
+// free space, or by what the file system has room for, and warns when that is less than a
+// quarter chunk.
+func (l *Ledger) openFreeSpace() error {
+	end, err := l.grow(l.end, alignUp(l.off+l.opts.Preallocate/4, l.opts.Preallocate))
+	if err != nil {
+		return err
+	}
+	l.end = end
+	if end-l.off < l.opts.Preallocate/4 {
+		free, _ := l.opts.freeSpace(l.dir)
+		l.opts.Logger.Warn("ledger: its file system has little free space; appends that do not fit will be refused until space is freed",
+			"dir", l.dir, "segment_free_bytes", end-l.off, "file_system_free_bytes", free, "kept_free_bytes", headroom)
+	}
+	return nil
 }
 
 // probeWritable creates and removes a file in dir, so an unwritable directory (permissions,

@@ -15,9 +15,13 @@ import (
 //     RecoverInterval the ledger tries to recover. It overwrites with zeros what the failed
 //     writes may have left after the last acknowledged record (so a record whose caller was
 //     told "nothing was issued" never becomes part of the history, even if its bytes reached
-//     the page cache or the disk), makes sure the segment has free space again (which fails
-//     while the disk is still full), fsyncs, and opens for appends. A retry then succeeds:
-//     the error is ErrUnavailable, retryable.
+//     the page cache or the disk), makes sure the segment has free space again, fsyncs, and
+//     opens for appends. A retry then succeeds: the error is ErrUnavailable, retryable. The
+//     free space follows space.go's rules: room for the write that failed is required (a
+//     *SpaceError while the file system has not that much free beyond the headroom, which
+//     then replaces Err with the current numbers); up to the chunk boundary past a quarter
+//     chunk is taken only as far as the file system has room for it. A growth that fails is
+//     truncated away again, so an attempt on a still full disk leaves nothing behind.
 //   - The segment was removed (unlinked) while the ledger had it open: the records are still
 //     in the open file. The ledger restores the segment at its path from the open file (the
 //     acknowledged records and free space) and goes on appending to the restored file; the
@@ -177,13 +181,12 @@ func (l *Ledger) recover() {
 	}
 	if err == nil && l.dirty > l.off {
 		// Zeros over what failed writes may have left: those records were never acknowledged.
-		err = fillZeros(l.w, l.off, l.dirty)
+		// Records are written only into the free space (a write whose reserve failed wrote
+		// nothing), so zeroing stops at its end, and never grows the file.
+		err = fillZeros(l.w, l.off, min(l.dirty, l.end))
 	}
-	if err == nil && l.end-l.off < l.opts.Preallocate/4 {
-		to := alignUp(l.off+l.opts.Preallocate/4, l.opts.Preallocate)
-		if err = fillZeros(l.w, l.end, to); err == nil {
-			l.end = to
-		}
+	if err == nil {
+		err = l.regrow()
 	}
 	if err == nil {
 		l.syncs.Add(1)
@@ -193,10 +196,15 @@ func (l *Ledger) recover() {
 		err = l.checkSegment()
 	}
 	if err != nil {
+		var space *SpaceError
+		if errors.As(err, &space) || errors.As(failed, &space) {
+			// Err (and SpaceNeeded) say what is free and needed now.
+			l.setFailed(fmt.Errorf("appending to ledger %s: %w: %w", l.dir, ErrUnavailable, writeError(l.dir, err)))
+		}
 		l.opts.Logger.Debug("ledger still cannot be written", "dir", l.dir, "error", err.Error())
 		return
 	}
-	l.dirty = 0
+	l.dirty, l.retry = 0, 0
 	l.recoveries.Add(1)
 	l.mu.Lock()
 	since := l.failedAt
@@ -204,6 +212,27 @@ func (l *Ledger) recover() {
 	l.mu.Unlock()
 	l.opts.Logger.Warn("ledger recovered: accepting records again", "dir", l.dir,
 		"closed_for", l.opts.Clock.Since(since).Round(time.Millisecond).String(), "cause", failed.Error(), "last_seq", l.seq)
+}
+
+// regrow gives a recovering ledger free space again, by the rules of reserve (space.go's
+// grow): room for the write that failed (l.retry bytes past the last record; a *SpaceError
+// if the file system has not that much free), and, when less than a quarter chunk is free,
+// up to the chunk boundary past a quarter chunk or as far as the file system has room for.
+func (l *Ledger) regrow() error {
+	need, want := l.end, l.end
+	if l.off+l.retry > l.end {
+		want = alignUp(l.off+l.retry, l.opts.Preallocate)
+		need = min(alignUp(l.off+l.retry, pageSize), want)
+	}
+	if l.end-l.off < l.opts.Preallocate/4 {
+		want = max(want, alignUp(l.off+l.opts.Preallocate/4, l.opts.Preallocate))
+	}
+	if want <= l.end {
+		return nil
+	}
+	end, err := l.grow(need, want)
+	l.end = end
+	return err
 }
 
 // setFailed closes the ledger for appends with err (the first failure's time is kept).
@@ -219,16 +248,22 @@ func (l *Ledger) setFailed(err error) {
 // restore writes the open (removed) segment's first n bytes (its acknowledged records, and
 // the batch being acknowledged, if any) and fresh free space to a new file, puts it at the
 // segment's path (only if nothing is there: link fails otherwise), and appends to it from now
-// on.
+// on. The free space is sized as Open sizes it (up to the chunk boundary past a quarter
+// chunk, or what the file system has room for, or none: space.go's plan); a *SpaceError when
+// not even the records fit. A failed restore gives back what it took: the new file is
+// removed and closed.
 func (l *Ledger) restore(n int64) error {
 	tmp := l.path + ".restoring"
 	_ = os.Remove(tmp) // a leftover of an earlier attempt
+	end, err := plan(l.opts.freeSpace, l.dir, 0, n, alignUp(n+l.opts.Preallocate/4, l.opts.Preallocate))
+	if err != nil {
+		return fmt.Errorf("restoring %s: %w", l.path, err)
+	}
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("restoring %s: %w", l.path, writeError(l.dir, err))
 	}
-	end := alignUp(n+l.opts.Preallocate/4, l.opts.Preallocate)
-	err = copySegment(f, l.file, n, end)
+	end, err = copySegment(f, l.file, n, end)
 	if err == nil {
 		err = os.Link(tmp, l.path)
 	}
@@ -258,15 +293,23 @@ func (l *Ledger) restore(n int64) error {
 	return nil
 }
 
-// copySegment writes src's first n bytes to dst, then zeros up to end, and fsyncs dst.
-func copySegment(dst *os.File, src io.ReaderAt, n, end int64) error {
+// copySegment writes src's first n bytes to dst, then zeros up to end, fsyncs dst and returns
+// its size: end, or n when the file system had no room for the zeros (ENOSPC: dst is then
+// truncated to n again, the records matter and the free space does not).
+func copySegment(dst *os.File, src io.ReaderAt, n, end int64) (int64, error) {
 	if _, err := io.Copy(dst, io.NewSectionReader(src, 0, n)); err != nil {
-		return err
+		return n, err
 	}
 	if err := fillZeros(dst, n, end); err != nil {
-		return err
+		if !noSpace(err) {
+			return n, err
+		}
+		if err := dst.Truncate(n); err != nil {
+			return n, err
+		}
+		end = n
 	}
-	return dst.Sync()
+	return end, dst.Sync()
 }
 
 // keepOwnCopy writes the open segment's acknowledged records next to the file that replaced
@@ -279,7 +322,7 @@ func (l *Ledger) keepOwnCopy() string {
 		return ""
 	}
 	defer f.Close()
-	if err := copySegment(f, l.file, l.off, l.off); err != nil {
+	if _, err := copySegment(f, l.file, l.off, l.off); err != nil {
 		l.opts.Logger.Error("could not keep a copy of the ledger's own records", "file", p, "error", err.Error())
 		return ""
 	}

@@ -60,6 +60,7 @@ type Metrics struct {
 	ledgerAppend  prometheus.Histogram
 	ledgerRecords prometheus.Counter
 	tlsRefused    *prometheus.CounterVec
+	ledgerSpace   prometheus.Gauge // ledgerspace.go
 	keyMetrics
 	*rotationMetrics
 	*webhookMetrics
@@ -138,6 +139,7 @@ func New(version, commit string, signers []string) *Metrics {
 	m.registry.MustRegister(m.rotationMetrics.collectors()...)
 	m.registry.MustRegister(m.webhookMetrics.collectors()...)
 	m.registry.MustRegister(m.ledgerMetrics.collectors()...)
+	m.ledgerSpace = newLedgerSpace(m.registry)
 	m.SetLedgerState(LedgerOK)
 	// The served signers are fixed for the server's life: their requests_total series (every
 	// outcome), sign_duration_seconds and issuance_duration_seconds series exist from the
