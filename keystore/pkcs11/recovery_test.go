@@ -4,10 +4,13 @@ package pkcs11_test
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	cryptoki "github.com/miekg/pkcs11"
 
 	"github.com/signet-pki/signet/internal/softhsmtest"
 	"github.com/signet-pki/signet/keystore/keyerr"
@@ -16,9 +19,12 @@ import (
 
 // TestSessionsClosedFromOutside: while 16 goroutines sign, every session of the token is
 // closed from outside, several times (which also logs the user out and, in SoftHSM,
-// invalidates the key's handle). Every signature returned verifies; every error wraps
-// keyerr.ErrUnavailable (most calls succeed after the internal retry); afterwards the key signs
-// again without being re-opened.
+// invalidates the key's handle). Each time, the fault is seen to strike: the key's pooled
+// sessions are open and logged in before C_CloseAllSessions and all closed after it, and the
+// token is logged out. Each time the key recovers by itself: signatures verify again within
+// seconds, on sessions it opened and logged in again. Every signature returned verifies; every
+// error wraps keyerr.ErrUnavailable (most calls succeed after the internal retry); afterwards
+// the key signs again without being re-opened.
 //
 // The sessions are closed between two calls of each goroutine, not during one: SoftHSM's
 // C_CloseAllSessions frees the session objects that a concurrent C_SignInit or C_Sign of
@@ -57,24 +63,93 @@ func TestSessionsClosedFromOutside(t *testing.T) {
 			}
 		})
 	}
-	for range 5 {
-		time.Sleep(30 * time.Millisecond)
+	var stopOnce sync.Once
+	halt := func() { stopOnce.Do(func() { close(stop); wg.Wait() }) }
+	defer halt() // before a t.Fatalf's cleanups close the key
+	// strike closes every session of the token from outside while no Sign runs, checks that
+	// the fault struck the key, and returns the number of signatures made until then.
+	strike := func(round int) int64 {
 		between.Lock()
-		err := ctx.CloseAllSessions(slot)
-		between.Unlock()
-		if err != nil {
-			t.Errorf("C_CloseAllSessions: %v", err)
+		defer between.Unlock() // also when a t.Fatalf ends the test here, so that halt can stop the signers
+		open := loggedInSessions(t, ctx, key, fmt.Sprintf("round %d, before C_CloseAllSessions", round))
+		if err := ctx.CloseAllSessions(slot); err != nil {
+			t.Fatalf("round %d: C_CloseAllSessions: %v", round, err)
+		}
+		if still := openSessions(ctx, key); len(still) > 0 {
+			t.Fatalf("round %d: %d of the key's %d open sessions are still open after C_CloseAllSessions: the fault did not strike", round, len(still), open)
+		}
+		if !tokenLoggedOut(t, ctx, slot) {
+			t.Fatalf("round %d: the token is still logged in after C_CloseAllSessions: the fault did not strike", round)
+		}
+		return ok.Load()
+	}
+	for round := range 5 {
+		time.Sleep(30 * time.Millisecond)
+		signed := strike(round)
+		for deadline := time.Now().Add(10 * time.Second); ok.Load() < signed+16; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: %d signatures in the 10 s after the sessions were closed (%d unavailable errors): the key did not recover", round, ok.Load()-signed, unavailable.Load())
+			}
 		}
 	}
 	time.Sleep(30 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	halt()
 	t.Logf("%d signatures, %d unavailable errors", ok.Load(), unavailable.Load())
 	for range 3 {
 		if err := signs(key); err != nil {
 			t.Errorf("Sign after the sessions were closed: %v", err)
 		}
 	}
+	loggedInSessions(t, ctx, key, "after the rounds")
+}
+
+// openSessions returns the states of the key's pooled sessions that are open, by handle, as
+// the module tells ctx (another context on it). Call it while no Sign runs.
+func openSessions(ctx *cryptoki.Ctx, key *pkcs11.Key) map[cryptoki.SessionHandle]uint {
+	idle, _ := pkcs11.PoolSessions(key)
+	open := map[cryptoki.SessionHandle]uint{}
+	for _, h := range idle {
+		if info, err := ctx.GetSessionInfo(h); err == nil {
+			open[h] = info.State
+		}
+	}
+	return open
+}
+
+// loggedInSessions fails the test unless every pooled session of the key is idle (when, tells
+// when) and at least one is open, all those open logged in as the user; it returns how many
+// are open.
+func loggedInSessions(t *testing.T, ctx *cryptoki.Ctx, key *pkcs11.Key, when string) int {
+	t.Helper()
+	if _, busy := pkcs11.PoolSessions(key); busy != 0 {
+		t.Fatalf("%s: %d of the key's sessions are lent out while no Sign runs", when, busy)
+	}
+	open := openSessions(ctx, key)
+	if len(open) == 0 {
+		t.Fatalf("%s: none of the key's pooled sessions is open", when)
+	}
+	for h, state := range open {
+		if state != cryptoki.CKS_RO_USER_FUNCTIONS && state != cryptoki.CKS_RW_USER_FUNCTIONS {
+			t.Errorf("%s: the key's session %d is in state %d, not logged in as the user", when, h, state)
+		}
+	}
+	return len(open)
+}
+
+// tokenLoggedOut reports whether a new session on slot is a public one (the user is not logged
+// in). The session is closed again.
+func tokenLoggedOut(t *testing.T, ctx *cryptoki.Ctx, slot uint) bool {
+	t.Helper()
+	sh, err := ctx.OpenSession(slot, cryptoki.CKF_SERIAL_SESSION)
+	if err != nil {
+		t.Fatalf("C_OpenSession: %v", err)
+	}
+	defer func() { _ = ctx.CloseSession(sh) }()
+	info, err := ctx.GetSessionInfo(sh)
+	if err != nil {
+		t.Fatalf("C_GetSessionInfo: %v", err)
+	}
+	return info.State == cryptoki.CKS_RO_PUBLIC_SESSION
 }
 
 // TestModuleFinalizedFromOutside: after the module is finalized from outside, Sign fails with
