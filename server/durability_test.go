@@ -169,8 +169,8 @@ func TestMetricsReflectDecisions(t *testing.T) {
 // TestLedgerSegmentRemovedOrReplaced: the ledger's segment is removed under the running
 // server: the ledger restores it from the file it holds open, and signing goes on with every
 // acknowledged record on disk. Another file is then put in its place: the server issues
-// nothing, answers FailedPrecondition/LEDGER_RESTART_REQUIRED (retrying it is useless until
-// an operator acts), and /readyz says so.
+// nothing, answers Unavailable/LEDGER_RESTART_REQUIRED (retrying it is useless until an
+// operator acts; another server may take the request), and /readyz says so.
 func TestLedgerSegmentRemovedOrReplaced(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, nil)
@@ -214,7 +214,7 @@ func TestLedgerSegmentRemovedOrReplaced(t *testing.T) {
 		csr := testpki.CSR(t, testpki.Key(t, testpki.P256), nil)
 		resp, err := client.SignCertificateSigningRequest(callContext(t), signRequest(csr, "after-replace-"+time.Now().Format(time.RFC3339Nano)))
 		if err != nil {
-			wantStatus(t, err, codes.FailedPrecondition, "LEDGER_RESTART_REQUIRED")
+			wantStatus(t, err, codes.Unavailable, "LEDGER_RESTART_REQUIRED")
 			if resp.GetCertificateChainPem() != "" {
 				t.Fatal("a certificate left the server without a ledger record")
 			}

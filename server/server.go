@@ -26,6 +26,7 @@ import (
 	"github.com/signet-pki/signet/server/checkpoint"
 	"github.com/signet-pki/signet/server/config"
 	"github.com/signet-pki/signet/server/decision"
+	"github.com/signet-pki/signet/server/guard"
 	"github.com/signet-pki/signet/server/idempotency"
 	"github.com/signet-pki/signet/server/ledger"
 	"github.com/signet-pki/signet/server/metrics"
@@ -80,6 +81,7 @@ type Server struct {
 	http    *httpserver.Server
 	httpLis net.Listener
 	core    *decision.Core
+	guard   *guard.Guard // contains the failures of every door
 	tls     *tlsSource
 	ledger  *ledger.Ledger
 	metrics *metrics.Metrics
@@ -197,7 +199,11 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	s.metrics.WatchTLSCertificate(s.tls.certificate)
 	s.tls.guard(authz.VerifyConnection, log, s.metrics)
-	s.grpc = grpc.NewServer(
+	s.core = decision.New(s.currentSigners(), decision.Access{Authorizer: authz, Limiter: limiter},
+		decision.Options{Log: log, Ledger: s.ledger, Store: store, Metrics: s.metrics, Issued: s.rotation.Issued, Rotation: s.rotation})
+	s.guard = guard.New(guard.Options{Log: log, Panicked: s.metrics.ObservePanic, Internal: signerapi.InternalStatus(),
+		Malformed: signerapi.Undecodable(s.core)})
+	s.grpc = grpc.NewServer(append(s.guard.ServerOptions(),
 		grpc.Creds(s.tls.credentials()),
 		grpc.MaxRecvMsgSize(maxRecvMsgSize),
 		// Stop (after shutdownGrace) waits for the handlers it cancels, so Close never
@@ -208,9 +214,7 @@ func (s *Server) build(ctx context.Context) error {
 		grpc.StaticConnWindowSize(connWindow),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Minute, Timeout: 20 * time.Second}),
-	)
-	s.core = decision.New(s.currentSigners(), decision.Access{Authorizer: authz, Limiter: limiter},
-		decision.Options{Log: log, Ledger: s.ledger, Store: store, Metrics: s.metrics, Issued: s.rotation.Issued, Rotation: s.rotation})
+	)...)
 	signetv1.RegisterSignerServiceServer(s.grpc, signerapi.New(s.core).WithBuild(signerapi.Build{Version: Version, Commit: Commit}))
 	signetv1.RegisterAuthorityServiceServer(s.grpc, signerapi.NewAuthority(s.core))
 	signetv1.RegisterLedgerServiceServer(s.grpc, signerapi.NewLedger(s.core).WithProofs(ledgerProofs{s.checkpoints.Load(), s.ledger}))
@@ -222,7 +226,9 @@ func (s *Server) build(ctx context.Context) error {
 		reflection.Register(s.grpc)
 		log.Warn("gRPC reflection is on")
 	}
-	s.http = httpserver.New(cfg.HTTP.Address, s.metrics.Handler(), s.ready, log)
+	s.metrics.AddPanicMethods(methodNames(s.grpc.GetServiceInfo()))
+	s.http = httpserver.New(cfg.HTTP.Address, s.metrics.Handler(), s.ready, log,
+		s.guard.HTTP(metrics.PanicMethodHTTP, httpserver.InternalError))
 	if s.httpLis, err = net.Listen("tcp", cfg.HTTP.Address); err != nil {
 		return fmt.Errorf("listening on %s (http.address): %w", cfg.HTTP.Address, err)
 	}
@@ -239,7 +245,7 @@ func (s *Server) buildWebhook() error {
 	}
 	var err error
 	s.webhook, err = webhook.New(webhook.Options{Core: s.core, TLS: s.tls.config(), MaxRequestBytes: wc.MaxRequestBytes, Log: s.log,
-		Metrics: s.metrics, HandshakeFailed: s.tls.refusals.handshakeFailed})
+		Metrics: s.metrics, HandshakeFailed: s.tls.refusals.handshakeFailed, Guard: s.guard})
 	if err != nil {
 		return err
 	}
@@ -255,6 +261,18 @@ func (s *Server) WebhookAddr() string {
 		return ""
 	}
 	return s.webhookLis.Addr().String()
+}
+
+// methodNames lists the full names of the methods of services.
+func methodNames(services map[string]grpc.ServiceInfo) []string {
+	var out []string
+	for name, svc := range services {
+		for _, m := range svc.Methods {
+			out = append(out, "/"+name+"/"+m.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // ServiceInfo lists the gRPC services the server registers and their methods, as

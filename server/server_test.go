@@ -48,6 +48,12 @@ func (b *logBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 func (b *logBuffer) Contains(s string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()

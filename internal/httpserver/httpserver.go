@@ -46,8 +46,9 @@ type Server struct {
 // New returns a Server for addr (used by ListenAndServe) serving metrics at /metrics and
 // the readiness of ready at /readyz. A nil ready means always ready; ready is called on every
 // probe, so it must be fast and safe for concurrent use, and its error is shown to the
-// caller, so it must not contain secrets. A nil log discards.
-func New(addr string, metrics http.Handler, ready func() error, log *slog.Logger) *Server {
+// caller, so it must not contain secrets. A nil log discards. middleware wraps every request,
+// outermost first (signet-server contains a handler's panic with it).
+func New(addr string, metrics http.Handler, ready func() error, log *slog.Logger, middleware ...func(http.Handler) http.Handler) *Server {
 	if ready == nil {
 		ready = func() error { return nil }
 	}
@@ -57,7 +58,7 @@ func New(addr string, metrics http.Handler, ready func() error, log *slog.Logger
 	s := &Server{ready: ready, log: log}
 	s.http = &http.Server{
 		Addr:              addr,
-		Handler:           s.routes(metrics),
+		Handler:           s.routes(metrics, middleware),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
@@ -68,9 +69,10 @@ func New(addr string, metrics http.Handler, ready func() error, log *slog.Logger
 	return s
 }
 
-// routes builds the router: exactly the three endpoints.
-func (s *Server) routes(metrics http.Handler) http.Handler {
+// routes builds the router: exactly the three endpoints, behind middleware.
+func (s *Server) routes(metrics http.Handler, middleware []func(http.Handler) http.Handler) http.Handler {
 	r := chi.NewRouter()
+	r.Use(middleware...)
 	r.Method(http.MethodGet, "/metrics", metrics)
 	r.Get("/livez", s.livez)
 	r.Get("/readyz", s.readyz)
@@ -97,6 +99,12 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		s.log.Info("ready")
 	}
 	writeText(w, http.StatusOK, "ok")
+}
+
+// InternalError answers 500 "internal error": what a handler that failed (a contained panic)
+// answers; the server log has the detail.
+func InternalError(w http.ResponseWriter, _ *http.Request) {
+	writeText(w, http.StatusInternalServerError, "internal error; the server log has the details")
 }
 
 func writeText(w http.ResponseWriter, code int, body string) {

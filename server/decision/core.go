@@ -84,6 +84,29 @@ type Core struct {
 	signers atomic.Pointer[map[string]*Signer]
 	access  atomic.Pointer[Access]
 	opts    Options
+	fault   atomic.Pointer[func(point, objectUID string)] // SetFault
+}
+
+// FaultSign is the point of a signing call, inside the object's idempotent claim, just before
+// its certificate is signed (SetFault).
+const FaultSign = "sign"
+
+// SetFault sets f, called at the named points of every signing call (FaultSign) with the
+// call's object UID, so that a test can make the server fail there (panic, or block) and show
+// that the failure is contained; nil removes it. Nothing in the server sets one.
+func (c *Core) SetFault(f func(point, objectUID string)) {
+	if f == nil {
+		c.fault.Store(nil)
+		return
+	}
+	c.fault.Store(&f)
+}
+
+// faultAt calls the fault function, if one is set, at point of the call about objectUID.
+func (c *Core) faultAt(point, objectUID string) {
+	if f := c.fault.Load(); f != nil {
+		(*f)(point, objectUID)
+	}
 }
 
 // New returns a Core for the given signers and access rules.

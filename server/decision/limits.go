@@ -4,6 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -77,6 +80,9 @@ func checkCommon(signer string, object Object) error {
 	if err := maxBytes("signer_name", signer, MaxSignerNameBytes); err != nil {
 		return err
 	}
+	if err := printable("signer_name", signer); err != nil {
+		return err
+	}
 	uid := object.UID
 	if err := maxBytes("object.uid", uid, MaxObjectUIDBytes); err != nil {
 		return err
@@ -86,7 +92,24 @@ func checkCommon(signer string, object Object) error {
 			return malformed("object.uid must be printable ASCII without spaces (byte %d is 0x%02x)", i, uid[i])
 		}
 	}
-	return maxBytes("object.name", object.Name, MaxObjectNameBytes)
+	if err := maxBytes("object.name", object.Name, MaxObjectNameBytes); err != nil {
+		return err
+	}
+	return printable("object.name", object.Name)
+}
+
+// printable refuses a string holding a control character (C0, DEL or C1). Kubernetes object
+// names, UIDs, user names, groups and extra values never hold one (the apiserver validates
+// names as DNS labels and subdomains, and authenticators produce user info from tokens and
+// certificates that cannot carry them); a request that does was forged or broken on the way,
+// and would carry an escape sequence into logs and tools that show it.
+func printable(field, v string) error {
+	i := strings.IndexFunc(v, unicode.IsControl)
+	if i < 0 {
+		return nil
+	}
+	r, _ := utf8.DecodeRuneInString(v[i:])
+	return malformed("%s holds the control character %U at byte %d; Kubernetes names and user info never do", field, r, i)
 }
 
 // checkCSR checks a CertificateSigningRequest (a signing call's, or the request of an
@@ -110,7 +133,7 @@ func checkCSR(req CSR) error {
 	return checkRequester(r.Requester)
 }
 
-// checkRequester checks the requester's user info.
+// checkRequester checks the requester's user info: sizes, and no control characters.
 func checkRequester(who issuance.Requester) error {
 	if err := maxBytes("requester.username", who.Username, MaxUserStringBytes); err != nil {
 		return err
@@ -140,6 +163,34 @@ func checkRequester(who issuance.Requester) error {
 	if total > MaxRequesterAttributeBytes {
 		return malformed("requester.groups and requester.extra hold %d bytes, more than the %d Signet accepts", total, MaxRequesterAttributeBytes)
 	}
+	return requesterPrintable(who)
+}
+
+// requesterPrintable refuses user info holding a control character (printable), naming the
+// field. The extra keys are checked in sorted order, so that the answer does not depend on the
+// map's.
+func requesterPrintable(who issuance.Requester) error {
+	if err := printable("requester.username", who.Username); err != nil {
+		return err
+	}
+	if err := printable("requester.uid", who.UID); err != nil {
+		return err
+	}
+	for i, g := range who.Groups {
+		if err := printable(fmt.Sprintf("requester.groups[%d]", i), g); err != nil {
+			return err
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(who.Extra)) {
+		if err := printable("a requester.extra key", k); err != nil {
+			return err
+		}
+		for i, v := range who.Extra[k] {
+			if err := printable(fmt.Sprintf("requester.extra[%s][%d]", strconv.Quote(clip(k, 64)), i), v); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
@@ -164,6 +215,9 @@ func checkPod(req Pod) error {
 		{"pod.node_uid", pod.NodeUID, MaxPodUIDBytes},
 	} {
 		if err := maxBytes(f.name, f.value, f.limit); err != nil {
+			return err
+		}
+		if err := printable(f.name, f.value); err != nil {
 			return err
 		}
 	}

@@ -39,12 +39,7 @@ const (
 // replay.
 func (c *Core) SignPod(ctx context.Context, identity string, req Pod) (Issued, error) {
 	r := req.Request
-	d := c.newDecision(identity, issuance.KindPodCertificateRequest, r.SignerName, req.Object, "",
-		logKeyNamespace, r.Pod.Namespace,
-		logKeyPod, r.Pod.PodName,
-		logKeyServiceAccount, r.Pod.ServiceAccountName,
-		logKeyNode, r.Pod.NodeName,
-	)
+	d := c.podDecision(identity, req)
 	return c.decide(ctx, d, func() error { return checkPod(req) },
 		func() []byte { return idempotency.PodRequestHash(r) },
 		func(sg *Signer) (*issuance.Certificate, string, error) {
@@ -54,6 +49,17 @@ func (c *Core) SignPod(ctx context.Context, identity string, req Pod) (Issued, e
 			}
 			return &cert.Certificate, describePod(r.Pod), nil
 		})
+}
+
+// podDecision is the context of a call about the PodCertificateRequest req.
+func (c *Core) podDecision(identity string, req Pod) decisionContext {
+	r := req.Request
+	return c.newDecision(identity, issuance.KindPodCertificateRequest, r.SignerName, req.Object, "",
+		logKeyNamespace, r.Pod.Namespace,
+		logKeyPod, r.Pod.PodName,
+		logKeyServiceAccount, r.Pod.ServiceAccountName,
+		logKeyNode, r.Pod.NodeName,
+	)
 }
 
 // Pod is one PodCertificateRequest to decide on: its object and the request as the apiserver

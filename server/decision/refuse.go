@@ -30,7 +30,19 @@ import (
 // refusal.
 func (c *Core) RefuseCSR(ctx context.Context, identity string, req CSR, refusal error, detail string) error {
 	r := req.Request
-	d := c.newDecision(identity, issuance.KindCertificateSigningRequest, r.SignerName, req.Object, r.Requester.Username)
+	return c.refuseAtDoor(ctx, identity, c.newDecision(identity, issuance.KindCertificateSigningRequest, r.SignerName, req.Object, r.Requester.Username),
+		refusal, detail)
+}
+
+// RefusePod records a front door's own refusal of a request to sign a PodCertificateRequest,
+// as RefuseCSR does for a CertificateSigningRequest: req is what the door knows of it (the zero
+// Pod for a message that could not be decoded).
+func (c *Core) RefusePod(ctx context.Context, identity string, req Pod, refusal error, detail string) error {
+	return c.refuseAtDoor(ctx, identity, c.podDecision(identity, req), refusal, detail)
+}
+
+// refuseAtDoor is RefuseCSR and RefusePod once the decision's context is known.
+func (c *Core) refuseAtDoor(ctx context.Context, identity string, d decisionContext, refusal error, detail string) error {
 	if ok, _ := c.access.Load().Limiter.AllowClient(identity, nil); !ok {
 		c.opts.Metrics.ObserveRateLimited(d.signer, access.LimitClient)
 		c.opts.Metrics.ObserveRequest(d.signer, metrics.OutcomeRateLimited, 0)

@@ -70,7 +70,13 @@ func (c *Core) SignCSR(ctx context.Context, identity string, req CSR) (Issued, e
 // decide is a signing call once its context is known: admission (admit, with checkLimits),
 // the request's hash, then, unless the store answers for the client and UID, issue (the
 // certificate and the message of its record), timed and recorded; the outcome is reported by
-// settle.
+// settle. What follows an issuance's durable record (afterIssued: the Issued hook, lint
+// findings) runs once the store holds the answer, so that a failure there cannot cost the
+// answer: a retry gets the same certificate.
+//
+// A panic before the issuance's record is durable (in the pipeline, the key, the ledger) is
+// recorded as an INTERNAL refusal, nothing issued, and goes on up, for the front door to
+// contain and answer; the idempotency store releases the object's claim (Store.Do).
 func (c *Core) decide(ctx context.Context, d decisionContext, checkLimits func() error, hash func() []byte,
 	issue func(*Signer) (*issuance.Certificate, string, error)) (Issued, error) {
 	start := c.opts.Clock.Now()
@@ -79,20 +85,49 @@ func (c *Core) decide(ctx context.Context, d decisionContext, checkLimits func()
 		return Issued{}, err
 	}
 	d.hash = hash()
+	var (
+		settled bool // the store answered: no panic in the claim
+		durable bool // this call's issuance is recorded
+		done    *issuedRecord
+	)
+	defer func() {
+		if !settled && !durable {
+			_ = c.refuse(ctx, d, errPanicked)
+		}
+	}()
 	entry, res, err := c.opts.Store.Do(ctx, idempotency.Scope(d.identity, d.objectUID), d.hash, func() (idempotency.Entry, error) {
+		c.faultAt(FaultSign, d.objectUID)
 		t := c.opts.Clock.Now()
 		cert, message, err := issue(sg)
 		if err != nil {
 			return idempotency.Entry{}, err
 		}
 		c.opts.Metrics.ObserveIssuance(d.signer, c.since(t))
-		return c.recordIssued(ctx, d, cert, message)
+		e, rec, err := c.recordIssued(ctx, d, cert, message)
+		if err == nil {
+			durable, done = true, &issuedRecord{rec: rec, cert: cert}
+		}
+		return e, err
 	})
+	settled = true
+	if done != nil {
+		c.afterIssued(d, done.rec, done.cert)
+	}
 	if err := c.settle(ctx, d, start, entry, res, err); err != nil {
 		return Issued{}, err
 	}
 	return Issued{Serial: entry.Serial, Chain: entry.Chain, NotBefore: entry.NotBefore, NotAfter: entry.NotAfter}, nil
 }
+
+// issuedRecord is an issuance whose record is durable.
+type issuedRecord struct {
+	rec  ledger.Record
+	cert *issuance.Certificate
+}
+
+// errPanicked is the refusal recorded for a signing call that panicked before its issuance
+// was recorded (an internal failure: its message is not shown, the log has the panic).
+var errPanicked = errors.New("the signing call panicked before anything was issued; the front door logged the panic")
 
 // admit applies the steps before a request is decided, in this order: the client's own rate
 // limit (ResourceExhausted; not recorded); checkLimits, the limits on what a caller may send
@@ -234,8 +269,9 @@ func (d decisionContext) record(decision ledger.Decision) ledger.Record {
 }
 
 // recordIssued records the issuance of cert, with message, and returns its idempotent answer
-// only once the record is durable (an error wrapping errLedgerUnavailable otherwise).
-func (c *Core) recordIssued(ctx context.Context, d decisionContext, cert *issuance.Certificate, message string) (idempotency.Entry, error) {
+// and the durable record, only once the record is durable (an error wrapping
+// errLedgerUnavailable otherwise).
+func (c *Core) recordIssued(ctx context.Context, d decisionContext, cert *issuance.Certificate, message string) (idempotency.Entry, ledger.Record, error) {
 	rec := d.record(ledger.Issued)
 	rec.Serial = hex.EncodeToString(cert.Leaf.SerialNumber.Bytes())
 	rec.NotBefore, rec.NotAfter = cert.Leaf.NotBefore, cert.Leaf.NotAfter
@@ -247,10 +283,24 @@ func (c *Core) recordIssued(ctx context.Context, d decisionContext, cert *issuan
 	switch {
 	case errors.Is(err, ledger.ErrInvalidRecord):
 		// A record the ledger can never hold (a line over its limit): final, not "retry later".
-		return idempotency.Entry{}, fmt.Errorf("%w: the certificate's ledger record cannot be stored (%w), so nothing was issued", issuance.ErrMalformedRequest, err)
+		return idempotency.Entry{}, ledger.Record{}, fmt.Errorf("%w: the certificate's ledger record cannot be stored (%w), so nothing was issued", issuance.ErrMalformedRequest, err)
 	case err != nil:
-		return idempotency.Entry{}, fmt.Errorf("%w: %w", errLedgerUnavailable, err)
+		return idempotency.Entry{}, ledger.Record{}, fmt.Errorf("%w: %w", errLedgerUnavailable, err)
 	}
+	return idempotency.Entry{
+		Serial:      rec.Serial,
+		Chain:       cert.ChainPEM,
+		NotBefore:   cert.Leaf.NotBefore,
+		NotAfter:    cert.Leaf.NotAfter,
+		IssuedAt:    rec.Time,
+		LedgerSeq:   rec.Seq,
+		ReplayUntil: ReplayUntil(rec),
+	}, rec, nil
+}
+
+// afterIssued is the bookkeeping of an issuance whose record is durable: the Issued hook, and
+// the lint findings the certificate was issued with.
+func (c *Core) afterIssued(d decisionContext, rec ledger.Record, cert *issuance.Certificate) {
 	if c.opts.Issued != nil {
 		c.opts.Issued(rec)
 	}
@@ -266,15 +316,6 @@ func (c *Core) recordIssued(ctx context.Context, d decisionContext, cert *issuan
 		d.log.Warn("certificate issued with lint findings", logKeySerial, rec.Serial, logKeyLedgerSeq, rec.Seq,
 			logKeyLintFindings, cert.LintFindings)
 	}
-	return idempotency.Entry{
-		Serial:      rec.Serial,
-		Chain:       cert.ChainPEM,
-		NotBefore:   cert.Leaf.NotBefore,
-		NotAfter:    cert.Leaf.NotAfter,
-		IssuedAt:    rec.Time,
-		LedgerSeq:   rec.Seq,
-		ReplayUntil: ReplayUntil(rec),
-	}, nil
 }
 
 // refuse records and logs a refusal (full detail for internal failures) and returns err.

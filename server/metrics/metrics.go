@@ -60,7 +60,8 @@ type Metrics struct {
 	ledgerAppend  prometheus.Histogram
 	ledgerRecords prometheus.Counter
 	tlsRefused    *prometheus.CounterVec
-	ledgerSpace   prometheus.Gauge // ledgerspace.go
+	ledgerSpace   prometheus.Gauge       // ledgerspace.go
+	panics        *prometheus.CounterVec // panics.go
 	keyMetrics
 	*rotationMetrics
 	*webhookMetrics
@@ -140,6 +141,7 @@ func New(version, commit string, signers []string) *Metrics {
 	m.registry.MustRegister(m.webhookMetrics.collectors()...)
 	m.registry.MustRegister(m.ledgerMetrics.collectors()...)
 	m.ledgerSpace = newLedgerSpace(m.registry)
+	m.panics = newPanics(m.registry)
 	m.SetLedgerState(LedgerOK)
 	// The served signers are fixed for the server's life: their requests_total series (every
 	// outcome), sign_duration_seconds and issuance_duration_seconds series exist from the

@@ -277,6 +277,7 @@ var representative = map[reflect.Type]any{
 	reflect.TypeFor[time.Duration]():  3 * time.Millisecond,
 	reflect.TypeFor[time.Time]():      time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC),
 	reflect.TypeFor[map[string]int](): map[string]int{"active": 2},
+	reflect.TypeFor[[]string]():       []string{"/signet.v1.SignerService/GetServerInfo"},
 	reflect.TypeFor[func() *x509.Certificate](): func() *x509.Certificate {
 		return &x509.Certificate{NotAfter: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
 	},

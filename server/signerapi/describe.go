@@ -64,8 +64,16 @@ func describeLint(g *lint.Gate) *signetv1.LintGate {
 
 // ExplainCertificateSigningRequest runs the request through the signer's pipeline up to and
 // including the lint gate, without signing or recording, and reports every rule
-// (decision.Core.Explain: rate-limited and checked as a signing call is).
+// (decision.Core.Explain: rate-limited and checked as a signing call is). Its request and the
+// request's requester are required (MALFORMED_REQUEST naming the field, not recorded: Explain
+// records nothing); the object is not, it only names the CSR.
 func (s *Service) ExplainCertificateSigningRequest(ctx context.Context, req *signetv1.ExplainCertificateSigningRequestRequest) (*signetv1.ExplainCertificateSigningRequestResponse, error) {
+	if req.GetRequest() == nil {
+		return nil, toStatus(missing("request", "the CertificateSigningRequest to explain"))
+	}
+	if err := requireCSRParts(req.GetRequest(), false); err != nil {
+		return nil, toStatus(err)
+	}
 	e, err := s.core.Explain(ClientIdentity(ctx), CSRFromProto(req.GetRequest()))
 	if err != nil {
 		return nil, toStatus(err)

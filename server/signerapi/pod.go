@@ -14,8 +14,15 @@ import (
 // SignPodCertificateRequest decides on one PodCertificateRequest (decision.Core.SignPod).
 // The response carries the chain (leaf, then intermediates), the serial in lower-case hex,
 // NotBefore, NotAfter and beginRefreshAt (issuance.BeginRefreshAt, the same on a replay).
+//
+// A request without its object or pod is refused (MALFORMED_REQUEST naming the field) and
+// recorded as the core records its own refusals (decision.Core.RefusePod).
 func (s *Service) SignPodCertificateRequest(ctx context.Context, req *signetv1.SignPodCertificateRequestRequest) (*signetv1.SignPodCertificateRequestResponse, error) {
-	issued, err := s.core.SignPod(ctx, ClientIdentity(ctx), podFromProto(req))
+	identity, pod := ClientIdentity(ctx), podFromProto(req)
+	if err := requirePodParts(req); err != nil {
+		return nil, toStatus(s.core.RefusePod(ctx, identity, pod, err, ""))
+	}
+	issued, err := s.core.SignPod(ctx, identity, pod)
 	if err != nil {
 		return nil, toStatus(err)
 	}

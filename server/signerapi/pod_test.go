@@ -243,7 +243,7 @@ func TestPodRefusals(t *testing.T) {
 		{"namespace with a slash", change("uid-ns", func(r *signetv1.SignPodCertificateRequestRequest) { r.Pod.Namespace = "shop/sa/admin" }),
 			codes.InvalidArgument, "MALFORMED_REQUEST", []string{`namespace "shop/sa/admin"`}},
 		{"no pod", change("uid-nopod", func(r *signetv1.SignPodCertificateRequestRequest) { r.Pod = nil }),
-			codes.InvalidArgument, "MALFORMED_REQUEST", []string{"missing namespace, pod_name"}},
+			codes.InvalidArgument, "MALFORMED_REQUEST", []string{"pod is required"}},
 		{"lifetime under an hour", change("uid-short", func(r *signetv1.SignPodCertificateRequestRequest) { r.MaxExpirationSeconds = 1800 }),
 			codes.FailedPrecondition, "POLICY_VIOLATION", []string{"1h"}},
 		{"unknown signer", change("uid-unknown", func(r *signetv1.SignPodCertificateRequestRequest) { r.SignerName = "example.com/nope" }),

@@ -10,6 +10,7 @@ import (
 
 	"github.com/signet-pki/signet/ledgerproof"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/server/decision"
 	"github.com/signet-pki/signet/server/issuance"
 	"github.com/signet-pki/signet/server/ledger"
 )
@@ -58,24 +59,24 @@ func (l *LedgerService) ProveInclusion(ctx context.Context, req *signetv1.ProveI
 			return nil, toStatus(err)
 		}
 		if len(recs) == 0 {
-			return nil, status.Error(codes.NotFound, "no ledger record you may see matches")
+			return nil, toStatus(fmt.Errorf("%w: no ledger record you may see matches", decision.ErrNotFound))
 		}
 		seq = recs[0].Seq
 	}
 	line, err := l.proofs.Line(seq)
 	if err != nil {
-		return nil, status.Errorf(codes.NotFound, "no ledger record %d", seq)
+		return nil, toStatus(fmt.Errorf("%w: no ledger record %d you may see", decision.ErrNotFound, seq))
 	}
 	var rec ledger.Record
 	if err := json.Unmarshal(line, &rec); err != nil || !l.core.RecordVisible(identity, rec) {
-		return nil, status.Errorf(codes.NotFound, "no ledger record %d you may see", seq)
+		return nil, toStatus(fmt.Errorf("%w: no ledger record %d you may see", decision.ErrNotFound, seq))
 	}
 	if int64(seq) > size {
-		return nil, status.Errorf(codes.Unavailable, "record %d is not covered by a signed checkpoint yet (latest covers %d); retry in a moment", seq, size)
+		return nil, toStatus(fmt.Errorf("%w: record %d is not covered by a signed checkpoint yet (latest covers %d); retry in a moment", decision.ErrCheckpointPending, seq, size))
 	}
 	proof, err := l.proofs.Tree().ProveInclusion(int64(seq)-1, size)
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "proving record %d in the tree of size %d: %v", seq, size, err)
+		return nil, toStatus(fmt.Errorf("proving record %d in the tree of size %d: %w", seq, size, err))
 	}
 	return &signetv1.ProveInclusionResponse{Seq: seq, Leaf: line, Proof: ledgerproof.HashBytes(proof), SignedCheckpoint: signed}, nil
 }
@@ -90,12 +91,17 @@ func (l *LedgerService) ProveConsistency(_ context.Context, req *signetv1.ProveC
 		return nil, err
 	}
 	old := req.GetOldSize()
-	if old < 0 || old > size {
-		return nil, status.Errorf(codes.FailedPrecondition, "old_size %d is not between 0 and the checkpoint's size %d: the ledger is shorter than the checkpoint you hold", old, size)
+	switch {
+	case old < 0:
+		return nil, toStatus(fmt.Errorf("%w: old_size %d is negative", issuance.ErrMalformedRequest, old))
+	case old > size && req.GetNewSize() != 0:
+		return nil, toStatus(fmt.Errorf("%w: old_size %d is larger than new_size %d", issuance.ErrMalformedRequest, old, size))
+	case old > size:
+		return nil, toStatus(fmt.Errorf("%w: old_size %d is larger than the latest checkpoint's size %d: the ledger is shorter than the checkpoint you hold", decision.ErrLedgerBehind, old, size))
 	}
 	proof, err := l.proofs.Tree().ProveConsistency(old, size)
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "proving consistency from %d to %d: %v", old, size, err)
+		return nil, toStatus(fmt.Errorf("proving consistency from %d to %d: %w", old, size, err))
 	}
 	return &signetv1.ProveConsistencyResponse{Proof: ledgerproof.HashBytes(proof), SignedCheckpoint: signed}, nil
 }
@@ -109,7 +115,7 @@ func (l *LedgerService) checkpoint(size int64) ([]byte, int64, error) {
 	signed, ok := l.proofs.At(size)
 	if !ok {
 		_, latest := l.proofs.Latest()
-		return nil, 0, status.Errorf(codes.NotFound, "no signed checkpoint of size %d is kept (the latest covers %d); ask for size 0, the latest", size, latest)
+		return nil, 0, toStatus(fmt.Errorf("%w: no signed checkpoint of size %d is kept (the latest covers %d); ask for size 0, the latest", decision.ErrNotFound, size, latest))
 	}
 	return signed, size, nil
 }

@@ -71,6 +71,7 @@ func TestInternalErrorsStayInTheLog(t *testing.T) {
 		SignerName: signerName,
 		Request:    testpki.CSR(t, testpki.Key(t, testpki.P256), nil),
 		Usages:     []string{"digital signature"},
+		Requester:  &signetv1.Requester{Username: "alice"},
 		Object:     &signetv1.KubernetesObject{Uid: "uid-1"},
 	})
 	code, msg, info := errorInfo(t, err)
@@ -106,7 +107,8 @@ func TestRefusalsCarryReasonAndMessage(t *testing.T) {
 			t.Parallel()
 			_, err := svc.SignCertificateSigningRequest(context.Background(), &signetv1.SignCertificateSigningRequestRequest{
 				SignerName: tt.signer, Request: tt.csr, Usages: []string{tt.usage},
-				Object: &signetv1.KubernetesObject{Uid: "uid-" + tt.reason},
+				Requester: &signetv1.Requester{Username: "alice"},
+				Object:    &signetv1.KubernetesObject{Uid: "uid-" + tt.reason},
 			})
 			code, msg, info := errorInfo(t, err)
 			if code != tt.code || info.GetReason() != tt.reason || info.GetDomain() != signetv1.ErrorDomain {

@@ -12,8 +12,15 @@ import (
 
 // SignCertificateSigningRequest decides on one CertificateSigningRequest
 // (decision.Core.SignCSR).
+//
+// A request without its requester or object is refused (MALFORMED_REQUEST naming the field)
+// and recorded as the core records its own refusals (decision.Core.RefuseCSR).
 func (s *Service) SignCertificateSigningRequest(ctx context.Context, req *signetv1.SignCertificateSigningRequestRequest) (*signetv1.SignCertificateSigningRequestResponse, error) {
-	issued, err := s.core.SignCSR(ctx, ClientIdentity(ctx), CSRFromProto(req))
+	identity, csr := ClientIdentity(ctx), CSRFromProto(req)
+	if err := requireCSRParts(req, true); err != nil {
+		return nil, toStatus(s.core.RefuseCSR(ctx, identity, csr, err, ""))
+	}
+	issued, err := s.core.SignCSR(ctx, identity, csr)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -27,6 +34,7 @@ func (s *Service) SignCertificateSigningRequest(ctx context.Context, req *signet
 
 // CSRFromProto converts the wire request to the core's. The webhook converts the objects it is
 // posted through it too (after signerclient.BuildRequest), so both front doors ask the same.
+// Absent parts (a nil req, requester or object) convert to their zero values.
 func CSRFromProto(req *signetv1.SignCertificateSigningRequestRequest) decision.CSR {
 	r := issuance.Request{
 		SignerName: req.GetSignerName(),
@@ -38,7 +46,7 @@ func CSRFromProto(req *signetv1.SignCertificateSigningRequestRequest) decision.C
 			Groups:   req.GetRequester().GetGroups(),
 		},
 	}
-	if req.ExpirationSeconds != nil {
+	if req != nil && req.ExpirationSeconds != nil {
 		v := req.GetExpirationSeconds()
 		r.ExpirationSeconds = &v
 	}

@@ -27,6 +27,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/signet-pki/signet/server/decision"
+	"github.com/signet-pki/signet/server/guard"
 	"github.com/signet-pki/signet/server/metrics"
 )
 
@@ -78,6 +79,9 @@ type Options struct {
 	// certificate among them: the server logs and counts those as on gRPC); nil ignores them.
 	// It is called from the handshake's own goroutine and must be safe for concurrent use.
 	HandshakeFailed func(remote net.Addr, err error)
+	// Guard, if set, contains a panic in a handler: 500 INTERNAL with the error body, counted
+	// and logged as signet_server_panics_total{method="webhook"}.
+	Guard *guard.Guard
 }
 
 // Server serves the webhook.
@@ -91,6 +95,7 @@ type Server struct {
 	http     *http.Server
 	// handshakeFailed is Options.HandshakeFailed.
 	handshakeFailed func(remote net.Addr, err error)
+	guard           *guard.Guard
 
 	// base is the context of every request: cancelled when the shutdown grace has passed.
 	base       context.Context
@@ -118,7 +123,7 @@ func New(opts Options) (*Server, error) {
 		opts.Clock = clock.RealClock{}
 	}
 	s := &Server{core: opts.Core, tls: TLSConfig(opts.TLS), maxBytes: opts.MaxRequestBytes, log: opts.Log,
-		metrics: opts.Metrics, clock: opts.Clock, handshakeFailed: opts.HandshakeFailed}
+		metrics: opts.Metrics, clock: opts.Clock, handshakeFailed: opts.HandshakeFailed, guard: opts.Guard}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
 	s.http = &http.Server{
 		Handler:           s.Handler(),
@@ -133,13 +138,18 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// Handler is the router: POST on Path signs; any other method there gets 405, any other path
-// 404, both with the error body. Every answer is counted in the metrics (the 503 of a server
-// that is stopping too), and every request is counted in, so that Serve returns only once every
-// handler has.
+// Handler is the router: POST on Path signs; any other method there gets 501 UNIMPLEMENTED
+// (with Allow: POST), any other path 404, both with the error body. Every answer is counted in
+// the metrics (the 503 of a server that is stopping, and the 500 of a contained panic, too),
+// and every request is counted in, so that Serve returns only once every handler has.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.observe, s.track)
+	if s.guard != nil {
+		r.Use(s.guard.HTTP(metrics.PanicMethodWebhook, func(w http.ResponseWriter, _ *http.Request) {
+			writeError(w, answerFor(errContained))
+		}))
+	}
 	r.Post(Path, s.sign)
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, answer{code: codes.NotFound,
