@@ -1,8 +1,9 @@
 // Package deploy tests the deployment files in deploy/: the watcher's container image
 // definition (deploy/watcher/Dockerfile) and the server's systemd unit, drop-ins, sysusers.d
 // and tmpfiles.d files (deploy/server). Each file is parsed and its invariants checked on any
-// machine; where the tools are installed (docker or podman, systemd-analyze, systemd-sysusers,
-// systemd-tmpfiles) the tests run them too, and say in the log when they could not.
+// machine, the image's go build run as the Dockerfile gives it (no container daemon needed);
+// where the tools are installed (systemd-analyze, systemd-sysusers, systemd-tmpfiles) the
+// tests run them too, and say in the log when they could not.
 package deploy
 
 import (
