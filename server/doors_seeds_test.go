@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,21 +15,30 @@ import (
 	"github.com/signet-pki/signet/server/webhook/webhooktest"
 )
 
-// doorSeedsEnv names the environment variable that makes TestDoorsWriteSeeds write the seed
-// corpora.
-const doorSeedsEnv = "SIGNET_WRITE_DOOR_SEEDS"
+// updateDoorSeeds makes TestDoorsSeeds write the seed corpora.
+var updateDoorSeeds = flag.Bool("update-door-seeds", false, "write the seed corpora of FuzzGRPC and FuzzWebhook into testdata/fuzz")
 
-// TestDoorsWriteSeeds writes the seed corpora of FuzzGRPC and FuzzWebhook into
-// testdata/fuzz when SIGNET_WRITE_DOOR_SEEDS=1 (run it from the server folder after adding an
-// RPC: `SIGNET_WRITE_DOOR_SEEDS=1 go test -run TestDoorsWriteSeeds ./server/`); otherwise it
-// is skipped. For every registered method: its populated request (the valid one for the
-// signing calls), an empty message, one with a string field that is not UTF-8, and a
-// truncated one. For the webhook: an approved CSR object, one not approved, another kind,
-// truncated JSON, huge numbers, duplicate fields, and control characters in metadata.name and
-// spec.username.
-func TestDoorsWriteSeeds(t *testing.T) {
-	if os.Getenv(doorSeedsEnv) != "1" {
-		t.Skipf("set %s=1 to write the seed corpora", doorSeedsEnv)
+// TestDoorsSeeds: every method the server registers has its seeds in FuzzGRPC's corpus (at
+// least the valid request), so that a new RPC is fuzzed from its first run; with
+// -update-door-seeds it (re)writes the corpora first (run it from the server folder after
+// adding an RPC: `go test -run TestDoorsSeeds ./server/ -update-door-seeds`). For every
+// registered method: its populated request (the valid one for the signing calls), an empty
+// message, one with a string field that is not UTF-8, and a truncated one. For the webhook: an
+// approved CSR object, one not approved, another kind, truncated JSON, huge numbers, duplicate
+// fields, and control characters in metadata.name and spec.username.
+func TestDoorsSeeds(t *testing.T) {
+	if !*updateDoorSeeds {
+		e := startDoors(t)
+		for _, m := range e.methods {
+			name := strings.ReplaceAll(strings.TrimPrefix(m.full, "/"), "/", ".")
+			if _, err := os.Stat(filepath.Join("testdata", "fuzz", "FuzzGRPC", name+"-valid")); err != nil {
+				t.Errorf("%s has no seed in FuzzGRPC's corpus (%v): run go test -run TestDoorsSeeds ./server/ -update-door-seeds", m.full, err)
+			}
+		}
+		if _, err := os.Stat(filepath.Join("testdata", "fuzz", "FuzzWebhook", "approved")); err != nil {
+			t.Errorf("FuzzWebhook's corpus has no approved CSR: %v", err)
+		}
+		return
 	}
 	e := startDoors(t)
 	caPEM := doorCAPEM(t, e.dir)
