@@ -167,9 +167,10 @@ func TestHardwareKeysIssue(t *testing.T) {
 // recoveryRun issues n certificates with callers concurrent callers, each retrying a
 // transient failure as the watcher does; fault runs once, when half of them are issued
 // (with the callers paused first if quiesce is set), and is given failed, which reports
-// whether a call has failed as unavailable yet (never while the callers are paused). It checks that every request ends
-// issued with a certificate that verifies, that the fault was seen (some KEY_UNAVAILABLE
-// answers, when wantUnavailable), and that the ledger holds exactly one issuance per object.
+// whether a call has failed as unavailable yet (never while the callers are paused). It checks
+// that every request ends issued with a certificate that verifies, that the ledger holds
+// exactly one issuance per object, and, by wantUnavailable, that the fault failed some calls
+// (KEY_UNAVAILABLE answers and ledger records) or none (the key recovered within each call).
 func recoveryRun(t *testing.T, s *testServer, client signetv1.SignerServiceClient, root *x509.Certificate, n, callers int, quiesce, wantUnavailable bool, fault func(failed func() bool)) {
 	t.Helper()
 	csrPEM := webCSR(t)
@@ -227,8 +228,11 @@ func recoveryRun(t *testing.T, s *testServer, client signetv1.SignerServiceClien
 	if got := issued.Load(); got != int32(n) {
 		t.Fatalf("%d of %d requests ended issued", got, n)
 	}
-	if wantUnavailable && unavailable.Load() == 0 {
+	switch n := unavailable.Load(); {
+	case wantUnavailable && n == 0:
 		t.Error("no call failed while the device was away: the fault did not happen")
+	case !wantUnavailable && n > 0:
+		t.Errorf("%d calls failed as unavailable: the key should have recovered within each call", n)
 	}
 	perObject := map[string]int{}
 	refused := 0
@@ -249,8 +253,11 @@ func recoveryRun(t *testing.T, s *testServer, client signetv1.SignerServiceClien
 			t.Errorf("%s: %d issuance records, want 1", uid, perObject[uid])
 		}
 	}
-	if wantUnavailable && refused == 0 {
+	switch {
+	case wantUnavailable && refused == 0:
 		t.Error("the ledger records no KEY_UNAVAILABLE refusal")
+	case !wantUnavailable && refused > 0:
+		t.Errorf("the ledger records %d KEY_UNAVAILABLE refusals, want none", refused)
 	}
 	t.Logf("%d issued, %d calls failed as unavailable and were retried, %d KEY_UNAVAILABLE records", n, unavailable.Load(), refused)
 }
@@ -284,8 +291,14 @@ func TestRecoveryFromSwtpmRestart(t *testing.T) {
 // TestRecoveryFromLostPKCS11Sessions: in the middle of 200 issuances, every session of the
 // token is closed from outside (which also logs the user out), and in another run the module
 // is finalized from outside. The server finds its key again by itself: after closed sessions
-// within the call (a fresh session, no error); after a finalized module by re-opening the key
-// in the background while calls fail as KEY_UNAVAILABLE and are retried.
+// within the call (a fresh session, no call fails); after a finalized module by re-opening the
+// key in the background while calls fail as KEY_UNAVAILABLE and are retried.
+//
+// Each fault is seen to strike. The closed sessions fail no call, so the test looks at the
+// module from outside: the server's sessions are open and logged in before
+// C_CloseAllSessions, none is open and the token is logged out after it. The finalized module
+// fails calls as KEY_UNAVAILABLE (recoveryRun's wantUnavailable). After either, the server's
+// sessions are open and logged in again.
 //
 // Both faults strike between calls, with the callers paused: SoftHSM's C_CloseAllSessions and
 // C_Finalize free the session objects a concurrent C_Sign of another thread is using, which
@@ -295,22 +308,94 @@ func TestRecoveryFromLostPKCS11Sessions(t *testing.T) {
 	for _, tc := range []struct {
 		name            string
 		wantUnavailable bool
-		fault           func(*cryptoki.Ctx, uint) error
+		fault           func(*testing.T, *cryptoki.Ctx, uint)
 	}{
-		{"sessions closed", false, func(c *cryptoki.Ctx, slot uint) error { return c.CloseAllSessions(slot) }},
-		{"module finalized", true, func(c *cryptoki.Ctx, _ uint) error { return c.Finalize() }},
+		{"sessions closed", false, func(t *testing.T, c *cryptoki.Ctx, slot uint) {
+			before := loggedInSessions(t, c, slot, "before C_CloseAllSessions")
+			if err := c.CloseAllSessions(slot); err != nil {
+				t.Errorf("C_CloseAllSessions: %v", err)
+			}
+			after, loggedOut := tokenSessions(c, slot), tokenLoggedOut(t, c, slot)
+			if len(after) > 0 {
+				t.Errorf("%d of the %d sessions on the token are still open after C_CloseAllSessions: the fault did not strike", len(after), before)
+			}
+			if !loggedOut {
+				t.Error("the token is still logged in after C_CloseAllSessions: the fault did not strike")
+			}
+			if before > 0 && len(after) == 0 && loggedOut {
+				t.Logf("%d sessions open and logged in before C_CloseAllSessions; none after, and the token logged out", before)
+			}
+		}},
+		{"module finalized", true, func(t *testing.T, c *cryptoki.Ctx, slot uint) {
+			loggedInSessions(t, c, slot, "before C_Finalize")
+			if err := c.Finalize(); err != nil {
+				t.Errorf("C_Finalize: %v", err)
+			}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tok := softhsmtest.New(t)
 			s, client, root := hardwareServer(t, tok.URI("ca"), "P-256", nil)
 			recoveryRun(t, s, client, root, 200, 8, true, tc.wantUnavailable, func(func() bool) {
 				ctx, slot := tok.Outside(t)
-				if err := tc.fault(ctx, slot); err != nil {
-					t.Errorf("%s: %v", tc.name, err)
-				}
+				tc.fault(t, ctx, slot)
 			})
+			ctx, slot := tok.Outside(t)
+			loggedInSessions(t, ctx, slot, "after the run")
 		})
 	}
+}
+
+// maxProbedSession bounds the session handles tokenSessions tries. SoftHSM numbers the
+// sessions of a process from 1 and gives a new one the lowest free number, so the sessions of
+// one key's pool (at most 8) and a few more are all below it.
+const maxProbedSession = 256
+
+// tokenSessions returns the states of the sessions open on slot in this process, by handle,
+// as the module tells c (another context on it): PKCS#11 has no call that lists sessions, so
+// it asks about each handle up to maxProbedSession.
+func tokenSessions(c *cryptoki.Ctx, slot uint) map[cryptoki.SessionHandle]uint {
+	open := map[cryptoki.SessionHandle]uint{}
+	for h := cryptoki.SessionHandle(1); h <= maxProbedSession; h++ {
+		if info, err := c.GetSessionInfo(h); err == nil && info.SlotID == slot {
+			open[h] = info.State
+		}
+	}
+	return open
+}
+
+// loggedInSessions fails the test (when tells when) unless some session is open on slot, all
+// of them logged in as the user, and returns how many are open.
+func loggedInSessions(t *testing.T, c *cryptoki.Ctx, slot uint, when string) int {
+	t.Helper()
+	open := tokenSessions(c, slot)
+	if len(open) == 0 {
+		t.Errorf("%s: no session is open on the token (the server's key holds none?)", when)
+	}
+	for h, state := range open {
+		if state != cryptoki.CKS_RO_USER_FUNCTIONS && state != cryptoki.CKS_RW_USER_FUNCTIONS {
+			t.Errorf("%s: session %d is in state %d, not logged in as the user", when, h, state)
+		}
+	}
+	return len(open)
+}
+
+// tokenLoggedOut reports whether a new session on slot is a public one (the user is not
+// logged in). The session is closed again.
+func tokenLoggedOut(t *testing.T, c *cryptoki.Ctx, slot uint) bool {
+	t.Helper()
+	sh, err := c.OpenSession(slot, cryptoki.CKF_SERIAL_SESSION)
+	if err != nil {
+		t.Errorf("C_OpenSession: %v", err)
+		return false
+	}
+	defer func() { _ = c.CloseSession(sh) }()
+	info, err := c.GetSessionInfo(sh)
+	if err != nil {
+		t.Errorf("C_GetSessionInfo: %v", err)
+		return false
+	}
+	return info.State == cryptoki.CKS_RO_PUBLIC_SESSION
 }
 
 // TestHardwareStartRefusals: the server refuses to start with a hardware key that does not
