@@ -29,7 +29,7 @@ func buildCorpus(t *testing.T) []*corpusCase {
 	c := newCorpus(t)
 	for _, family := range []func(*corpus){
 		baselineCases, subjectCases, sanCases, caCases, usageCases, keyCases, lifetimeCases,
-		identityCases, idempotencyCases, podCases, wireCases, explainCases, floodCases,
+		identityCases, idempotencyCases, podCases, wireCases, doorCases, explainCases, floodCases,
 	} {
 		family(c)
 	}
@@ -84,6 +84,9 @@ func TestAdversarialCorpus(t *testing.T) {
 	}
 	if len(violations) > 0 {
 		t.Errorf("%d invariant violations:\n%s", len(violations), strings.Join(violations, "\n"))
+	}
+	if len(mismatches) == 0 && len(violations) == 0 {
+		checkDocFigures(t, figuresTable(cases, got, fig))
 	}
 }
 

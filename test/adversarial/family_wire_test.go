@@ -62,17 +62,27 @@ func marshal(m proto.Message) []byte {
 	return b
 }
 
-// wireCases: messages gRPC or protobuf refuses before Signet sees them (invalid UTF-8,
-// truncated, over the receive limit), and ones they decode in ways an attacker could try to
-// use (unknown fields, wrong wire types, repeated scalars).
+// wireCases: messages protobuf cannot decode (invalid UTF-8, truncated: MALFORMED_REQUEST,
+// recorded without an object) or gRPC refuses before Signet sees them (over the receive limit),
+// and ones they decode in ways an attacker could try to use (unknown fields, wrong wire types,
+// repeated scalars).
 func wireCases(c *corpus) {
 	const f = "wire"
 	legacy := baseFor(signerLegacy)
-	unmarshal := transport(codes.Internal, "unmarshal")
+	unmarshal := malformed("the message is not a valid request of")
+	// decoded is the signer and UID a record of the call names: none for a message that does
+	// not decode (what decoded of it is not trusted).
+	decoded := func(w want, signer, uid string) (string, string) {
+		if w.msg == unmarshal.msg {
+			return "", ""
+		}
+		return signer, uid
+	}
 	csrRaw := func(name string, edit func([]byte) []byte, w want) {
 		r := legacy.call(c, nil)
+		signer, uid := decoded(w, r.GetSignerName(), r.GetObject().GetUid())
 		c.add(f, "csr/"+name, clientWatcher, request{raw: &rawCall{method: methodSignCSR, body: edit(marshal(r)),
-			signer: r.GetSignerName(), uid: r.GetObject().GetUid()}}, w)
+			signer: signer, uid: uid}}, w)
 	}
 	csrRaw("invalid UTF-8 signer_name", func(b []byte) []byte { return appendString(b, 1, invalidUTF8) }, unmarshal)
 	csrRaw("invalid UTF-8 usage", func(b []byte) []byte { return appendString(b, 3, invalidUTF8) }, unmarshal)
@@ -105,12 +115,13 @@ func wireCases(c *corpus) {
 	c.add(f, "csr/signer_name as a varint", clientWatcher, request{raw: &rawCall{method: methodSignCSR,
 		body: protowire.AppendVarint(protowire.AppendTag(marshal(wrongType), 1, protowire.VarintType), 42), uid: wrongType.Object.Uid}},
 		malformed("signer_name"))
-	c.add(f, "csr/empty message", clientWatcher, request{raw: &rawCall{method: methodSignCSR}}, malformed("signer_name"))
+	c.add(f, "csr/empty message", clientWatcher, request{raw: &rawCall{method: methodSignCSR}}, malformed("requester is required"))
 
 	podRaw := func(name string, edit func([]byte) []byte, w want) {
 		r := c.podCall(nil)
+		signer, uid := decoded(w, r.GetSignerName(), r.GetObject().GetUid())
 		c.add(f, "pod/"+name, clientWatcher, request{raw: &rawCall{method: methodSignPod, body: edit(marshal(r)),
-			signer: r.GetSignerName(), uid: r.GetObject().GetUid()}}, w)
+			signer: signer, uid: uid}}, w)
 	}
 	podRaw("invalid UTF-8 namespace", func(b []byte) []byte { return appendMessage(b, 3, appendString(nil, 1, invalidUTF8)) }, unmarshal)
 	podRaw("invalid UTF-8 annotation key", func(b []byte) []byte {
