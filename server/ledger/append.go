@@ -113,10 +113,36 @@ func (l *Ledger) writeBatch(promoted bool) {
 	batch := append(l.batch[:0], l.pending[:n]...)
 	l.pending = slices.Delete(l.pending, 0, n) // clears the tail: no answered request stays reachable
 	l.qmu.Unlock()
+	committed := false
+	defer func() {
+		if !committed {
+			l.writerPanicked(batch)
+		}
+	}()
 	l.buf = l.commit(batch, l.buf[:0])
+	committed = true
 	clear(batch)
 	l.batch = batch
 
+	l.release()
+}
+
+// writerPanicked is run, as the writer, while a panic in commit (a bug, or a File that panics)
+// unwinds the Append that led the batch: the panic goes on up to that caller, and the ledger
+// does not stay stuck. It closes the ledger for appends as a failed write does (what the write
+// may have left after the last acknowledged record is zeroed by the recovery, which reopens the
+// ledger), answers every request of the batch not answered yet with ErrUnavailable, and ends
+// the writer's turn, so that waiting and later Appends are answered.
+func (l *Ledger) writerPanicked(batch []*request) {
+	l.dirty = max(l.dirty, min(l.off+maxWrite, l.end))
+	err := fmt.Errorf("appending to ledger %s: %w: the writer failed (a panic) while writing a batch", l.dir, ErrUnavailable)
+	l.setFailed(err)
+	for _, req := range batch {
+		select {
+		case req.done <- result{err: err}:
+		default: // answered already
+		}
+	}
 	l.release()
 }
 

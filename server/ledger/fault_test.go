@@ -26,6 +26,7 @@ type faultyFile struct {
 	syncs        atomic.Int64
 	failSync     atomic.Bool
 	shortWrite   atomic.Bool // write half the batch, then fail
+	panicWrite   atomic.Bool // write half the batch, then panic (a bug under the writer)
 	failZeroFill atomic.Bool // fail writes of zeros (extensions of the free space)
 	// zeroLimit, if not 0, is the size past which writes of zeros fail with ENOSPC, after
 	// writing what fits before it, as on a full file system.
@@ -55,6 +56,10 @@ func (f *faultyFile) WriteAt(p []byte, off int64) (int, error) {
 	if f.shortWrite.Load() {
 		n, _ := f.File.WriteAt(p[:len(p)/2], off)
 		return n, errInjected
+	}
+	if !zeros && f.panicWrite.Load() {
+		_, _ = f.File.WriteAt(p[:len(p)/2], off)
+		panic("injected: the writer panics mid-write")
 	}
 	return f.File.WriteAt(p, off)
 }
