@@ -92,16 +92,13 @@ type refusal struct {
 //
 // Every request that reached this handler is recorded, a body that cannot be decoded (not JSON,
 // over the size limit, another content type, kind or apiVersion) included, with what is known
-// of it (the client, the reason, its size) and without the object it may have named. On gRPC a
-// message that cannot be decoded is not recorded, but there grpc-go refuses it before any of
-// Signet's code runs, and every message that decodes is recorded, an empty one included (a
-// refusal without signer or object). Here the handler has decoded the caller's identity from a
-// verified, configured certificate, and holds the bytes: recording them is what the design's
-// rule asks of a refusal (recorded, with a reason a person can act on), and it costs a client
-// no more of the ledger than an empty gRPC request does, its rate-limit token. Only a body that
-// could not be read at all (rf.unread) is merely logged: no request arrived, so there is no
-// decision to record. Requests for another path or method (404, 405) are not signing requests
-// and are not recorded either; the webhook's metrics count every answer.
+// of it (the client, the reason, its size) and without the object it may have named, as gRPC
+// records a signing message that cannot be decoded (signerapi.Undecodable). Recording it is
+// what the design's rule asks of a refusal (recorded, with a reason a person can act on), and it
+// costs a client no more of the ledger than an empty gRPC request does, its rate-limit token.
+// Only a body that could not be read at all (rf.unread) is merely logged: no request arrived, so
+// there is no decision to record. Requests for another path or method (404, 501) are not
+// signing requests and are not recorded either; the webhook's metrics count every answer.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, identity string, rf *refusal) {
 	ans := answerFor(rf.err)
 	if rf.unread {
