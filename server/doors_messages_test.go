@@ -5,7 +5,6 @@ package server_test
 // message a case changes (slots), and the undecodable encodings.
 
 import (
-	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"fmt"
@@ -46,19 +45,9 @@ func doorSignCSR(tb testing.TB, uid string) *signetv1.SignCertificateSigningRequ
 // and an annotation the signer accepts.
 func doorSignPod(tb testing.TB, uid string) *signetv1.SignPodCertificateRequestRequest {
 	tb.Helper()
-	stub, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, testpki.Key(tb, testpki.P256))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return &signetv1.SignPodCertificateRequestRequest{
-		SignerName: devpki.DefaultPodIdentitySigner,
-		Object:     &signetv1.KubernetesObject{Uid: uid, Name: "req-" + uid, Namespace: "shop"},
-		Pod: &signetv1.PodIdentity{Namespace: "shop", PodName: "web-1", PodUid: "pod-uid", ServiceAccountName: "web",
-			ServiceAccountUid: "sa-uid", NodeName: "node-1", NodeUid: "node-uid"},
-		StubPkcs10Request:         stub,
-		MaxExpirationSeconds:      86400,
-		UnverifiedUserAnnotations: map[string]string{doorPodAnnotation: "doors"},
-	}
+	r := podSignRequest(tb, uid)
+	r.UnverifiedUserAnnotations = map[string]string{doorPodAnnotation: "doors"}
+	return r
 }
 
 // doorBase is a valid request of one message type, which the cases start from instead of

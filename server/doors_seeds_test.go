@@ -64,7 +64,7 @@ func TestDoorsSeeds(t *testing.T) {
 	dir = filepath.Join("testdata", "fuzz", "FuzzWebhook")
 	request := doorSignCSR(t, "seed").GetRequest()
 	object := func(edit func(*certificatesv1.CertificateSigningRequest)) []byte {
-		csr := doorCSRObject("seed-webhook", request)
+		csr := csrObject("seed-webhook", request)
 		if edit != nil {
 			edit(csr)
 		}

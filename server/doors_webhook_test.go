@@ -12,37 +12,10 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/server/ledger"
 	"github.com/signet-pki/signet/server/webhook/webhooktest"
 )
-
-// doorCSRObject is an approved CertificateSigningRequest for the dev signer with every
-// requester field set, as the apiserver holds it, for the PEM request.
-func doorCSRObject(uid string, request []byte) *certificatesv1.CertificateSigningRequest {
-	seconds := int32(3600)
-	return &certificatesv1.CertificateSigningRequest{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "certificates.k8s.io/v1", Kind: "CertificateSigningRequest"},
-		ObjectMeta: metav1.ObjectMeta{Name: "csr-" + uid, UID: types.UID(uid)},
-		Spec: certificatesv1.CertificateSigningRequestSpec{
-			SignerName:        devpki.DefaultSigner,
-			Request:           request,
-			ExpirationSeconds: &seconds,
-			Usages:            []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth},
-			Username:          "system:serviceaccount:default:web",
-			UID:               "5f1c3e2a-user",
-			Groups:            []string{"system:serviceaccounts", "system:authenticated"},
-			Extra:             map[string]certificatesv1.ExtraValue{"authentication.kubernetes.io/pod-name": {"web-0"}},
-		},
-		Status: certificatesv1.CertificateSigningRequestStatus{Conditions: []certificatesv1.CertificateSigningRequestCondition{
-			{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "AutoApproved"},
-		}},
-	}
-}
 
 // doorIdentityEdits put control characters in each requester and object field of a CSR
 // object, by the field's name in the object.
@@ -73,12 +46,12 @@ func TestDoorsWebhookControlCharacters(t *testing.T) {
 	post := func(csr *certificatesv1.CertificateSigningRequest) (*http.Response, []byte) {
 		return webhooktest.PostRaw(t, hc, http.MethodPost, e.hookURL, "application/json", bytes.NewReader(webhooktest.JSON(t, csr)))
 	}
-	if resp, data := post(doorCSRObject("doors-webhook-valid", request)); resp.StatusCode != http.StatusOK {
+	if resp, data := post(csrObject("doors-webhook-valid", request)); resp.StatusCode != http.StatusOK {
 		t.Fatalf("the valid object: answered %d %s", resp.StatusCode, data)
 	}
 	uids := map[string]string{}
 	for i, field := range slices.Sorted(maps.Keys(doorIdentityEdits)) {
-		csr := doorCSRObject(fmt.Sprintf("doors-webhook-%d", i), request)
+		csr := csrObject(fmt.Sprintf("doors-webhook-%d", i), request)
 		doorIdentityEdits[field](csr)
 		uids[field] = string(csr.UID)
 		resp, data := post(csr)

@@ -25,7 +25,7 @@ import (
 
 // podSignRequest is a PodCertificateRequest for the dev pod-identity signer: pod shop/web-1,
 // service account web, a fresh P-256 key.
-func podSignRequest(t *testing.T, uid string) *signetv1.SignPodCertificateRequestRequest {
+func podSignRequest(t testing.TB, uid string) *signetv1.SignPodCertificateRequestRequest {
 	t.Helper()
 	stub, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, testpki.Key(t, testpki.P256))
 	if err != nil {
