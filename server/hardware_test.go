@@ -315,7 +315,7 @@ func TestRecoveryFromLostPKCS11Sessions(t *testing.T) {
 			if err := c.CloseAllSessions(slot); err != nil {
 				t.Errorf("C_CloseAllSessions: %v", err)
 			}
-			after, loggedOut := tokenSessions(c, slot), tokenLoggedOut(t, c, slot)
+			after, loggedOut := tokenSessions(c, slot), softhsmtest.LoggedOut(t, c, slot)
 			if len(after) > 0 {
 				t.Errorf("%d of the %d sessions on the token are still open after C_CloseAllSessions: the fault did not strike", len(after), before)
 			}
@@ -378,24 +378,6 @@ func loggedInSessions(t *testing.T, c *cryptoki.Ctx, slot uint, when string) int
 		}
 	}
 	return len(open)
-}
-
-// tokenLoggedOut reports whether a new session on slot is a public one (the user is not
-// logged in). The session is closed again.
-func tokenLoggedOut(t *testing.T, c *cryptoki.Ctx, slot uint) bool {
-	t.Helper()
-	sh, err := c.OpenSession(slot, cryptoki.CKF_SERIAL_SESSION)
-	if err != nil {
-		t.Errorf("C_OpenSession: %v", err)
-		return false
-	}
-	defer func() { _ = c.CloseSession(sh) }()
-	info, err := c.GetSessionInfo(sh)
-	if err != nil {
-		t.Errorf("C_GetSessionInfo: %v", err)
-		return false
-	}
-	return info.State == cryptoki.CKS_RO_PUBLIC_SESSION
 }
 
 // TestHardwareStartRefusals: the server refuses to start with a hardware key that does not

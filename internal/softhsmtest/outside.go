@@ -38,3 +38,21 @@ func (tok *Token) Outside(t testing.TB) (*pkcs11.Ctx, uint) {
 	t.Fatalf("softhsmtest: no slot holds token %q", tok.Label)
 	return nil, 0
 }
+
+// LoggedOut reports whether a new session on slot of ctx (Outside's) is a public one: no
+// context in the process is logged in to the token. The session is closed again.
+func LoggedOut(t testing.TB, ctx *pkcs11.Ctx, slot uint) bool {
+	t.Helper()
+	sh, err := ctx.OpenSession(slot, pkcs11.CKF_SERIAL_SESSION)
+	if err != nil {
+		t.Errorf("softhsmtest: C_OpenSession: %v", err)
+		return false
+	}
+	defer func() { _ = ctx.CloseSession(sh) }()
+	info, err := ctx.GetSessionInfo(sh)
+	if err != nil {
+		t.Errorf("softhsmtest: C_GetSessionInfo: %v", err)
+		return false
+	}
+	return info.State == pkcs11.CKS_RO_PUBLIC_SESSION
+}

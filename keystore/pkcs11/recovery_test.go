@@ -78,7 +78,7 @@ func TestSessionsClosedFromOutside(t *testing.T) {
 		if still := openSessions(ctx, key); len(still) > 0 {
 			t.Fatalf("round %d: %d of the key's %d open sessions are still open after C_CloseAllSessions: the fault did not strike", round, len(still), open)
 		}
-		if !tokenLoggedOut(t, ctx, slot) {
+		if !softhsmtest.LoggedOut(t, ctx, slot) {
 			t.Fatalf("round %d: the token is still logged in after C_CloseAllSessions: the fault did not strike", round)
 		}
 		return ok.Load()
@@ -134,22 +134,6 @@ func loggedInSessions(t *testing.T, ctx *cryptoki.Ctx, key *pkcs11.Key, when str
 		}
 	}
 	return len(open)
-}
-
-// tokenLoggedOut reports whether a new session on slot is a public one (the user is not logged
-// in). The session is closed again.
-func tokenLoggedOut(t *testing.T, ctx *cryptoki.Ctx, slot uint) bool {
-	t.Helper()
-	sh, err := ctx.OpenSession(slot, cryptoki.CKF_SERIAL_SESSION)
-	if err != nil {
-		t.Fatalf("C_OpenSession: %v", err)
-	}
-	defer func() { _ = ctx.CloseSession(sh) }()
-	info, err := ctx.GetSessionInfo(sh)
-	if err != nil {
-		t.Fatalf("C_GetSessionInfo: %v", err)
-	}
-	return info.State == cryptoki.CKS_RO_PUBLIC_SESSION
 }
 
 // TestModuleFinalizedFromOutside: after the module is finalized from outside, Sign fails with
