@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/signet-pki/signet/internal/metricstest"
 )
 
 const (
@@ -252,7 +254,7 @@ func TestNilMetricsRecordsNothing(t *testing.T) {
 			continue
 		}
 		t.Run(method.Name, func(t *testing.T) {
-			args := representativeArgs(t, method)
+			args := metricstest.Args(t, method.Name, method, representative, representativeOverrides)
 			checkNilRecordsNothing(t, method.Name, func(m *Metrics) {
 				reflect.ValueOf(m).MethodByName(method.Name).Call(args)
 			})
@@ -289,54 +291,22 @@ var representativeOverrides = map[string][]any{
 	"SetLedgerState": {LedgerUnavailable}, // New sets LedgerOK
 }
 
-// representativeArgs returns the arguments of method (whose receiver is its first parameter).
-func representativeArgs(t *testing.T, method reflect.Method) []reflect.Value {
-	t.Helper()
-	over, overridden := representativeOverrides[method.Name]
-	if overridden && len(over) != method.Type.NumIn()-1 {
-		t.Fatalf("%s takes %d arguments, representativeOverrides gives %d", method.Name, method.Type.NumIn()-1, len(over))
-	}
-	var args []reflect.Value
-	for i := 1; i < method.Type.NumIn(); i++ {
-		in := method.Type.In(i)
-		v, ok := representative[in]
-		if overridden {
-			v, ok = over[i-1], true
-		}
-		if !ok {
-			t.Fatalf("%s: no representative argument of type %s: add one to representative (or the method to representativeOverrides)", method.Name, in)
-		}
-		if rv := reflect.ValueOf(v); !rv.Type().AssignableTo(in) {
-			t.Fatalf("%s: argument %d is a %s, want %s", method.Name, i, rv.Type(), in)
-		}
-		args = append(args, reflect.ValueOf(v))
-	}
-	return args
-}
-
 // checkNilRecordsNothing calls record on a nil *Metrics and fails the test, naming what, if it
 // panics; then calls it on a new *Metrics and fails unless the scrape of the signet_server_
 // series differs after the call.
 func checkNilRecordsNothing(t *testing.T, what string, record func(*Metrics)) {
 	t.Helper()
-	if p := callRecover(func() { record(nil) }); p != nil {
+	if p := metricstest.Recover(func() { record(nil) }); p != nil {
 		t.Errorf("%s on a nil *Metrics panics: %v", what, p)
 	}
 	m := newTest(t)
 	before := ownSeries(t, m)
-	if p := callRecover(func() { record(m) }); p != nil {
+	if p := metricstest.Recover(func() { record(m) }); p != nil {
 		t.Fatalf("%s on a new *Metrics panics: %v", what, p)
 	}
 	if ownSeries(t, m) == before {
 		t.Errorf("%s on a new *Metrics records nothing either: the nil case shows nothing (give it arguments that record)", what)
 	}
-}
-
-// callRecover calls f and returns what it panicked with, nil if it did not.
-func callRecover(f func()) (p any) {
-	defer func() { p = recover() }()
-	f()
-	return nil
 }
 
 // ownSeries returns the signet_server_ metric families m's registry gathers, encoded (the Go

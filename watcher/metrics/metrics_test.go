@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/signet-pki/signet/internal/metricstest"
 	"github.com/signet-pki/signet/internal/version"
 )
 
@@ -209,7 +210,7 @@ func checkMethods(t *testing.T, typ reflect.Type, path []string, seen map[string
 		if method.Type.NumIn() == 1 && method.Type.NumOut() == 1 && isMetricsType(method.Type.Out(0)) {
 			t.Run(what, func(t *testing.T) {
 				var got reflect.Value
-				if p := callRecover(func() { got = follow(nil, calls) }); p != nil {
+				if p := metricstest.Recover(func() { got = follow(nil, calls) }); p != nil {
 					t.Fatalf("%s() on a nil *Metrics panics: %v", what, p)
 				}
 				if !got.IsNil() {
@@ -223,7 +224,7 @@ func checkMethods(t *testing.T, typ reflect.Type, path []string, seen map[string
 			continue
 		}
 		t.Run(what, func(t *testing.T) {
-			args := representativeArgs(t, name, method)
+			args := metricstest.Args(t, name, method, representative, representativeOverrides)
 			checkNilRecordsNothing(t, what, func(m *Metrics) {
 				follow(m, path).MethodByName(method.Name).Call(args)
 			})
@@ -271,55 +272,22 @@ var representativeOverrides = map[string][]any{
 	"WitnessMetrics.SetConsistent": {false}, // it starts consistent
 }
 
-// representativeArgs returns the arguments of method (whose receiver is its first parameter),
-// named name.
-func representativeArgs(t *testing.T, name string, method reflect.Method) []reflect.Value {
-	t.Helper()
-	over, overridden := representativeOverrides[name]
-	if overridden && len(over) != method.Type.NumIn()-1 {
-		t.Fatalf("%s takes %d arguments, representativeOverrides gives %d", name, method.Type.NumIn()-1, len(over))
-	}
-	var args []reflect.Value
-	for i := 1; i < method.Type.NumIn(); i++ {
-		in := method.Type.In(i)
-		v, ok := representative[in]
-		if overridden {
-			v, ok = over[i-1], true
-		}
-		if !ok {
-			t.Fatalf("%s: no representative argument of type %s: add one to representative (or the method to representativeOverrides)", name, in)
-		}
-		if rv := reflect.ValueOf(v); !rv.Type().AssignableTo(in) {
-			t.Fatalf("%s: argument %d is a %s, want %s", name, i, rv.Type(), in)
-		}
-		args = append(args, reflect.ValueOf(v))
-	}
-	return args
-}
-
 // checkNilRecordsNothing calls record on a nil *Metrics and fails the test, naming what, if it
 // panics; then calls it on a new *Metrics and fails unless the scrape of the signet_watcher_
 // series differs after the call.
 func checkNilRecordsNothing(t *testing.T, what string, record func(*Metrics)) {
 	t.Helper()
-	if p := callRecover(func() { record(nil) }); p != nil {
+	if p := metricstest.Recover(func() { record(nil) }); p != nil {
 		t.Errorf("%s on a nil *Metrics panics: %v", what, p)
 	}
 	m := New([]string{signerA}, []string{"signed"}, []string{"signed"}, []string{"Forbidden"})
 	before := ownSeries(t, m)
-	if p := callRecover(func() { record(m) }); p != nil {
+	if p := metricstest.Recover(func() { record(m) }); p != nil {
 		t.Fatalf("%s on a new *Metrics panics: %v", what, p)
 	}
 	if ownSeries(t, m) == before {
 		t.Errorf("%s on a new *Metrics records nothing either: the nil case shows nothing (give it arguments that record)", what)
 	}
-}
-
-// callRecover calls f and returns what it panicked with, nil if it did not.
-func callRecover(f func()) (p any) {
-	defer func() { p = recover() }()
-	f()
-	return nil
 }
 
 // ownSeries returns the signet_watcher_ metric families m's registry gathers, encoded (the Go
