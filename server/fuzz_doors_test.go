@@ -23,8 +23,9 @@ import (
 // The fuzz targets of the server's two front doors. Each starts one in-process server (with
 // the webhook on) per process before fuzzing, so a fuzzing worker sends every input to the
 // same server; the seed corpora in testdata/fuzz/FuzzGRPC and testdata/fuzz/FuzzWebhook run as
-// ordinary tests in `go test` (TestDoorsWriteSeeds writes them). A panic in a handler ends
-// the process, which the fuzzer reports as a crash with the input.
+// ordinary tests in `go test` (TestDoorsSeeds -update-door-seeds writes them). A panic in a
+// handler is contained by the server (answered INTERNAL), which both targets report as a
+// failure with the input.
 
 // FuzzGRPC sends the bytes, as they are (a raw codec), to the method named by the first input:
 // a full method name ("/signet.v1.SignerService/SignCertificateSigningRequest"), or any other
@@ -90,7 +91,8 @@ func doorUniqueUIDs(msg proto.Message, body []byte) {
 // the input), so that the fuzzer's
 // identities, names, usages and conditions reach the checks behind the request's parsing. It
 // proves, per input: the answer is never 500; an error answer is the contract's error body
-// (docs/webhook.md) with an ErrorInfo reason of the wire contract; a 200 carries a
+// (docs/webhook.md) with an ErrorInfo reason of the wire contract and a canonical pair of HTTP
+// status and status name; a 200 carries a
 // certificate; and the server still reports SERVING afterwards.
 func FuzzWebhook(f *testing.F) {
 	e := startDoors(f)
@@ -140,6 +142,9 @@ func (e *doorEnv) webhookJudge(t *testing.T, hc *http.Client, body []byte) (prob
 	}
 	if _, ok := signetv1.ParseReason(g.Reason()); !ok {
 		return errors.New("the error body has no ErrorInfo reason of the wire contract"), answer
+	}
+	if webhooktest.CanonicalHTTPStatus[g.Error.Status] != resp.StatusCode {
+		return fmt.Errorf("HTTP %d with status %s: not a canonical pair", resp.StatusCode, g.Error.Status), answer
 	}
 	return nil, answer
 }
