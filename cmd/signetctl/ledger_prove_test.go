@@ -386,11 +386,12 @@ func TestLedgerProveOnline(t *testing.T) {
 		t.Errorf("audit of the server's ledger: exit %d\nstdout %q\nstderr %q", code, out, errOut)
 	}
 
-	// What the server cannot prove.
-	if code, _, errOut := runCmd(append([]string{"ledger", "prove", "--serial", "abcdef"}, conn...)...); code != 2 || !strings.Contains(errOut, "NotFound") {
+	// What the server cannot prove: refusals with a reason (exit 1).
+	if code, _, errOut := runCmd(append([]string{"ledger", "prove", "--serial", "abcdef"}, conn...)...); code != 1 || !strings.Contains(errOut, "refused (NOT_FOUND)") {
 		t.Errorf("prove of no record: exit %d, stderr %q", code, errOut)
 	}
-	if code, _, errOut := runCmd(append([]string{"ledger", "prove", "--seq", "1", "--tree-size", "999999"}, conn...)...); code != 2 || !strings.Contains(errOut, "no signed checkpoint of size 999999") {
+	if code, _, errOut := runCmd(append([]string{"ledger", "prove", "--seq", "1", "--tree-size", "999999"}, conn...)...); code != 1 ||
+		!strings.Contains(errOut, "refused (NOT_FOUND)") || !strings.Contains(errOut, "no signed checkpoint of size 999999") {
 		t.Errorf("prove at an unknown size: exit %d, stderr %q", code, errOut)
 	}
 }

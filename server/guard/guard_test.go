@@ -32,6 +32,21 @@ type recorder struct {
 	log       bytes.Buffer
 }
 
+// panicsAt is how many panics were counted at door.
+func (r *recorder) panicsAt(door string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.panics[door]
+}
+
+// malformedAt is what Malformed was told of method, and whether it was.
+func (r *recorder) malformedAt(method string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	err, ok := r.malformed[method]
+	return err, ok
+}
+
 func (r *recorder) Write(p []byte) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -149,8 +164,8 @@ func TestGRPCPanicsAreContained(t *testing.T) {
 	if resp, err := client.Check(callCtx(t), &healthpb.HealthCheckRequest{}); err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		t.Errorf("the server does not answer after contained panics: %v, %v", resp, err)
 	}
-	if rec.panics["/grpc.health.v1.Health/Check"] != 3 || rec.panics["/grpc.health.v1.Health/Watch"] != 1 {
-		t.Errorf("panics counted %v, want Check 3 and Watch 1", rec.panics)
+	if check, watch := rec.panicsAt("/grpc.health.v1.Health/Check"), rec.panicsAt("/grpc.health.v1.Health/Watch"); check != 3 || watch != 1 {
+		t.Errorf("panics counted: Check %d, Watch %d; want 3 and 1", check, watch)
 	}
 	stacks := map[string]int{}
 	lines := rec.logLines(t)
@@ -218,11 +233,11 @@ func TestUndecodableMessages(t *testing.T) {
 			t.Errorf("%s stream: %v, want InvalidArgument", name, err)
 		}
 	}
-	if !strings.Contains(rec.malformed["/grpc.health.v1.Health/Check"], "invalid UTF-8") && !strings.Contains(rec.malformed["/grpc.health.v1.Health/Check"], "cannot parse") {
-		t.Errorf("Malformed was told %v", rec.malformed)
+	if told, _ := rec.malformedAt("/grpc.health.v1.Health/Check"); !strings.Contains(told, "invalid UTF-8") && !strings.Contains(told, "cannot parse") {
+		t.Errorf("Malformed was told %q of Check", told)
 	}
-	if _, ok := rec.malformed["/grpc.health.v1.Health/Watch"]; !ok {
-		t.Errorf("Malformed was not told of the stream's message: %v", rec.malformed)
+	if _, ok := rec.malformedAt("/grpc.health.v1.Health/Watch"); !ok {
+		t.Error("Malformed was not told of the stream's message")
 	}
 	if resp, err := healthpb.NewHealthClient(conn).Check(callCtx(t), &healthpb.HealthCheckRequest{}); err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		t.Errorf("a valid message after them: %v, %v", resp, err)
@@ -267,7 +282,7 @@ func TestHTTPPanicsAreContained(t *testing.T) {
 	if _, err := srv.Client().Get(srv.URL + "/abort"); err == nil {
 		t.Errorf("http.ErrAbortHandler: the response completed, want it aborted")
 	}
-	if rec.panics["door"] != 2 {
-		t.Errorf("%d panics counted, want 2 (ErrAbortHandler is not one)", rec.panics["door"])
+	if n := rec.panicsAt("door"); n != 2 {
+		t.Errorf("%d panics counted, want 2 (ErrAbortHandler is not one)", n)
 	}
 }
