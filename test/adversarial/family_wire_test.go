@@ -70,19 +70,19 @@ func wireCases(c *corpus) {
 	const f = "wire"
 	legacy := baseFor(signerLegacy)
 	unmarshal := malformed("the message is not a valid request of")
-	// decoded is the signer and UID a record of the call names: none for a message that does
-	// not decode (what decoded of it is not trusted).
-	decoded := func(w want, signer, uid string) (string, string) {
-		if w.msg == unmarshal.msg {
+	// named is what a record of the call names: the signer and UID of r when body decodes as
+	// its message, none otherwise (what decoded of it is not trusted).
+	named := func(body []byte, r proto.Message, signer, uid string) (string, string) {
+		if proto.Unmarshal(body, r.ProtoReflect().New().Interface()) != nil {
 			return "", ""
 		}
 		return signer, uid
 	}
 	csrRaw := func(name string, edit func([]byte) []byte, w want) {
 		r := legacy.call(c, nil)
-		signer, uid := decoded(w, r.GetSignerName(), r.GetObject().GetUid())
-		c.add(f, "csr/"+name, clientWatcher, request{raw: &rawCall{method: methodSignCSR, body: edit(marshal(r)),
-			signer: signer, uid: uid}}, w)
+		body := edit(marshal(r))
+		signer, uid := named(body, r, r.GetSignerName(), r.GetObject().GetUid())
+		c.add(f, "csr/"+name, clientWatcher, request{raw: &rawCall{method: methodSignCSR, body: body, signer: signer, uid: uid}}, w)
 	}
 	csrRaw("invalid UTF-8 signer_name", func(b []byte) []byte { return appendString(b, 1, invalidUTF8) }, unmarshal)
 	csrRaw("invalid UTF-8 usage", func(b []byte) []byte { return appendString(b, 3, invalidUTF8) }, unmarshal)
@@ -119,9 +119,9 @@ func wireCases(c *corpus) {
 
 	podRaw := func(name string, edit func([]byte) []byte, w want) {
 		r := c.podCall(nil)
-		signer, uid := decoded(w, r.GetSignerName(), r.GetObject().GetUid())
-		c.add(f, "pod/"+name, clientWatcher, request{raw: &rawCall{method: methodSignPod, body: edit(marshal(r)),
-			signer: signer, uid: uid}}, w)
+		body := edit(marshal(r))
+		signer, uid := named(body, r, r.GetSignerName(), r.GetObject().GetUid())
+		c.add(f, "pod/"+name, clientWatcher, request{raw: &rawCall{method: methodSignPod, body: body, signer: signer, uid: uid}}, w)
 	}
 	podRaw("invalid UTF-8 namespace", func(b []byte) []byte { return appendMessage(b, 3, appendString(nil, 1, invalidUTF8)) }, unmarshal)
 	podRaw("invalid UTF-8 annotation key", func(b []byte) []byte {
