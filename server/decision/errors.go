@@ -60,6 +60,11 @@ var (
 	ErrLedgerBehind      = errors.New("the ledger is behind the caller's checkpoint")
 )
 
+// ErrPanicked is the failure of a call that panicked, contained by its front door (server/guard):
+// what the door answers (INTERNAL, its message not shown; the log has the panic), and what the
+// core records for a signing call that panicked before anything was issued.
+var ErrPanicked = errors.New("the call panicked inside the server, nothing was issued; the server log has the panic")
+
 // Errors of the core itself; the pipeline's are issuance's, lint's and idempotency's.
 var (
 	errUnknownSigner     = errors.New("unknown signer")

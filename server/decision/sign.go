@@ -86,13 +86,12 @@ func (c *Core) decide(ctx context.Context, d decisionContext, checkLimits func()
 	}
 	d.hash = hash()
 	var (
-		settled bool // the store answered: no panic in the claim
-		durable bool // this call's issuance is recorded
-		done    *issuedRecord
+		settled bool          // the store answered: no panic in the claim
+		done    *issuedRecord // this call's issuance, once its record is durable
 	)
 	defer func() {
-		if !settled && !durable {
-			_ = c.refuse(ctx, d, errPanicked)
+		if !settled && done == nil {
+			_ = c.refuse(ctx, d, ErrPanicked)
 		}
 	}()
 	entry, res, err := c.opts.Store.Do(ctx, idempotency.Scope(d.identity, d.objectUID), d.hash, func() (idempotency.Entry, error) {
@@ -105,7 +104,7 @@ func (c *Core) decide(ctx context.Context, d decisionContext, checkLimits func()
 		c.opts.Metrics.ObserveIssuance(d.signer, c.since(t))
 		e, rec, err := c.recordIssued(ctx, d, cert, message)
 		if err == nil {
-			durable, done = true, &issuedRecord{rec: rec, cert: cert}
+			done = &issuedRecord{rec: rec, cert: cert}
 		}
 		return e, err
 	})
@@ -124,10 +123,6 @@ type issuedRecord struct {
 	rec  ledger.Record
 	cert *issuance.Certificate
 }
-
-// errPanicked is the refusal recorded for a signing call that panicked before its issuance
-// was recorded (an internal failure: its message is not shown, the log has the panic).
-var errPanicked = errors.New("the signing call panicked before anything was issued; the front door logged the panic")
 
 // admit applies the steps before a request is decided, in this order: the client's own rate
 // limit (ResourceExhausted; not recorded); checkLimits, the limits on what a caller may send

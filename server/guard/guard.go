@@ -119,15 +119,12 @@ func panicSite() (site string, stack string) {
 // maxValueBytes bounds what a log line shows of a panic's value.
 const maxValueBytes = 512
 
-// clipValue is the panic value as text, at most maxValueBytes (on a rune boundary).
+// clipValue is the panic value as text, at most maxValueBytes (a rune cut in two, like any
+// invalid byte, is dropped).
 func clipValue(p any) string {
 	s := fmt.Sprint(p)
 	if len(s) <= maxValueBytes {
 		return s
 	}
-	cut := maxValueBytes
-	for cut > 0 && (s[cut]&0xC0) == 0x80 {
-		cut--
-	}
-	return s[:cut] + "…"
+	return strings.ToValidUTF8(s[:maxValueBytes], "") + "…"
 }

@@ -2,7 +2,6 @@ package signerapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
@@ -16,7 +15,7 @@ import (
 
 // missing is the refusal of an absent field, saying what it should hold.
 func missing(field, what string) error {
-	return fmt.Errorf("%w: %s is required: %s", issuance.ErrMalformedRequest, field, what)
+	return decisionErr(issuance.ErrMalformedRequest, field+" is required: "+what)
 }
 
 // requireCSRParts refuses a CertificateSigningRequest request without its requester, or (when
@@ -61,9 +60,6 @@ func Undecodable(core *decision.Core) func(ctx context.Context, method string, e
 	}
 }
 
-// errContained is the failure of a call whose handler panicked (the guard contains it).
-var errContained = errors.New("the call failed inside the server (a panic, contained)")
-
 // InternalStatus is the answer to a call whose handler panicked: Internal, with the INTERNAL
 // reason and the generic message; the guard has logged the detail.
-func InternalStatus() error { return toStatus(errContained) }
+func InternalStatus() error { return toStatus(decision.ErrPanicked) }

@@ -80,10 +80,6 @@ func answerFor(err error) answer {
 	return answer{code: a.Code, reason: signetv1.ReasonName(a.Reason), message: decision.PublicMessage(err), retryAfter: a.RetryAfter}
 }
 
-// errContained is the failure of a request whose handler panicked (the guard contains it):
-// answered 500 INTERNAL with the generic message.
-var errContained = errors.New("the request failed inside the server (a panic, contained)")
-
 // unavailable is a 503 of the webhook itself (the server is stopping).
 func unavailable(message string) answer {
 	return answer{code: codes.Unavailable, message: message, retryAfter: wire.RetryAfterUnavailable}

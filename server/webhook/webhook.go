@@ -147,7 +147,7 @@ func (s *Server) Handler() http.Handler {
 	r.Use(s.observe, s.track)
 	if s.guard != nil {
 		r.Use(s.guard.HTTP(metrics.PanicMethodWebhook, func(w http.ResponseWriter, _ *http.Request) {
-			writeError(w, answerFor(errContained))
+			writeError(w, answerFor(decision.ErrPanicked))
 		}))
 	}
 	r.Post(Path, s.sign)

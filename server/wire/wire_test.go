@@ -3,10 +3,12 @@ package wire_test
 import (
 	"testing"
 
+	rpccode "google.golang.org/genproto/googleapis/rpc/code"
 	"google.golang.org/grpc/codes"
 
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/decision"
+	"github.com/signet-pki/signet/server/webhook/webhooktest"
 	"github.com/signet-pki/signet/server/wire"
 )
 
@@ -41,16 +43,17 @@ func TestEveryReasonIsAnswered(t *testing.T) {
 }
 
 // TestHTTPStatusIsTheCanonicalPair: the webhook's HTTP status of every reason is the one the
-// canonical google.rpc.Code mapping gives its gRPC code (written out here from code.proto's
-// documentation, so that a change of the library's table is seen too).
+// canonical google.rpc.Code mapping gives its gRPC code (webhooktest.CanonicalHTTPStatus, written
+// out from code.proto's documentation, so that a change of the library's table is seen too).
 func TestHTTPStatusIsTheCanonicalPair(t *testing.T) {
 	t.Parallel()
-	canonical := map[codes.Code]int{
-		codes.InvalidArgument: 400, codes.FailedPrecondition: 400, codes.OutOfRange: 400,
-		codes.Unauthenticated: 401, codes.PermissionDenied: 403, codes.NotFound: 404,
-		codes.AlreadyExists: 409, codes.Aborted: 409, codes.ResourceExhausted: 429,
-		codes.Canceled: 499, codes.Internal: 500, codes.Unknown: 500, codes.DataLoss: 500,
-		codes.Unimplemented: 501, codes.Unavailable: 503, codes.DeadlineExceeded: 504,
+	canonical := map[codes.Code]int{}
+	for name, status := range webhooktest.CanonicalHTTPStatus {
+		v, ok := rpccode.Code_value[name]
+		if !ok {
+			t.Fatalf("webhooktest names %s, no google.rpc.Code", name)
+		}
+		canonical[codes.Code(v)] = status
 	}
 	for code, want := range canonical {
 		if got := wire.HTTPStatus(code); got != want {
