@@ -266,3 +266,34 @@ func TestMetricsEndpointServesRegistry(t *testing.T) {
 		}
 	}
 }
+
+// TestMiddlewareWrapsEveryRequest: the middleware given to New sees every request, to each
+// endpoint and to the paths and methods that are refused, outermost first; InternalError is
+// the plain 500 a containing middleware answers with.
+func TestMiddlewareWrapsEveryRequest(t *testing.T) {
+	var order []string
+	wrap := func(name string) func(http.Handler) http.Handler {
+		return func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				order = append(order, name)
+				next.ServeHTTP(w, r)
+			})
+		}
+	}
+	s := New("127.0.0.1:0", http.NotFoundHandler(), nil, slog.New(slog.DiscardHandler), wrap("outer"), wrap("inner"))
+	for _, tc := range []struct{ method, path string }{
+		{http.MethodGet, "/metrics"}, {http.MethodGet, "/livez"}, {http.MethodGet, "/readyz"},
+		{http.MethodGet, "/nope"}, {http.MethodPost, "/livez"},
+	} {
+		order = nil
+		do(t, s.http.Handler, tc.method, tc.path)
+		if len(order) != 2 || order[0] != "outer" || order[1] != "inner" {
+			t.Errorf("%s %s went through %v, want [outer inner]", tc.method, tc.path, order)
+		}
+	}
+	rec := httptest.NewRecorder()
+	InternalError(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), "internal error") {
+		t.Errorf("InternalError answered %d %q, want 500 internal error", rec.Code, rec.Body.String())
+	}
+}
