@@ -5,7 +5,11 @@ package metricstest
 
 import (
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
 )
 
 // Args returns the arguments to call method (of a type: its receiver is its first parameter,
@@ -41,4 +45,43 @@ func Recover(f func()) (p any) {
 	defer func() { p = recover() }()
 	f()
 	return nil
+}
+
+// NilRecordsNothing holds one call to the nil contract: record called on the zero M (a nil
+// pointer) must not panic; called on fresh's new metrics, it must change the series of its
+// gatherer whose names start with prefix, so that the nil receiver's silence is a choice and
+// not a call that records nothing anyway. what names the call in failures.
+func NilRecordsNothing[M any](t testing.TB, what string, record func(M), fresh func() (M, prometheus.Gatherer), prefix string) {
+	t.Helper()
+	var zero M
+	if p := Recover(func() { record(zero) }); p != nil {
+		t.Errorf("%s on a nil receiver panics: %v", what, p)
+	}
+	m, g := fresh()
+	before := Series(t, g, prefix)
+	if p := Recover(func() { record(m) }); p != nil {
+		t.Fatalf("%s on new metrics panics: %v", what, p)
+	}
+	if Series(t, g, prefix) == before {
+		t.Errorf("%s on new metrics records nothing either: the nil case shows nothing (give it arguments that record)", what)
+	}
+}
+
+// Series returns the metric families g gathers whose names start with prefix, encoded (the Go
+// runtime and process collectors change by themselves, so they are left out).
+func Series(t testing.TB, g prometheus.Gatherer, prefix string) string {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b []byte
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), prefix) {
+			if b, err = (proto.MarshalOptions{Deterministic: true}).MarshalAppend(b, mf); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return string(b)
 }

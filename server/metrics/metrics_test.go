@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/signet-pki/signet/internal/metricstest"
 )
@@ -296,36 +295,10 @@ var representativeOverrides = map[string][]any{
 // series differs after the call.
 func checkNilRecordsNothing(t *testing.T, what string, record func(*Metrics)) {
 	t.Helper()
-	if p := metricstest.Recover(func() { record(nil) }); p != nil {
-		t.Errorf("%s on a nil *Metrics panics: %v", what, p)
-	}
-	m := newTest(t)
-	before := ownSeries(t, m)
-	if p := metricstest.Recover(func() { record(m) }); p != nil {
-		t.Fatalf("%s on a new *Metrics panics: %v", what, p)
-	}
-	if ownSeries(t, m) == before {
-		t.Errorf("%s on a new *Metrics records nothing either: the nil case shows nothing (give it arguments that record)", what)
-	}
-}
-
-// ownSeries returns the signet_server_ metric families m's registry gathers, encoded (the Go
-// runtime and process collectors change by themselves).
-func ownSeries(t *testing.T, m *Metrics) string {
-	t.Helper()
-	mfs, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b []byte
-	for _, mf := range mfs {
-		if strings.HasPrefix(mf.GetName(), namespace+"_"+subsystem+"_") {
-			if b, err = (proto.MarshalOptions{Deterministic: true}).MarshalAppend(b, mf); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	return string(b)
+	metricstest.NilRecordsNothing(t, what, record, func() (*Metrics, prometheus.Gatherer) {
+		m := newTest(t)
+		return m, m.Registry()
+	}, namespace+"_"+subsystem+"_")
 }
 
 func TestHandler(t *testing.T) {
