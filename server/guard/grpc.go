@@ -16,15 +16,15 @@ import (
 // refusal of messages that did not decode.
 func (g *Guard) ServerOptions() []grpc.ServerOption {
 	codec := newCodec()
-	recover := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
+	contain := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		method, _ := grpc.Method(ctx)
 		g.contained(method, p)
 		return g.opts.Internal
 	})
 	return []grpc.ServerOption{
 		grpc.ForceServerCodecV2(codec),
-		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(recover), g.unaryMalformed(codec)),
-		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(recover), g.streamMalformed(codec)),
+		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(contain), g.unaryMalformed(codec)),
+		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(contain), g.streamMalformed(codec)),
 	}
 }
 
