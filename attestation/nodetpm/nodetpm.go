@@ -1,0 +1,289 @@
+// Package nodetpm is the node side of attestation: it reads the TPM's endorsement key (and
+// its certificate), makes the attestation key and the binding key, answers the server's
+// credential challenge and certifies the binding key for a request. It speaks TPM 2.0
+// commands (github.com/google/go-tpm/tpm2) to whatever transport it is given: /dev/tpmrm0, a
+// swtpm socket (internal/tpmconn) or the simulator in tests. It links no CA-key code.
+//
+// The AK and the binding key are primary keys of the owner hierarchy, made from fixed
+// templates: the TPM derives the same keys from its seed every time, so the node keeps no key
+// file, and a copy of the node's disk holds nothing that works in another TPM. Each call
+// creates the keys it needs and flushes them before it returns.
+package nodetpm
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/x509"
+	"fmt"
+
+	"github.com/google/go-tpm/tpm2"
+	"github.com/google/go-tpm/tpm2/transport"
+
+	"github.com/signet-pki/signet/attestation"
+)
+
+// NV indices of the EK certificates (TCG EK Credential Profile): RSA 2048 and ECC P-256.
+const (
+	nvRSAEKCert tpm2.TPMHandle = 0x01c00002
+	nvECCEKCert tpm2.TPMHandle = 0x01c0000a
+)
+
+// TPM is a node's TPM. It is not safe for concurrent use: the node agent runs one exchange at
+// a time, under its lock.
+type TPM struct {
+	t transport.TPM
+}
+
+// New returns the node TPM reached through t.
+func New(t transport.TPM) *TPM { return &TPM{t: t} }
+
+// Keys are the node's EK and AK, as a ChallengeRequest and the Evidence carry them.
+type Keys struct {
+	EKCertificate []byte // DER, nil when the TPM has none
+	EKPublic      []byte // TPMT_PUBLIC
+	AKPublic      []byte // TPMT_PUBLIC
+	ekTemplate    tpm2.TPMTPublic
+}
+
+// AKTemplate is the attestation key's template: an ECC P-256 restricted signing key
+// (ECDSA, SHA-256), fixedTPM, fixedParent, created in the TPM, usable without a password.
+// Its unique field makes it a different key from any other template of the owner hierarchy.
+var AKTemplate = tpm2.TPMTPublic{
+	Type:    tpm2.TPMAlgECC,
+	NameAlg: tpm2.TPMAlgSHA256,
+	ObjectAttributes: tpm2.TPMAObject{
+		FixedTPM: true, FixedParent: true, SensitiveDataOrigin: true, UserWithAuth: true,
+		NoDA: true, Restricted: true, SignEncrypt: true,
+	},
+	Parameters: tpm2.NewTPMUPublicParms(tpm2.TPMAlgECC, &tpm2.TPMSECCParms{
+		CurveID: tpm2.TPMECCNistP256,
+		Scheme: tpm2.TPMTECCScheme{Scheme: tpm2.TPMAlgECDSA,
+			Details: tpm2.NewTPMUAsymScheme(tpm2.TPMAlgECDSA, &tpm2.TPMSSigSchemeECDSA{HashAlg: tpm2.TPMAlgSHA256})},
+	}),
+	Unique: tpm2.NewTPMUPublicID(tpm2.TPMAlgECC, &tpm2.TPMSECCPoint{X: tpm2.TPM2BECCParameter{Buffer: []byte("signet attestation key")}}),
+}
+
+// BindingKeyTemplate is the binding key's template: an ECC P-256 signing key (ECDSA,
+// SHA-256), not restricted, fixedTPM, fixedParent, created in the TPM.
+var BindingKeyTemplate = tpm2.TPMTPublic{
+	Type:    tpm2.TPMAlgECC,
+	NameAlg: tpm2.TPMAlgSHA256,
+	ObjectAttributes: tpm2.TPMAObject{
+		FixedTPM: true, FixedParent: true, SensitiveDataOrigin: true, UserWithAuth: true,
+		NoDA: true, SignEncrypt: true,
+	},
+	Parameters: tpm2.NewTPMUPublicParms(tpm2.TPMAlgECC, &tpm2.TPMSECCParms{
+		CurveID: tpm2.TPMECCNistP256,
+		Scheme: tpm2.TPMTECCScheme{Scheme: tpm2.TPMAlgECDSA,
+			Details: tpm2.NewTPMUAsymScheme(tpm2.TPMAlgECDSA, &tpm2.TPMSSigSchemeECDSA{HashAlg: tpm2.TPMAlgSHA256})},
+	}),
+	Unique: tpm2.NewTPMUPublicID(tpm2.TPMAlgECC, &tpm2.TPMSECCPoint{X: tpm2.TPM2BECCParameter{Buffer: []byte("signet node binding key")}}),
+}
+
+// Keys returns the EK (with its certificate, when the TPM holds one whose key is the EK of the
+// matching TCG template) and the AK.
+func (n *TPM) Keys() (*Keys, error) {
+	ek, err := n.endorsementKey()
+	if err != nil {
+		return nil, err
+	}
+	ak, err := n.primary(tpm2.TPMRHOwner, AKTemplate, "attestation key")
+	if err != nil {
+		return nil, err
+	}
+	n.flush(ak.ObjectHandle)
+	ek.AKPublic = ak.OutPublic.Bytes()
+	return ek, nil
+}
+
+// endorsementKey finds the EK: for each certificate in NV (ECC, then RSA) the key of the
+// matching template, when it is the certificate's key; else the ECC EK, with no certificate.
+func (n *TPM) endorsementKey() (*Keys, error) {
+	for _, c := range []struct {
+		index    tpm2.TPMHandle
+		template tpm2.TPMTPublic
+	}{{nvECCEKCert, tpm2.ECCEKTemplate}, {nvRSAEKCert, tpm2.RSAEKTemplate}} {
+		der, err := n.readNV(c.index)
+		if err != nil || len(der) == 0 {
+			continue
+		}
+		cert, err := x509.ParseCertificate(trimDER(der))
+		if err != nil {
+			continue
+		}
+		k, err := n.ekWith(c.template)
+		if err != nil {
+			return nil, err
+		}
+		ekPub, err := tpm2.Unmarshal[tpm2.TPMTPublic](k.EKPublic)
+		if err != nil {
+			return nil, fmt.Errorf("reading the endorsement key: %w", err)
+		}
+		pub, err := tpm2.Pub(*ekPub)
+		if err == nil {
+			if eq, ok := cert.PublicKey.(interface{ Equal(crypto.PublicKey) bool }); ok && eq.Equal(pub) {
+				k.EKCertificate = cert.Raw
+				return k, nil
+			}
+		}
+	}
+	return n.ekWith(tpm2.ECCEKTemplate)
+}
+
+// ekWith creates the EK of template and returns its public area, flushing it.
+func (n *TPM) ekWith(template tpm2.TPMTPublic) (*Keys, error) {
+	rsp, err := n.primary(tpm2.TPMRHEndorsement, template, "endorsement key")
+	if err != nil {
+		return nil, err
+	}
+	defer n.flush(rsp.ObjectHandle)
+	return &Keys{EKPublic: rsp.OutPublic.Bytes(), ekTemplate: template}, nil
+}
+
+// trimDER drops the padding some TPMs leave after the certificate in its NV index.
+func trimDER(b []byte) []byte {
+	if len(b) < 4 || b[0] != 0x30 || b[1] != 0x82 {
+		return b
+	}
+	if n := 4 + (int(b[2])<<8 | int(b[3])); n <= len(b) {
+		return b[:n]
+	}
+	return b
+}
+
+// readNV reads an NV index whole, in chunks the TPM accepts; an index that does not exist is
+// (nil, nil).
+func (n *TPM) readNV(index tpm2.TPMHandle) ([]byte, error) {
+	pub, err := tpm2.NVReadPublic{NVIndex: index}.Execute(n.t)
+	if err != nil {
+		return nil, nil
+	}
+	contents, err := pub.NVPublic.Contents()
+	if err != nil {
+		return nil, fmt.Errorf("reading NV index 0x%x: %w", uint32(index), err)
+	}
+	size := int(contents.DataSize)
+	const chunk = 512
+	var out bytes.Buffer
+	for off := 0; off < size; off += chunk {
+		k := min(chunk, size-off)
+		rsp, err := tpm2.NVRead{
+			AuthHandle: tpm2.AuthHandle{Handle: index, Name: pub.NVName, Auth: tpm2.PasswordAuth(nil)},
+			NVIndex:    tpm2.NamedHandle{Handle: index, Name: pub.NVName},
+			Size:       uint16(k), Offset: uint16(off),
+		}.Execute(n.t)
+		if err != nil {
+			return nil, fmt.Errorf("reading NV index 0x%x: %w", uint32(index), err)
+		}
+		out.Write(rsp.Data.Buffer)
+	}
+	return out.Bytes(), nil
+}
+
+// Activate answers a credential challenge: TPM2_ActivateCredential with the AK as the object
+// the credential names and the EK (authorized by its policy, PolicySecret of the endorsement
+// hierarchy) as the key that decrypts it. It fails when the challenge was made for another
+// EK or another AK.
+func (n *TPM) Activate(keys *Keys, ch attestation.Challenge) ([]byte, error) {
+	ek, err := n.primary(tpm2.TPMRHEndorsement, keys.ekTemplate, "endorsement key")
+	if err != nil {
+		return nil, err
+	}
+	defer n.flush(ek.ObjectHandle)
+	ak, err := n.primary(tpm2.TPMRHOwner, AKTemplate, "attestation key")
+	if err != nil {
+		return nil, err
+	}
+	defer n.flush(ak.ObjectHandle)
+	rsp, err := tpm2.ActivateCredential{
+		ActivateHandle: tpm2.AuthHandle{Handle: ak.ObjectHandle, Name: ak.Name, Auth: tpm2.PasswordAuth(nil)},
+		KeyHandle: tpm2.AuthHandle{Handle: ek.ObjectHandle, Name: ek.Name,
+			Auth: tpm2.Policy(tpm2.TPMAlgSHA256, 16, ekPolicy)},
+		CredentialBlob: tpm2.TPM2BIDObject{Buffer: ch.CredentialBlob},
+		Secret:         tpm2.TPM2BEncryptedSecret{Buffer: ch.EncryptedSecret},
+	}.Execute(n.t)
+	if err != nil {
+		return nil, fmt.Errorf("activating the credential: %w", err)
+	}
+	return rsp.CertInfo.Buffer, nil
+}
+
+// ekPolicy satisfies the TCG EK templates' policy: PolicySecret of the endorsement hierarchy.
+func ekPolicy(t transport.TPM, handle tpm2.TPMISHPolicy, nonceTPM tpm2.TPM2BNonce) error {
+	_, err := tpm2.PolicySecret{AuthHandle: tpm2.TPMRHEndorsement, PolicySession: handle, NonceTPM: nonceTPM}.Execute(t)
+	return err
+}
+
+// Certified is the part of the evidence the TPM makes for one request.
+type Certified struct {
+	KeyPublic, CertifyInfo, CertifySignature, BindingSignature []byte
+}
+
+// Certify makes the evidence for a request whose key has the DER SubjectPublicKeyInfo spki:
+// the AK certifies the binding key with nonce as qualifying data (TPM2_Certify), and the
+// binding key signs attestation.BindingDigest(nonce, spki).
+func (n *TPM) Certify(nonce, spki []byte) (*Certified, error) {
+	ak, err := n.primary(tpm2.TPMRHOwner, AKTemplate, "attestation key")
+	if err != nil {
+		return nil, err
+	}
+	defer n.flush(ak.ObjectHandle)
+	key, err := n.primary(tpm2.TPMRHOwner, BindingKeyTemplate, "binding key")
+	if err != nil {
+		return nil, err
+	}
+	defer n.flush(key.ObjectHandle)
+	return CertifyWith(n.t, tpm2.AuthHandle{Handle: ak.ObjectHandle, Name: ak.Name, Auth: tpm2.PasswordAuth(nil)},
+		tpm2.AuthHandle{Handle: key.ObjectHandle, Name: key.Name, Auth: tpm2.PasswordAuth(nil)}, key.OutPublic.Bytes(), nonce, spki)
+}
+
+// CertifyWith is Certify with the AK and the binding key already loaded: ak certifies key
+// (whose TPMT_PUBLIC is keyPublic) and key signs the binding digest. Tests use it to certify
+// keys that are not the node's own.
+func CertifyWith(t transport.TPM, ak, key tpm2.AuthHandle, keyPublic, nonce, spki []byte) (*Certified, error) {
+	cert, err := tpm2.Certify{
+		ObjectHandle:   key,
+		SignHandle:     ak,
+		QualifyingData: tpm2.TPM2BData{Buffer: nonce},
+		InScheme:       tpm2.TPMTSigScheme{Scheme: tpm2.TPMAlgNull},
+	}.Execute(t)
+	if err != nil {
+		return nil, fmt.Errorf("certifying the binding key: %w", err)
+	}
+	sig, err := tpm2.Sign{
+		KeyHandle: key,
+		Digest:    tpm2.TPM2BDigest{Buffer: attestation.BindingDigest(nonce, spki)},
+		InScheme: tpm2.TPMTSigScheme{Scheme: tpm2.TPMAlgECDSA,
+			Details: tpm2.NewTPMUSigScheme(tpm2.TPMAlgECDSA, &tpm2.TPMSSchemeHash{HashAlg: tpm2.TPMAlgSHA256})},
+		Validation: tpm2.TPMTTKHashCheck{Tag: tpm2.TPMSTHashCheck, Hierarchy: tpm2.TPMRHNull},
+	}.Execute(t)
+	if err != nil {
+		return nil, fmt.Errorf("signing the binding: %w", err)
+	}
+	return &Certified{
+		KeyPublic: keyPublic, CertifyInfo: cert.CertifyInfo.Bytes(),
+		CertifySignature: tpm2.Marshal(cert.Signature), BindingSignature: tpm2.Marshal(sig.Signature),
+	}, nil
+}
+
+// Evidence assembles the attestation data of a request.
+func Evidence(keys *Keys, ticket string, c *Certified) attestation.Evidence {
+	return attestation.Evidence{
+		Version: attestation.VersionV1, EKCertificate: keys.EKCertificate, EKPublic: keys.EKPublic, AKPublic: keys.AKPublic,
+		Ticket: ticket, KeyPublic: c.KeyPublic, CertifyInfo: c.CertifyInfo, CertifySignature: c.CertifySignature, BindingSignature: c.BindingSignature,
+	}
+}
+
+// primary creates the primary key of template in hierarchy.
+func (n *TPM) primary(hierarchy tpm2.TPMHandle, template tpm2.TPMTPublic, what string) (*tpm2.CreatePrimaryResponse, error) {
+	rsp, err := tpm2.CreatePrimary{PrimaryHandle: hierarchy, InPublic: tpm2.New2B(template)}.Execute(n.t)
+	if err != nil {
+		return nil, fmt.Errorf("creating the %s: %w", what, err)
+	}
+	return rsp, nil
+}
+
+// flush unloads a transient object; a failure leaves it for the TPM's resource manager.
+func (n *TPM) flush(h tpm2.TPMHandle) {
+	_, _ = tpm2.FlushContext{FlushHandle: h}.Execute(n.t)
+}
