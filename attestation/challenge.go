@@ -68,7 +68,7 @@ type Trust struct {
 type Keys struct {
 	ek, ak *tpmPublic
 	// EK is the EK's fingerprint (hex SHA-256 of its PKIX DER).
-	EK string
+	EK    string
 	ekSum [32]byte
 	// EKTrust says why the EK is trusted: "manufacturer root <subject>" or "allow-list".
 	EKTrust string
