@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-tpm/tpm2/transport/simulator"
 
 	"github.com/signet-pki/signet/internal/swtpmtest"
+	"github.com/signet-pki/signet/internal/tpmconn"
 	"github.com/signet-pki/signet/keystore/keyerr"
 	"github.com/signet-pki/signet/keystore/tpm"
 )
@@ -75,11 +76,13 @@ func simTPM(t *testing.T) testTPM {
 	}
 }
 
-// swTPM starts a swtpm for the test, reached through its socket= URI.
+// swTPM starts a swtpm for the test, reached through its socket= URI; raw is tpmconn's socket
+// transport, which waits for its turn at a busy swtpm (go-tpm's linuxudstpm fails with EAGAIN,
+// and then refuses every command).
 func swTPM(t *testing.T) testTPM {
 	t.Helper()
 	sw := swtpmtest.Start(t)
-	raw, err := tpm.OpenSocket(sw.Socket)
+	raw, err := tpmconn.OpenSocket(sw.Socket)
 	if err != nil {
 		t.Fatal(err)
 	}

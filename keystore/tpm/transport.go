@@ -1,32 +1,20 @@
 package tpm
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"net"
-	"os"
-	"syscall"
-	"time"
 
 	"github.com/google/go-tpm/tpm2"
 	"github.com/google/go-tpm/tpm2/transport"
 
+	"github.com/signet-pki/signet/internal/tpmconn"
 	"github.com/signet-pki/signet/keystore/keyerr"
 )
 
-// socketIOTimeout bounds one command's exchange with a TPM socket, so that a hung swtpm
-// cannot hold a key's lock forever. It is long enough for RSA key generation.
-const socketIOTimeout = 2 * time.Minute
-
-// maxResponseSize bounds a TPM response read from a socket; TPM responses are a few KiB.
-const maxResponseSize = 1 << 16
-
-// openTransport opens the TPM loc names: opts.Transport when set, else the socket or device.
-// Failing to reach the TPM wraps keyerr.ErrUnavailable (swtpm may be restarting, the device
-// busy); a path that is not a socket or device, or cannot be accessed, does not.
+// openTransport opens the TPM loc names: opts.Transport when set, else the socket or device
+// (internal/tpmconn). Failing to reach the TPM wraps keyerr.ErrUnavailable (swtpm may be
+// restarting, the device busy); a path that is not a socket or device, or cannot be accessed,
+// does not.
 func openTransport(loc location, opts Options) (transport.TPMCloser, error) {
 	if opts.Transport != nil {
 		t, err := opts.Transport()
@@ -35,101 +23,28 @@ func openTransport(loc location, opts Options) (transport.TPMCloser, error) {
 		}
 		return t, nil
 	}
+	var t transport.TPMCloser
+	var err error
 	if loc.socket != "" {
-		return openSocket(loc.socket)
+		t, err = tpmconn.OpenSocket(loc.socket)
+	} else {
+		t, err = tpmconn.OpenDevice(loc.device)
 	}
-	return openDevice(loc)
+	if errors.Is(err, tpmconn.ErrUnavailable) {
+		return nil, unreachable{err}
+	}
+	return t, err
 }
 
-// openSocket checks that path is a unix socket and returns a transport that connects to it
-// for each command. swtpm serves one connection at a time, so a connection held open would
-// lock other keys out; connecting per command lets several keys share one swtpm and rides
-// over its restarts.
-func openSocket(path string) (transport.TPMCloser, error) {
-	info, err := os.Stat(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("opening the TPM at socket=%s: %w: no such socket (is swtpm running?)", path, keyerr.ErrUnavailable)
-	case err != nil:
-		return nil, fmt.Errorf("opening the TPM at socket=%s: %w", path, err)
-	case info.Mode()&fs.ModeSocket == 0:
-		return nil, fmt.Errorf("opening the TPM at socket=%s: not a socket (%s)", path, info.Mode())
-	}
-	return &socketTPM{path: path}, nil
-}
+// unreachable is an error of tpmconn's that wraps tpmconn.ErrUnavailable, made a
+// keyerr.ErrUnavailable too with its message unchanged.
+type unreachable struct{ error }
 
-// socketTPM sends raw TPM 2.0 commands on a unix socket (swtpm socket --server type=unixio),
-// one connection per command.
-type socketTPM struct {
-	path string
-}
+// Is makes an unreachable a keyerr.ErrUnavailable.
+func (e unreachable) Is(target error) bool { return target == keyerr.ErrUnavailable }
 
-// retryAttempts bounds how often a socket command answered TPM_RC_RETRY (the TPM did not
-// start it) is sent again, as go-tpm does for a device.
-const retryAttempts = 6
-
-// Send implements transport.TPM: it sends the command, again after a short pause while the
-// TPM answers TPM_RC_RETRY, and returns the response.
-func (s *socketTPM) Send(cmd []byte) ([]byte, error) {
-	pause := time.Millisecond
-	for attempt := 1; ; attempt++ {
-		rsp, err := s.send(cmd)
-		if err != nil || attempt == retryAttempts || binary.BigEndian.Uint32(rsp[6:10]) != uint32(tpm2.TPMRCRetry) {
-			return rsp, err
-		}
-		time.Sleep(pause)
-		pause *= 4
-	}
-}
-
-// send writes the command on a new connection and reads one response, whose size the
-// response header gives.
-func (s *socketTPM) send(cmd []byte) ([]byte, error) {
-	deadline := time.Now().Add(socketIOTimeout)
-	conn, err := s.dial(deadline)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	if err := conn.SetDeadline(deadline); err != nil {
-		return nil, err
-	}
-	if _, err := conn.Write(cmd); err != nil {
-		return nil, err
-	}
-	header := make([]byte, 10) // tag, size, response code
-	if _, err := io.ReadFull(conn, header); err != nil {
-		return nil, err
-	}
-	size := binary.BigEndian.Uint32(header[2:6])
-	if size < 10 || size > maxResponseSize {
-		return nil, fmt.Errorf("TPM response size %d is out of range", size)
-	}
-	rsp := make([]byte, size)
-	copy(rsp, header)
-	if _, err := io.ReadFull(conn, rsp[10:]); err != nil {
-		return nil, err
-	}
-	return rsp, nil
-}
-
-// dial connects to the socket. swtpm serves one connection at a time from a short listen
-// queue, and a unix socket whose queue is full refuses a connection with EAGAIN at once
-// instead of waiting: dial waits for its turn, as a connection to a busy TCP server would.
-func (s *socketTPM) dial(deadline time.Time) (net.Conn, error) {
-	pause := time.Millisecond
-	for {
-		conn, err := net.DialTimeout("unix", s.path, time.Until(deadline))
-		if err == nil || !errors.Is(err, syscall.EAGAIN) || time.Now().After(deadline) {
-			return conn, err
-		}
-		time.Sleep(pause)
-		pause = min(2*pause, 20*time.Millisecond)
-	}
-}
-
-// Close implements transport.TPMCloser; there is no connection between commands.
-func (s *socketTPM) Close() error { return nil }
+// Unwrap returns tpmconn's error, which wraps tpmconn.ErrUnavailable and the cause.
+func (e unreachable) Unwrap() error { return e.error }
 
 // unavailableRCs are the TPM response codes that say the TPM, not the request, is at fault
 // for now: busy, self-testing, not started after a reset, or in failure mode.
