@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,7 @@ import (
 	"github.com/signet-pki/signet/keystore"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/access"
+	"github.com/signet-pki/signet/server/attest"
 	"github.com/signet-pki/signet/server/checkpoint"
 	"github.com/signet-pki/signet/server/config"
 	"github.com/signet-pki/signet/server/decision"
@@ -108,6 +110,11 @@ type Server struct {
 	// webhook and webhookLis serve the HTTPS signing webhook; nil when it is off.
 	webhook    *webhook.Server
 	webhookLis net.Listener
+	// attest verifies TPM evidence, and attestEndpoint serves its challenges on attestLis;
+	// nil when attestation is off (attestation.go).
+	attest         *attest.Service
+	attestEndpoint *attest.Endpoint
+	attestLis      net.Listener
 }
 
 // New loads every signer's CA and profile (refusing to start if a key does not match its
@@ -132,6 +139,9 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	s.metrics = metrics.New(Version, Commit, names)
 	s.rotation = rotation.New(rotation.Options{Log: log, Metrics: s.metrics})
+	if err := s.newAttestation(); err != nil {
+		return err
+	}
 	// The idempotency answers and the CA sets are rebuilt from the records Open verifies, in
 	// the same read.
 	store := idempotency.New(idempotency.Options{Retention: cfg.Idempotency.Retention.Duration, ReplayUntil: decision.ReplayUntil})
@@ -139,6 +149,9 @@ func (s *Server) build(ctx context.Context) error {
 	replay := func(r ledger.Record) error {
 		if !r.Time.Before(since) {
 			replayed += store.Load(r)
+		}
+		if s.attest != nil {
+			s.attest.Replay(r)
 		}
 		return s.rotation.Replay(r)
 	}
@@ -176,6 +189,11 @@ func (s *Server) build(ctx context.Context) error {
 			return fmt.Errorf("signer %s: %w", sc.Name, err)
 		}
 		s.metrics.SetCAExpiry(sc.Name, ls.signer.Issuer.CACertificate().NotAfter)
+		if pol.profile.Insecure() {
+			s.metrics.SetInsecure(sc.Name)
+			log.Warn("INSECURE signer: it signs kubelet client certificates for any node name its approver approves, with no proof of the node's identity (profile kubelet-client-insecure)",
+				"signer", sc.Name)
+		}
 		log.Info("signer loaded", "signer", sc.Name, "profile", sc.Profile.Name, "ca_subject", ls.signer.Issuer.CACertificate().Subject.String(),
 			"max_lifetime", maxLifetime(sc).String(), "lints", ls.lints, "cas", len(plan.Set.Specs()))
 	}
@@ -199,8 +217,11 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	s.metrics.WatchTLSCertificate(s.tls.certificate)
 	s.tls.guard(authz.VerifyConnection, log, s.metrics)
-	s.core = decision.New(s.currentSigners(), decision.Access{Authorizer: authz, Limiter: limiter},
-		decision.Options{Log: log, Ledger: s.ledger, Store: store, Metrics: s.metrics, Issued: s.rotation.Issued, Rotation: s.rotation})
+	opts := decision.Options{Log: log, Ledger: s.ledger, Store: store, Metrics: s.metrics, Issued: s.rotation.Issued, Rotation: s.rotation}
+	if s.attest != nil {
+		opts.Attestor = s.attest
+	}
+	s.core = decision.New(s.currentSigners(), decision.Access{Authorizer: authz, Limiter: limiter}, opts)
 	s.guard = guard.New(guard.Options{Log: log, Panicked: s.metrics.ObservePanic, Internal: signerapi.InternalStatus(),
 		Malformed: signerapi.Undecodable(s.core)})
 	s.grpc = grpc.NewServer(append(s.guard.ServerOptions(),
@@ -231,6 +252,9 @@ func (s *Server) build(ctx context.Context) error {
 		s.guard.HTTP(metrics.PanicMethodHTTP, httpserver.InternalError))
 	if s.httpLis, err = net.Listen("tcp", cfg.HTTP.Address); err != nil {
 		return fmt.Errorf("listening on %s (http.address): %w", cfg.HTTP.Address, err)
+	}
+	if err := s.buildAttestationEndpoint(); err != nil {
+		return err
 	}
 	return s.buildWebhook()
 }
@@ -375,11 +399,20 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	} else {
 		webhookDone <- nil
 	}
+	attestDone := make(chan error, 1)
+	if s.attestEndpoint != nil {
+		go func() { attestDone <- s.attestEndpoint.Serve(ctx, s.attestLis) }()
+	} else {
+		attestDone <- nil
+	}
 	err := s.grpc.Serve(lis)
 	cancel()
 	<-done
 	httpErr := <-httpDone
 	webhookErr := <-webhookDone // its handlers have returned: Close may release keys and ledger
+	if attestErr := <-attestDone; attestErr != nil && !errors.Is(attestErr, http.ErrServerClosed) {
+		s.log.Error("serving the attestation endpoint", "error", attestErr.Error())
+	}
 	if err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return fmt.Errorf("serving gRPC: %w", err)
 	}
@@ -417,6 +450,9 @@ func (s *Server) close() {
 	defer s.mu.Unlock()
 	if s.httpLis != nil {
 		_ = s.httpLis.Close() // already closed when Serve ran
+	}
+	if s.attestLis != nil {
+		_ = s.attestLis.Close() // already closed when Serve ran
 	}
 	if s.webhookLis != nil {
 		_ = s.webhookLis.Close() // already closed when Serve ran

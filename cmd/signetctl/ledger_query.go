@@ -37,11 +37,11 @@ func addRecordFilter(cmd *cobra.Command, f *recordFilter) {
 	fs.StringVar(&f.signer, "signer", "", "the signer `name`")
 	fs.StringVar(&f.client, "client", "", "the mTLS `identity` of the caller (the watcher, an admin)")
 	fs.StringVar(&f.reason, "reason", "", "a refusal's `reason`, e.g. POLICY_VIOLATION")
-	fs.StringSliceVar(&f.decisions, "decision", nil, "`decision`s: issued, refused, rotated, published, started (comma-separated or repeated)")
+	fs.StringSliceVar(&f.decisions, "decision", nil, "`decision`s: issued, refused, rotated, published, started, bound (comma-separated or repeated)")
 	fs.StringVar(&f.since, "since", "", "records at or after `time`: RFC 3339, a date (2026-01-02), or a duration ago (24h)")
 	fs.StringVar(&f.until, "until", "", "records before `time`: RFC 3339, a date, or a duration ago")
 	_ = cmd.RegisterFlagCompletionFunc("decision", cobra.FixedCompletions(
-		[]string{string(ledger.Issued), string(ledger.Refused), string(ledger.Rotated), string(ledger.Published), string(ledger.Started)}, cobra.ShellCompDirectiveNoFileComp))
+		[]string{string(ledger.Issued), string(ledger.Refused), string(ledger.Rotated), string(ledger.Published), string(ledger.Started), string(ledger.Bound)}, cobra.ShellCompDirectiveNoFileComp))
 }
 
 // check parses the times and normalizes the serial, relative to now; errors are usage errors.
@@ -63,9 +63,9 @@ func (f *recordFilter) check(cmd *cobra.Command, now time.Time) error {
 	}
 	for _, d := range f.decisions {
 		switch ledger.Decision(d) {
-		case ledger.Issued, ledger.Refused, ledger.Rotated, ledger.Published, ledger.Started:
+		case ledger.Issued, ledger.Refused, ledger.Rotated, ledger.Published, ledger.Started, ledger.Bound:
 		default:
-			return usageError(cmd, "--decision %q is not one of issued, refused, rotated, published, started", d)
+			return usageError(cmd, "--decision %q is not one of issued, refused, rotated, published, started, bound", d)
 		}
 	}
 	return nil
@@ -233,6 +233,8 @@ func recordDetail(r ledger.Record) string {
 		return "cluster " + r.Cluster + ", bundle " + shortHex(r.BundleHash)
 	case ledger.Started:
 		return "new history by " + r.Client + ": " + r.Message
+	case ledger.Bound:
+		return "node " + r.Node + " bound to EK " + shortHex(r.EK)
 	case ledger.Rotated:
 		var states []string
 		if r.Authority != nil {

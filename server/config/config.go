@@ -79,6 +79,9 @@ type Config struct {
 	Keys Keys `json:"keys,omitempty"`
 	// Webhook is the HTTPS signing webhook, next to gRPC; off unless its address is set.
 	Webhook Webhook `json:"webhook,omitempty"`
+	// Attestation is TPM node attestation, for the kubelet-client-tpm profile; off unless
+	// its address is set.
+	Attestation Attestation `json:"attestation,omitempty"`
 }
 
 // Webhook configures the HTTPS signing webhook (docs/webhook.md): the front door for clients
@@ -358,6 +361,7 @@ func (c *Config) Validate() error {
 		}
 		errs = append(errs, s.Rotation.validate(at+".rotation")...)
 	}
+	errs = append(errs, c.Attestation.validate(c.Signers, c.GRPC.Address, c.HTTP.Address, c.Webhook.Address)...)
 	return errors.Join(errs...)
 }
 
@@ -459,7 +463,8 @@ func (c *Config) signerNames() []string {
 
 // resolvePaths makes relative file paths relative to dir.
 func (c *Config) resolvePaths(dir string) {
-	paths := []*string{&c.TLS.CertFile, &c.TLS.KeyFile, &c.TLS.ClientCAFile, &c.Ledger.Dir, &c.Ledger.Checkpoint.WitnessedFile}
+	paths := []*string{&c.TLS.CertFile, &c.TLS.KeyFile, &c.TLS.ClientCAFile, &c.Ledger.Dir, &c.Ledger.Checkpoint.WitnessedFile,
+		&c.Attestation.EKRootsFile, &c.Attestation.EKAllowListFile}
 	paths = append(paths, keyPath(&c.Ledger.Checkpoint.Key)...)
 	for i := range c.Signers {
 		s := &c.Signers[i]

@@ -76,6 +76,8 @@ type Options struct {
 	Issued func(ledger.Record)
 	// Rotation, if set, serves trust bundle reports and the CA rotation steps.
 	Rotation Rotation
+	// Attestor verifies the TPM evidence of requests for attested signers; nil refuses them.
+	Attestor Attestor
 }
 
 // Core decides. Its signers and access rules can be replaced at any time (hot reload): each

@@ -3,6 +3,7 @@ package decision
 import (
 	"errors"
 
+	"github.com/signet-pki/signet/attestation"
 	"github.com/signet-pki/signet/keystore/keyerr"
 	"github.com/signet-pki/signet/server/authority"
 	"github.com/signet-pki/signet/server/idempotency"
@@ -40,6 +41,9 @@ const (
 	ReasonNotFound          Reason = "NOT_FOUND"
 	ReasonCheckpointPending Reason = "CHECKPOINT_PENDING"
 	ReasonLedgerBehind      Reason = "LEDGER_BEHIND"
+	// ReasonAttestationFailed: the TPM evidence of a request for an attested signer fails a
+	// check, or was used before (attestation.ErrRefused).
+	ReasonAttestationFailed Reason = "ATTESTATION_FAILED"
 )
 
 // Reasons lists every Reason, for the front doors' tables and their tests.
@@ -49,6 +53,7 @@ var Reasons = []Reason{
 	ReasonLedgerUnavailable, ReasonUnknownSigner, ReasonSignerNotAllowed, ReasonInternal,
 	ReasonKeyUnavailable, ReasonAdminRequired, ReasonRotationRefused, ReasonInvalidCA,
 	ReasonLedgerRestartRequired, ReasonNotFound, ReasonCheckpointPending, ReasonLedgerBehind,
+	ReasonAttestationFailed,
 }
 
 // Refusals of the ledger's lookups and proofs, for the front doors to wrap: nothing the
@@ -78,8 +83,10 @@ var (
 // policy, never from key material. An internal failure's is not (PublicMessage).
 func Classify(err error) (Reason, bool) {
 	switch {
-	case errors.Is(err, issuance.ErrMalformedRequest):
+	case errors.Is(err, issuance.ErrMalformedRequest), errors.Is(err, attestation.ErrMalformed):
 		return ReasonMalformedRequest, true
+	case errors.Is(err, attestation.ErrRefused):
+		return ReasonAttestationFailed, true
 	case errors.Is(err, issuance.ErrInvalidSignature):
 		return ReasonInvalidSignature, true
 	case errors.Is(err, issuance.ErrUnsupportedKey):

@@ -42,7 +42,7 @@ func (c *Core) SignPod(ctx context.Context, identity string, req Pod) (Issued, e
 	d := c.podDecision(identity, req)
 	return c.decide(ctx, d, func() error { return checkPod(req) },
 		func() []byte { return idempotency.PodRequestHash(r) },
-		func(sg *Signer) (*issuance.Certificate, string, error) {
+		func(sg *Signer, _ decisionContext) (*issuance.Certificate, string, error) {
 			cert, err := sg.Issuer.IssuePod(r)
 			if err != nil {
 				return nil, "", err

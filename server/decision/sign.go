@@ -61,15 +61,23 @@ func (c *Core) SignCSR(ctx context.Context, identity string, req CSR) (Issued, e
 			return idempotency.RequestHash(r.SignerName, r.PEM, r.Usages, r.ExpirationSeconds,
 				r.Requester.Username, r.Requester.UID, r.Requester.Groups, r.Requester.Extra)
 		},
-		func(sg *Signer) (*issuance.Certificate, string, error) {
-			cert, err := sg.Issuer.Issue(r)
+		func(sg *Signer, d decisionContext) (*issuance.Certificate, string, error) {
+			req := r
+			if sg.Profile.RequiresAttestation() {
+				var err error
+				if req, err = c.attest(ctx, d, r); err != nil {
+					return nil, "", err
+				}
+			}
+			cert, err := sg.Issuer.Issue(req)
 			return cert, "", err
 		})
 }
 
 // decide is a signing call once its context is known: admission (admit, with checkLimits),
-// the request's hash, then, unless the store answers for the client and UID, issue (the
-// certificate and the message of its record), timed and recorded; the outcome is reported by
+// the request's hash, then, unless the store answers for the client and UID, issue (given the
+// call's context with its hash; it returns the certificate and the message of its record),
+// timed and recorded; the outcome is reported by
 // settle. What follows an issuance's durable record (afterIssued: the Issued hook, lint
 // findings) runs once the store holds the answer, so that a failure there cannot cost the
 // answer: a retry gets the same certificate.
@@ -78,7 +86,7 @@ func (c *Core) SignCSR(ctx context.Context, identity string, req CSR) (Issued, e
 // recorded as an INTERNAL refusal, nothing issued, and goes on up, for the front door to
 // contain and answer; the idempotency store releases the object's claim (Store.Do).
 func (c *Core) decide(ctx context.Context, d decisionContext, checkLimits func() error, hash func() []byte,
-	issue func(*Signer) (*issuance.Certificate, string, error)) (Issued, error) {
+	issue func(*Signer, decisionContext) (*issuance.Certificate, string, error)) (Issued, error) {
 	start := c.opts.Clock.Now()
 	sg, err := c.admit(ctx, d, checkLimits)
 	if err != nil {
@@ -97,7 +105,7 @@ func (c *Core) decide(ctx context.Context, d decisionContext, checkLimits func()
 	entry, res, err := c.opts.Store.Do(ctx, idempotency.Scope(d.identity, d.objectUID), d.hash, func() (idempotency.Entry, error) {
 		c.faultAt(FaultSign, d.objectUID)
 		t := c.opts.Clock.Now()
-		cert, message, err := issue(sg)
+		cert, message, err := issue(sg, d)
 		if err != nil {
 			return idempotency.Entry{}, err
 		}

@@ -9,6 +9,8 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+
+	"github.com/signet-pki/signet/attestation"
 )
 
 // maxRequestBytes bounds the PEM request the pipeline will parse. The kube-apiserver stores
@@ -44,6 +46,10 @@ type Request struct {
 	ExpirationSeconds *int32
 	// Requester is the identity that created the object.
 	Requester Requester
+	// Attested is what the server verified of the TPM evidence the request carried, for a
+	// signer whose profile requires attestation; nil otherwise. PEM is then the request
+	// without its attestation blocks.
+	Attested *attestation.NodeIdentity
 }
 
 // ParseCSR decodes and checks a PEM-encoded PKCS#10 request:

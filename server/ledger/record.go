@@ -25,6 +25,11 @@ const (
 	// was staged, the proof of propagation that activation waits for (Cluster, BundleHash,
 	// Anchors).
 	Published Decision = "published"
+	// Bound: TPM attestation saw an endorsement key for the first time and bound it to a node
+	// name (trust on first use): Node and EK, with the request that showed it (Signer, Client,
+	// Requester, ObjectUID). From then on that key proves that node only, and that node is
+	// proved by that key only, until an operator clears the binding.
+	Bound Decision = "bound"
 )
 
 // zeroHash is the PrevHash of the first record.
@@ -85,6 +90,11 @@ type Record struct {
 	Anchors []string `json:"anchors,omitempty"`
 	// Authority is a signer's CA set after the change a Rotated record records.
 	Authority *Authority `json:"authority,omitempty"`
+	// Node is the node name of a Bound record.
+	Node string `json:"node,omitempty"`
+	// EK is the fingerprint (hex SHA-256 of the PKIX public key) of the endorsement key of a
+	// Bound record.
+	EK string `json:"ek,omitempty"`
 	// PrevHash is the previous record's Hash; 64 zeros for the first record.
 	PrevHash string `json:"prevHash"`
 	// Hash is the hex SHA-256 of the record's canonical encoding without Hash.
@@ -117,8 +127,12 @@ func (r *Record) validate() error {
 		if r.Client == "" || r.Message == "" {
 			return fmt.Errorf("%w: a started record needs the operator (client) and the reason (message)", ErrInvalidRecord)
 		}
+	case Bound:
+		if r.Node == "" || r.EK == "" || r.Signer == "" {
+			return fmt.Errorf("%w: a bound record needs its signer, node and endorsement key", ErrInvalidRecord)
+		}
 	default:
-		return fmt.Errorf("%w: decision %q (want one of %q, %q, %q, %q, %q)", ErrInvalidRecord, r.Decision, Issued, Refused, Rotated, Published, Started)
+		return fmt.Errorf("%w: decision %q (want one of %q, %q, %q, %q, %q, %q)", ErrInvalidRecord, r.Decision, Issued, Refused, Rotated, Published, Started, Bound)
 	}
 	return nil
 }

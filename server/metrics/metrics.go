@@ -56,6 +56,7 @@ type Metrics struct {
 	lintFailures  *prometheus.CounterVec
 	lintAccepted  *prometheus.CounterVec
 	rateLimited   *prometheus.CounterVec
+	attestation   attestationMetrics
 	caExpiry      *prometheus.GaugeVec
 	ledgerAppend  prometheus.Histogram
 	ledgerRecords prometheus.Counter
@@ -142,6 +143,7 @@ func New(version, commit string, signers []string) *Metrics {
 	m.registry.MustRegister(m.ledgerMetrics.collectors()...)
 	m.ledgerSpace = newLedgerSpace(m.registry)
 	m.panics = newPanics(m.registry)
+	m.attestation = newAttestationMetrics(m.registry)
 	m.SetLedgerState(LedgerOK)
 	// The served signers are fixed for the server's life: their requests_total series (every
 	// outcome), sign_duration_seconds and issuance_duration_seconds series exist from the

@@ -6,6 +6,8 @@ import "github.com/prometheus/client_golang/prometheus"
 const (
 	PanicMethodWebhook = "webhook" // the signing webhook's handler
 	PanicMethodHTTP    = "http"    // the /metrics, /livez and /readyz listener
+	// PanicMethodAttestation is the TPM attestation endpoint's handler.
+	PanicMethodAttestation = "attestation"
 )
 
 // newPanics registers signet_server_panics_total on reg. The HTTP handlers' series exist from
@@ -13,12 +15,12 @@ const (
 func newPanics(reg prometheus.Registerer) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Subsystem: subsystem, Name: "panics_total",
-		Help: "Panics contained at a front door, by gRPC method (full name) or HTTP handler (webhook, http): " +
+		Help: "Panics contained at a front door, by gRPC method (full name) or HTTP handler (webhook, http, attestation): " +
 			"each was answered INTERNAL and logged at ERROR with its stack (once per site); the server kept running. " +
 			"Any increase is a bug to report.",
 	}, []string{"method"})
 	reg.MustRegister(c)
-	for _, m := range []string{PanicMethodWebhook, PanicMethodHTTP} {
+	for _, m := range []string{PanicMethodWebhook, PanicMethodHTTP, PanicMethodAttestation} {
 		c.WithLabelValues(m)
 	}
 	return c

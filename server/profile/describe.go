@@ -61,7 +61,7 @@ func (p Profile) Describe() Description {
 	switch p.spec.Name {
 	case NameKubeAPIServerClient:
 		p.describeKubeAPIServerClient(&d)
-	case NameKubeAPIServerClientKubelet, NameKubeletServing:
+	case NameKubeAPIServerClientKubelet, NameKubeletServing, NameKubeletClientTPM, NameKubeletClientInsecure:
 		p.describeKubelet(&d)
 	case NameLegacyUnknown:
 		d.TrustDistribution = "None: there is no standard trust or distribution for this signer in a Kubernetes cluster. Any party that trusts its certificates does so by its own configuration."
@@ -122,9 +122,9 @@ func (p Profile) describeKubeAPIServerClient(d *Description) {
 func (p Profile) describeKubelet(d *Description) {
 	d.PermittedSubjects = `Organization exactly ["system:nodes"] (a single entry) and a common name starting with "system:node:". ` +
 		`The requester must be that node: spec.username equal to the common name and "system:nodes" among spec.groups.`
-	if p.spec.Name == NameKubeAPIServerClientKubelet {
+	if isKubeletClient(p.spec.Name) {
 		d.TrustDistribution = fmt.Sprintf(apiserverOnlyFmt, " as kubelet client certificates", "--client-ca-file")
-		d.PermittedSubjects += p.describeBootstrap() + refusal
+		d.PermittedSubjects += p.describeBootstrap() + describeAttestation(p.spec.Name) + refusal
 		d.PermittedExtensions = "No SANs: a request with any DNS, IP, email or URI SAN is refused." + otherExtensions
 		d.PermittedKeyUsages = `spec.usages must be exactly {"digital signature", "client auth"} or {"digital signature", "key encipherment", "client auth"}, ` +
 			`the sets kube-controller-manager accepts (key encipherment is optional for keys other than RSA); anything else is refused.` + leafOnlyUsages + usagesOnlySpec

@@ -163,6 +163,12 @@ func (p Profile) buildRules() (csrRules, podRules []rule) {
 		rules = append(rules, p.privilegedRule(true), p.nodeIdentityRule())
 	case NameKubeAPIServerClientKubelet:
 		rules = append(rules, kubeletClientRules(p.spec.Bootstrap)...)
+	case NameKubeletClientTPM:
+		rules = append(rules, kubeletClientRules(p.spec.Bootstrap)...)
+		rules = append(rules, attestedNodeRule())
+	case NameKubeletClientInsecure:
+		rules = append(rules, kubeletClientRules(p.spec.Bootstrap)...)
+		rules = append(rules, insecureRule())
 	case NameKubeletServing:
 		rules = append(rules, kubeletServingRules()...)
 	case NameLegacyUnknown:

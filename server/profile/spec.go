@@ -41,10 +41,18 @@ const (
 	NameLegacyUnknown              = "legacy-unknown"
 	NameCustom                     = "custom"
 	NamePodIdentity                = "pod-identity"
+	// NameKubeletClientTPM is kube-apiserver-client-kubelet with TPM node attestation: the
+	// request must carry evidence the server verified for the node it names (attested.go).
+	NameKubeletClientTPM = "kubelet-client-tpm"
+	// NameKubeletClientInsecure is kube-apiserver-client-kubelet with no attestation at all,
+	// seed 004's "always allow" signer for providers with no secure mechanism: named loudly
+	// wherever it is used.
+	NameKubeletClientInsecure = "kubelet-client-insecure"
 )
 
 // names lists the profile names in the order error messages show them.
-var names = []string{NameKubeAPIServerClient, NameKubeAPIServerClientKubelet, NameKubeletServing, NameLegacyUnknown, NameCustom, NamePodIdentity}
+var names = []string{NameKubeAPIServerClient, NameKubeAPIServerClientKubelet, NameKubeletServing, NameLegacyUnknown, NameCustom, NamePodIdentity,
+	NameKubeletClientTPM, NameKubeletClientInsecure}
 
 // defaultPrivilegedGroups is the privileged group list when Spec.PrivilegedGroups is empty.
 var defaultPrivilegedGroups = []string{"system:masters"}
@@ -245,8 +253,9 @@ func (s Spec) validateBootstrap() []error {
 	if b == nil {
 		return nil
 	}
-	if s.Name != NameKubeAPIServerClientKubelet {
-		return []error{fmt.Errorf("bootstrap: only allowed when name is %s, not %q", NameKubeAPIServerClientKubelet, s.Name)}
+	if !isKubeletClient(s.Name) {
+		return []error{fmt.Errorf("bootstrap: only allowed when name is %s, %s or %s, not %q",
+			NameKubeAPIServerClientKubelet, NameKubeletClientTPM, NameKubeletClientInsecure, s.Name)}
 	}
 	var errs []error
 	if b.Disabled && len(b.Groups) != 0 {
@@ -269,6 +278,8 @@ func (s Spec) validateBootstrap() []error {
 var subjectPinned = map[string]string{
 	NameKubeAPIServerClientKubelet: "the organization is pinned to system:nodes",
 	NameKubeletServing:             "the organization is pinned to system:nodes",
+	NameKubeletClientTPM:           "the organization is pinned to system:nodes",
+	NameKubeletClientInsecure:      "the organization is pinned to system:nodes",
 	NamePodIdentity:                "its certificates have no subject",
 }
 

@@ -40,7 +40,7 @@ func TestSpecValidate(t *testing.T) {
 		{"privileged group with newline", profile.Spec{Name: profile.NameLegacyUnknown, PrivilegedGroups: []string{"a\nb"}},
 			[]string{"privilegedGroups[0]", "control character"}},
 		{"bootstrap on kubelet serving", profile.Spec{Name: profile.NameKubeletServing, Bootstrap: &profile.BootstrapSpec{}},
-			[]string{`bootstrap: only allowed when name is kube-apiserver-client-kubelet, not "kubelet-serving"`}},
+			[]string{`bootstrap: only allowed when name is kube-apiserver-client-kubelet, kubelet-client-tpm or kubelet-client-insecure, not "kubelet-serving"`}},
 		{"bootstrap groups when disabled", profile.Spec{Name: profile.NameKubeAPIServerClientKubelet,
 			Bootstrap: &profile.BootstrapSpec{Disabled: true, Groups: []string{"acme:joiners"}}},
 			[]string{"bootstrap.groups: not allowed when bootstrap.disabled is set"}},

@@ -73,7 +73,9 @@ func TestCSRRequest(t *testing.T) {
 			}
 			return
 		}
-		if v.IsZero() {
+		// Attested is what the server verified of the request's TPM evidence, never the
+		// caller's to fill.
+		if v.IsZero() && path != "CSR.Request.Attested" {
 			t.Errorf("%s is not filled from the object", path)
 		}
 	}

@@ -72,6 +72,7 @@ var table = map[decision.Reason]entry{
 	decision.ReasonNotFound:              {codes.NotFound, signetv1.ErrorReason_ERROR_REASON_NOT_FOUND, 0},
 	decision.ReasonCheckpointPending:     {codes.Unavailable, signetv1.ErrorReason_ERROR_REASON_CHECKPOINT_PENDING, RetryAfterCheckpoint},
 	decision.ReasonLedgerBehind:          {codes.FailedPrecondition, signetv1.ErrorReason_ERROR_REASON_LEDGER_BEHIND, 0},
+	decision.ReasonAttestationFailed:     {codes.FailedPrecondition, signetv1.ErrorReason_ERROR_REASON_ATTESTATION_FAILED, 0},
 }
 
 // For returns the answer to reason; an unknown reason is answered as internal.

@@ -100,6 +100,10 @@ const (
 	// the ledger this server proves from is shorter than one the caller has seen. Compare the
 	// checkpoints (signetctl ledger audit); a server that lost records is a serious finding.
 	ErrorReason_ERROR_REASON_LEDGER_BEHIND ErrorReason = 20
+	// ERROR_REASON_ATTESTATION_FAILED: the TPM evidence a request for an attested signer carries
+	// fails a check (the message names it: endorsement key trust, ticket, nonce, binding key, ...),
+	// or was already used. Final: the node must attest again and send a new request.
+	ErrorReason_ERROR_REASON_ATTESTATION_FAILED ErrorReason = 21
 )
 
 // Enum value maps for ErrorReason.
@@ -126,6 +130,7 @@ var (
 		18: "ERROR_REASON_NOT_FOUND",
 		19: "ERROR_REASON_CHECKPOINT_PENDING",
 		20: "ERROR_REASON_LEDGER_BEHIND",
+		21: "ERROR_REASON_ATTESTATION_FAILED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":             0,
@@ -149,6 +154,7 @@ var (
 		"ERROR_REASON_NOT_FOUND":               18,
 		"ERROR_REASON_CHECKPOINT_PENDING":      19,
 		"ERROR_REASON_LEDGER_BEHIND":           20,
+		"ERROR_REASON_ATTESTATION_FAILED":      21,
 	}
 )
 
@@ -3565,7 +3571,7 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\bnew_size\x18\x02 \x01(\x03R\anewSize\"]\n" +
 	"\x18ProveConsistencyResponse\x12\x14\n" +
 	"\x05proof\x18\x01 \x03(\fR\x05proof\x12+\n" +
-	"\x11signed_checkpoint\x18\x02 \x01(\fR\x10signedCheckpoint*\xd5\x05\n" +
+	"\x11signed_checkpoint\x18\x02 \x01(\fR\x10signedCheckpoint*\xfa\x05\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x01\x12\"\n" +
@@ -3588,7 +3594,8 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"$ERROR_REASON_LEDGER_RESTART_REQUIRED\x10\x11\x12\x1a\n" +
 	"\x16ERROR_REASON_NOT_FOUND\x10\x12\x12#\n" +
 	"\x1fERROR_REASON_CHECKPOINT_PENDING\x10\x13\x12\x1e\n" +
-	"\x1aERROR_REASON_LEDGER_BEHIND\x10\x14*\x91\x01\n" +
+	"\x1aERROR_REASON_LEDGER_BEHIND\x10\x14\x12#\n" +
+	"\x1fERROR_REASON_ATTESTATION_FAILED\x10\x15*\x91\x01\n" +
 	"\vAnchorState\x12\x1c\n" +
 	"\x18ANCHOR_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13ANCHOR_STATE_ACTIVE\x10\x01\x12\x17\n" +

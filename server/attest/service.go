@@ -1,0 +1,178 @@
+// Package attest is the signing server's side of TPM node attestation: the challenge
+// endpoint a node agent calls before it builds its request (http.go), and the verification
+// of the evidence a request for an attested signer carries (Verify: attestation.Verify, then
+// the ticket's single use and the endorsement key's binding to the node, trust on first use).
+// Its state sits behind State, so that a fleet of servers can share it.
+package attest
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/signet-pki/signet/attestation"
+	"github.com/signet-pki/signet/server/ledger"
+)
+
+// Defaults of Options.
+const (
+	DefaultChallengeTTL = time.Minute
+	DefaultTicketTTL    = 5 * time.Minute
+)
+
+// Options configure a Service.
+type Options struct {
+	// Trust is what an EK must chain to or be listed in.
+	Trust attestation.Trust
+	// ChallengeTTL is how long a node has to activate a challenge (default 1m); TicketTTL how
+	// long it has to use the ticket in a request (default 5m).
+	ChallengeTTL, TicketTTL time.Duration
+	// State keeps challenges, tickets and bindings; nil: NewMemoryState().
+	State State
+	Clock clock.PassiveClock
+	Rand  io.Reader
+	Log   *slog.Logger
+}
+
+// Service issues challenges and tickets and verifies evidence. It is safe for concurrent
+// use.
+type Service struct {
+	opts      Options
+	ticketKey []byte
+}
+
+// New returns a Service with a fresh ticket key: tickets issued before a restart do not
+// verify after it, so spent tickets need not be remembered across restarts.
+func New(opts Options) (*Service, error) {
+	if opts.ChallengeTTL <= 0 {
+		opts.ChallengeTTL = DefaultChallengeTTL
+	}
+	if opts.TicketTTL <= 0 {
+		opts.TicketTTL = DefaultTicketTTL
+	}
+	if opts.State == nil {
+		opts.State = NewMemoryState()
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Rand == nil {
+		opts.Rand = rand.Reader
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	key := make([]byte, 32)
+	if _, err := io.ReadFull(opts.Rand, key); err != nil {
+		return nil, fmt.Errorf("making the attestation ticket key: %w", err)
+	}
+	return &Service{opts: opts, ticketKey: key}, nil
+}
+
+// Challenge checks a node's keys (attestation.CheckKeys) and node name, and answers a
+// credential challenge, remembered until it lapses.
+func (s *Service) Challenge(req attestation.ChallengeRequest) (attestation.Challenge, *attestation.Keys, error) {
+	now := s.opts.Clock.Now()
+	if err := attestation.CheckNodeName(req.Node); err != nil {
+		return attestation.Challenge{}, nil, err
+	}
+	keys, err := attestation.CheckKeys(req.EKCertificate, req.EKPublic, req.AKPublic, s.opts.Trust, now)
+	if err != nil {
+		return attestation.Challenge{}, nil, err
+	}
+	secret, ch, err := attestation.MakeChallenge(s.opts.Rand, keys)
+	if err != nil {
+		return attestation.Challenge{}, keys, err
+	}
+	id := make([]byte, 16)
+	if _, err := io.ReadFull(s.opts.Rand, id); err != nil {
+		return attestation.Challenge{}, keys, fmt.Errorf("making a challenge: %w", err)
+	}
+	ch.ID, ch.Expires = hex.EncodeToString(id), now.Add(s.opts.ChallengeTTL)
+	if err := s.opts.State.PutChallenge(ch.ID, Pending{Secret: secret, Keys: keys, Node: req.Node, Expires: ch.Expires}, now); err != nil {
+		return attestation.Challenge{}, keys, err
+	}
+	return ch, keys, nil
+}
+
+// Activate checks the secret a node decrypted against its challenge (taken once, right or
+// wrong) and answers a ticket for the node and its keys.
+func (s *Service) Activate(req attestation.ActivationRequest) (attestation.Activation, *attestation.Keys, error) {
+	now := s.opts.Clock.Now()
+	p, ok := s.opts.State.TakeChallenge(req.ID, now)
+	if !ok {
+		return attestation.Activation{}, nil, &attestation.Failure{Check: attestation.CheckChallenge,
+			Detail: "no such challenge: it lapsed, was answered before, or was never issued (challenges live " + s.opts.ChallengeTTL.String() + "); ask for a new one"}
+	}
+	if subtle.ConstantTimeCompare(req.Secret, p.Secret) != 1 {
+		return attestation.Activation{}, p.Keys, &attestation.Failure{Check: attestation.CheckChallenge,
+			Detail: "the secret does not match: the credential was not decrypted by the TPM of this endorsement key with this attestation key loaded"}
+	}
+	t, err := attestation.NewTicket(s.opts.Rand, p.Keys, p.Node, now, s.opts.TicketTTL)
+	if err != nil {
+		return attestation.Activation{}, p.Keys, err
+	}
+	return attestation.Activation{Ticket: t.Seal(s.ticketKey), Nonce: t.Nonce[:], Expires: t.Expires}, p.Keys, nil
+}
+
+// Verify checks the evidence of a request for node: attestation.Verify, then the ticket's
+// single use by holder (the request's idempotency scope and hash: a retry of the same request
+// may present it again), then the endorsement key's binding (trust on first use: node bound
+// to another EK, or the EK bound to another node, is refused). It returns the identity and
+// whether the EK and node are bound yet: if not, the caller records the binding (a Bound
+// ledger record) and then calls Bind.
+func (s *Service) Verify(att *attestation.Attested, csr *x509.CertificateRequest, node, holder string) (attestation.NodeIdentity, bool, error) {
+	now := s.opts.Clock.Now()
+	id, err := attestation.Verify(att, csr, attestation.VerifyOptions{Trust: s.opts.Trust, TicketKey: s.ticketKey, Node: node, Now: now})
+	if err != nil {
+		return id, false, err
+	}
+	if err := s.opts.State.SpendTicket(id.Ticket, id.TicketExpires, holder, now); err != nil {
+		if errors.Is(err, ErrTicketSpent) {
+			return id, false, &attestation.Failure{Check: attestation.CheckTicketUsed,
+				Detail: "the ticket was used by another request: evidence is single-use; attest again for a new request"}
+		}
+		return id, false, fmt.Errorf("spending the attestation ticket: %w", err)
+	}
+	ek, nodeBound := s.opts.State.Binding(node)
+	if nodeBound && ek != id.EK {
+		return id, false, &attestation.Failure{Check: attestation.CheckEKBinding, Detail: fmt.Sprintf(
+			"node %q is bound to another endorsement key (%s), not %s: a node's TPM does not change; if it did (a replaced board), an operator must clear the binding first",
+			node, ek, id.EK)}
+	}
+	other, ekBound := s.opts.State.NodeOf(id.EK)
+	if ekBound && other != node {
+		return id, false, &attestation.Failure{Check: attestation.CheckEKBinding, Detail: fmt.Sprintf(
+			"endorsement key %s is bound to node %q: one TPM proves one node; an operator must clear that binding before this TPM joins as %q",
+			id.EK, other, node)}
+	}
+	return id, nodeBound, nil
+}
+
+// Bind binds the EK to the node once its Bound record is durable (or replayed at start).
+func (s *Service) Bind(node, ek string) error {
+	if err := s.opts.State.Bind(node, ek); err != nil {
+		return &attestation.Failure{Check: attestation.CheckEKBinding, Detail: fmt.Sprintf("node %q or endorsement key %s was bound to another meanwhile", node, ek)}
+	}
+	return nil
+}
+
+// Unbind removes a binding whose record could not be written.
+func (s *Service) Unbind(node, ek string) { s.opts.State.Unbind(node, ek) }
+
+// Replay rebuilds the bindings from a ledger record read at start.
+func (s *Service) Replay(r ledger.Record) {
+	if r.Decision == ledger.Bound {
+		if err := s.opts.State.Bind(r.Node, r.EK); err != nil {
+			s.opts.Log.Warn("ledger holds a conflicting attestation binding; the first one stands", "node", r.Node, "ek", r.EK, "ledger_seq", r.Seq)
+		}
+	}
+}

@@ -1,0 +1,344 @@
+package server_test
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-tpm/tpm2"
+	"github.com/google/go-tpm/tpm2/transport"
+	"github.com/google/go-tpm/tpm2/transport/simulator"
+	"google.golang.org/grpc/codes"
+
+	"github.com/signet-pki/signet/attestation"
+	"github.com/signet-pki/signet/attestation/nodetpm"
+	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/server/config"
+	"github.com/signet-pki/signet/server/ledger"
+	"github.com/signet-pki/signet/server/profile"
+)
+
+// The attested signers of these tests.
+const (
+	tpmSigner      = "signet.dev/kube-apiserver-client-kubelet-tpm"
+	insecureSigner = "signet.dev/kube-apiserver-client-kubelet-insecure"
+)
+
+var (
+	simOnce sync.Once
+	simTPM  transport.TPM
+	simErr  error
+)
+
+// nodeTPM is the process's TPM simulator as a node's TPM (go-tpm-tools allows one
+// simulator per process; nothing else in this package opens one).
+func nodeTPM(t *testing.T) *nodetpm.TPM {
+	t.Helper()
+	simOnce.Do(func() {
+		var sim transport.TPMCloser
+		sim, simErr = simulator.OpenSimulator()
+		simTPM = &lockedTPM{tpm: sim}
+	})
+	if simErr != nil {
+		t.Fatalf("opening the TPM simulator: %v", simErr)
+	}
+	return nodetpm.New(simTPM)
+}
+
+type lockedTPM struct {
+	mu  sync.Mutex
+	tpm transport.TPM
+}
+
+func (l *lockedTPM) Send(cmd []byte) ([]byte, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.tpm.Send(cmd)
+}
+
+// attestedConfig adds the TPM and insecure kubelet client signers (on the dev CA) and
+// attestation, trusting node's EK by the allow-list, to the dev configuration.
+func attestedConfig(t *testing.T, node *nodetpm.TPM) func(*config.Config) {
+	return func(cfg *config.Config) {
+		keys, err := node.Keys()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fp, err := attestation.EKFingerprint(keys.EKPublic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		allow := filepath.Join(t.TempDir(), "ek-allow-list")
+		if err := os.WriteFile(allow, []byte("# the simulator\n"+fp+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		dev := cfg.Signers[0]
+		for _, s := range []struct{ name, profile string }{{tpmSigner, profile.NameKubeletClientTPM}, {insecureSigner, profile.NameKubeletClientInsecure}} {
+			cfg.Signers = append(cfg.Signers, config.Signer{Name: s.name, Key: dev.Key, Certificate: dev.Certificate,
+				MaxLifetime: dev.MaxLifetime, Rotation: dev.Rotation, Profile: profile.Spec{Name: s.profile}})
+		}
+		cfg.Attestation = config.Attestation{Address: "127.0.0.1:0", EKAllowListFile: allow}
+		for i := range cfg.Clients {
+			cfg.Clients[i].Signers = []string{"*"}
+		}
+	}
+}
+
+// post sends a JSON call to the attestation endpoint and decodes the answer into out (a 200)
+// or returns the refusal.
+func (s *testServer) post(t *testing.T, path string, in, out any) (int, attestErr) {
+	t.Helper()
+	body, _ := json.Marshal(in)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: s.clientTLS(t)}}
+	rsp, err := client.Post("https://"+s.srv.AttestationAddr()+path, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rsp.Body.Close()
+	data, _ := io.ReadAll(rsp.Body)
+	if rsp.StatusCode != http.StatusOK {
+		var e attestErr
+		_ = json.Unmarshal(data, &e)
+		return rsp.StatusCode, e
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		t.Fatalf("%s: %v: %s", path, err, data)
+	}
+	return rsp.StatusCode, attestErr{}
+}
+
+type attestErr struct{ Check, Message string }
+
+// attestAs runs the node agent's exchange with the server for nodeName and returns the
+// request with its evidence.
+func (s *testServer) attestAs(t *testing.T, node *nodetpm.TPM, nodeName string) []byte {
+	t.Helper()
+	keys, err := node.Keys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ch attestation.Challenge
+	if code, e := s.post(t, "/attest/v1/challenge", attestation.ChallengeRequest{Node: nodeName, EKCertificate: keys.EKCertificate,
+		EKPublic: keys.EKPublic, AKPublic: keys.AKPublic}, &ch); code != http.StatusOK {
+		t.Fatalf("challenge: %d %+v", code, e)
+	}
+	secret, err := node.Activate(keys, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var act attestation.Activation
+	if code, e := s.post(t, "/attest/v1/activate", attestation.ActivationRequest{ID: ch.ID, Secret: secret}, &act); code != http.StatusOK {
+		t.Fatalf("activate: %d %+v", code, e)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext, _ := attestation.ProviderIDExtension("signet://test/" + nodeName)
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject:         pkix.Name{CommonName: "system:node:" + nodeName, Organization: []string{"system:nodes"}},
+		ExtraExtensions: []pkix.Extension{ext},
+	}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spki, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	c, err := node.Certify(act.Nonce, spki)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := attestation.Encode(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), nodetpm.Evidence(keys, act.Ticket, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return full
+}
+
+// kubeletClientRequest is a kubelet's client certificate request for signer, made with a
+// bootstrap token.
+func kubeletClientRequest(signer string, csrPEM []byte, uid string) *signetv1.SignCertificateSigningRequestRequest {
+	return &signetv1.SignCertificateSigningRequestRequest{
+		SignerName: signer,
+		Request:    csrPEM,
+		Usages:     []string{"digital signature", "client auth"},
+		Requester:  &signetv1.Requester{Username: "system:bootstrap:abcdef", Groups: []string{"system:bootstrappers", "system:authenticated"}},
+		Object:     &signetv1.KubernetesObject{Uid: uid, Name: "node-csr-" + uid},
+	}
+}
+
+// records returns the ledger's records.
+func records(t *testing.T, dir string) []ledger.Record {
+	t.Helper()
+	var out []ledger.Record
+	if err := ledger.Replay(dir, ledger.Record{}.Time, func(r ledger.Record) error { out = append(out, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestAttestedKubeletClientCertificate(t *testing.T) {
+	node := nodeTPM(t)
+	cfg, dir := devConfig(t)
+	attestedConfig(t, node)(cfg)
+	s, stop := runServer(t, cfg, dir)
+	client := signetv1.NewSignerServiceClient(s.dial(t, s.clientTLS(t, s.devClient(t))))
+
+	// The node joins: evidence for node-a, requested with a bootstrap token.
+	full := s.attestAs(t, node, "node-a")
+	rsp, err := client.SignCertificateSigningRequest(callContext(t), kubeletClientRequest(tpmSigner, full, "uid-1"))
+	if err != nil {
+		t.Fatalf("signing the attested request: %v", err)
+	}
+	leaf := parsePEMCerts(t, []byte(rsp.GetCertificateChainPem()))[0]
+	if leaf.Subject.CommonName != "system:node:node-a" {
+		t.Fatalf("issued CN %q", leaf.Subject.CommonName)
+	}
+	// The same object and request get the same certificate again (a watcher's retry).
+	again, err := client.SignCertificateSigningRequest(callContext(t), kubeletClientRequest(tpmSigner, full, "uid-1"))
+	if err != nil || again.GetCertificateChainPem() != rsp.GetCertificateChainPem() {
+		t.Fatalf("retry: %v; same chain: %v", err, err == nil && again.GetCertificateChainPem() == rsp.GetCertificateChainPem())
+	}
+	// The ledger holds the binding, then the issuance with its grounds.
+	var bound, issued *ledger.Record
+	for _, r := range records(t, cfg.Ledger.Dir) {
+		switch {
+		case r.Decision == ledger.Bound:
+			bound = &r
+		case r.Decision == ledger.Issued && r.Signer == tpmSigner:
+			issued = &r
+		}
+	}
+	if bound == nil || bound.Node != "node-a" || issued == nil || bound.Seq > issued.Seq ||
+		!strings.Contains(issued.Grounds, `attested: node "node-a", EK `+bound.EK) || !strings.Contains(issued.Grounds, "bootstrap") {
+		t.Fatalf("bound record %+v, issued record %+v", bound, issued)
+	}
+
+	refused := func(name string, req *signetv1.SignCertificateSigningRequestRequest, code codes.Code, reason, says string) {
+		t.Helper()
+		_, err := client.SignCertificateSigningRequest(callContext(t), req)
+		wantStatus(t, err, code, reason)
+		if !strings.Contains(err.Error(), says) {
+			t.Fatalf("%s: %v; want it to say %q", name, err, says)
+		}
+	}
+	// The same evidence in another object: the ticket is single-use.
+	refused("replayed evidence", kubeletClientRequest(tpmSigner, full, "uid-2"), codes.FailedPrecondition, "ATTESTATION_FAILED", "ticket single use")
+	// The TPM bound to node-a asks for node-b, with a valid ticket for node-b.
+	refused("node A's EK for node B", kubeletClientRequest(tpmSigner, s.attestAs(t, node, "node-b"), "uid-3"),
+		codes.FailedPrecondition, "ATTESTATION_FAILED", `is bound to node "node-a"`)
+	// A request without evidence, and one with an unsupported version.
+	csr := bytes.SplitAfter(full, []byte("-----END CERTIFICATE REQUEST-----\n"))[0]
+	refused("no evidence", kubeletClientRequest(tpmSigner, csr, "uid-4"), codes.InvalidArgument, "MALFORMED_REQUEST", "ATTESTATION PROVIDER block is missing")
+	v9 := append(append([]byte{}, csr...), []byte("-----BEGIN KUBELET AUTHENTICATOR ATTESTATION PROVIDER-----\ndHBt\n-----END KUBELET AUTHENTICATOR ATTESTATION PROVIDER-----\n")...)
+	v9 = append(v9, pem.EncodeToMemory(&pem.Block{Type: attestation.BlockData, Bytes: []byte(`{"version":"signet.tpm/v9"}`)})...)
+	refused("an unsupported version", kubeletClientRequest(tpmSigner, v9, "uid-5"), codes.InvalidArgument, "MALFORMED_REQUEST", "supported: "+attestation.VersionV1)
+	// The insecure signer signs the bare request, and says so.
+	rsp, err = client.SignCertificateSigningRequest(callContext(t), kubeletClientRequest(insecureSigner, csr, "uid-6"))
+	if err != nil {
+		t.Fatalf("insecure signer: %v", err)
+	}
+	if !s.logs.Contains("INSECURE signer") {
+		t.Fatal("no INSECURE warning at start")
+	}
+
+	// After a restart the binding still holds: it is rebuilt from the ledger.
+	stop()
+	s, _ = runServer(t, cfg, dir)
+	client = signetv1.NewSignerServiceClient(s.dial(t, s.clientTLS(t, s.devClient(t))))
+	refused("node A's EK for node B after a restart", kubeletClientRequest(tpmSigner, s.attestAs(t, node, "node-b"), "uid-7"),
+		codes.FailedPrecondition, "ATTESTATION_FAILED", `is bound to node "node-a"`)
+	if _, err := client.SignCertificateSigningRequest(callContext(t), kubeletClientRequest(tpmSigner, s.attestAs(t, node, "node-a"), "uid-8")); err != nil {
+		t.Fatalf("node-a after a restart: %v", err)
+	}
+	var grounds []string
+	for _, r := range records(t, cfg.Ledger.Dir) {
+		if r.Decision == ledger.Issued && r.Signer == insecureSigner {
+			grounds = append(grounds, r.Grounds)
+		}
+	}
+	if len(grounds) != 1 || !strings.Contains(grounds[0], profile.InsecureGrounds) {
+		t.Fatalf("insecure issuance grounds %q", grounds)
+	}
+}
+
+func TestAttestationEndpointRefuses(t *testing.T) {
+	node := nodeTPM(t)
+	s := startServer(t, attestedConfig(t, node))
+	keys, err := node.Keys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	challenge := func() attestation.Challenge {
+		var ch attestation.Challenge
+		if code, e := s.post(t, "/attest/v1/challenge", attestation.ChallengeRequest{Node: "node-a", EKPublic: keys.EKPublic, AKPublic: keys.AKPublic}, &ch); code != http.StatusOK {
+			t.Fatalf("challenge: %d %+v", code, e)
+		}
+		return ch
+	}
+	for _, tc := range []struct {
+		name  string
+		path  string
+		in    any
+		code  int
+		check attestation.Check
+	}{
+		{"a wrong secret", "/attest/v1/activate", attestation.ActivationRequest{ID: challenge().ID, Secret: []byte("guess")}, http.StatusForbidden, attestation.CheckChallenge},
+		{"an unknown challenge", "/attest/v1/activate", attestation.ActivationRequest{ID: "00", Secret: []byte("x")}, http.StatusForbidden, attestation.CheckChallenge},
+		{"an EK that is not allowed", "/attest/v1/challenge", attestation.ChallengeRequest{Node: "node-a", EKPublic: otherEK(t, node), AKPublic: keys.AKPublic},
+			http.StatusForbidden, attestation.CheckEKTrust},
+		{"a node name that is not one", "/attest/v1/challenge", attestation.ChallengeRequest{Node: "Node_A", EKPublic: keys.EKPublic, AKPublic: keys.AKPublic},
+			http.StatusForbidden, attestation.CheckTicketNode},
+		{"garbage", "/attest/v1/challenge", map[string]string{"nodeName": "x"}, http.StatusBadRequest, "request"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, e := s.post(t, tc.path, tc.in, nil)
+			if code != tc.code || e.Check != string(tc.check) {
+				t.Fatalf("answer %d %+v; want %d and check %q", code, e, tc.code, tc.check)
+			}
+		})
+	}
+	// A challenge is answered once: the right secret after a wrong one is refused.
+	ch := challenge()
+	secret, err := node.Activate(keys, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.post(t, "/attest/v1/activate", attestation.ActivationRequest{ID: ch.ID, Secret: []byte("guess")}, nil)
+	if code, e := s.post(t, "/attest/v1/activate", attestation.ActivationRequest{ID: ch.ID, Secret: secret}, nil); code != http.StatusForbidden || e.Check != string(attestation.CheckChallenge) {
+		t.Fatalf("second answer: %d %+v; want 403 challenge", code, e)
+	}
+	// Challenges for one EK are rate-limited (burst 5).
+	limited := false
+	for range 10 {
+		if code, _ := s.post(t, "/attest/v1/challenge", attestation.ChallengeRequest{Node: "node-a", EKPublic: keys.EKPublic, AKPublic: keys.AKPublic}, &attestation.Challenge{}); code == http.StatusTooManyRequests {
+			limited = true
+			break
+		}
+	}
+	if !limited {
+		t.Fatal("10 challenges in a row for one EK were never rate-limited")
+	}
+}
+
+// otherEK is the public area of the simulator's RSA EK: a real EK, not the allowed one.
+func otherEK(t *testing.T, _ *nodetpm.TPM) []byte {
+	t.Helper()
+	rsp, err := tpm2.CreatePrimary{PrimaryHandle: tpm2.TPMRHEndorsement, InPublic: tpm2.New2B(tpm2.RSAEKTemplate)}.Execute(simTPM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = tpm2.FlushContext{FlushHandle: rsp.ObjectHandle}.Execute(simTPM)
+	return rsp.OutPublic.Bytes()
+}

@@ -1,0 +1,75 @@
+package profile
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/signet-pki/signet/server/issuance"
+)
+
+// isKubeletClient reports whether the profile named name issues kubelet client certificates:
+// kube-apiserver-client-kubelet and its attested and insecure variants, which share its rules.
+func isKubeletClient(name string) bool {
+	return name == NameKubeAPIServerClientKubelet || name == NameKubeletClientTPM || name == NameKubeletClientInsecure
+}
+
+// RequiresAttestation reports whether the profile's requests must carry TPM evidence, which
+// the server verifies before the profile's rules run (issuance.Request.Attested).
+func (p Profile) RequiresAttestation() bool { return p.spec.Name == NameKubeletClientTPM }
+
+// Insecure reports whether the profile signs kubelet client certificates with no proof of
+// the node's identity at all (kubelet-client-insecure), which the server announces wherever
+// the signer shows.
+func (p Profile) Insecure() bool { return p.spec.Name == NameKubeletClientInsecure }
+
+// InsecureGrounds are the grounds of every certificate a kubelet-client-insecure signer
+// issues, recorded in the ledger.
+const InsecureGrounds = "insecure: no node attestation (profile kubelet-client-insecure signs any node name its approver approved)"
+
+// attestedNodeRule requires verified TPM evidence for the node of the common name: the server
+// verified it (attestation.Verify, the ticket's single use, the EK's binding to the node)
+// before the rules run, and the rule checks that the node it proved is the node the
+// certificate names. It adds the attestation to the decision's grounds.
+func attestedNodeRule() rule {
+	return rule{name: "attestation: TPM evidence verified for the node of the common name", check: func(in *input) (string, error) {
+		a := in.req.Attested
+		if a == nil {
+			return "the request carries no verified attestation", issuance.ErrPolicyViolation
+		}
+		node, ok := strings.CutPrefix(in.csr.Subject.CommonName, nodeCommonPrefix)
+		if !ok || node != a.Node {
+			return fmt.Sprintf("the evidence proves node %q, the common name is %q", a.Node, in.csr.Subject.CommonName), issuance.ErrPolicyViolation
+		}
+		grounds := fmt.Sprintf("attested: node %q, EK %s (%s), AK %s, provider ID %q", a.Node, a.EK, a.EKTrust, a.AKName, a.ProviderID)
+		if in.grounds != "" {
+			grounds = in.grounds + "; " + grounds
+		}
+		in.grounds = grounds
+		return fmt.Sprintf("node %q proved by EK %s (%s)", a.Node, a.EK, a.EKTrust), nil
+	}}
+}
+
+// insecureRule always passes and marks the decision's grounds InsecureGrounds.
+func insecureRule() rule {
+	return rule{name: "attestation: none (kubelet-client-insecure)", check: func(in *input) (string, error) {
+		if in.grounds != "" {
+			in.grounds += "; " + InsecureGrounds
+		} else {
+			in.grounds = InsecureGrounds
+		}
+		return "no proof of the node's identity is asked for", nil
+	}}
+}
+
+// describeAttestation explains what the attested and insecure kubelet client profiles add.
+func describeAttestation(name string) string {
+	switch name {
+	case NameKubeletClientTPM:
+		return " The request must also carry TPM 2.0 evidence (docs/attestation.md) that the server verifies before any rule: an endorsement key that chains to a configured manufacturer root " +
+			"or is on the allow-list, an attestation key proven to live in that TPM, a fresh single-use ticket for the node of the common name, and a TPM-resident binding key that vouches " +
+			"for the request's key. The first endorsement key seen for a node is bound to it in the ledger; another key for that node, or that key for another node, is refused."
+	case NameKubeletClientInsecure:
+		return " INSECURE: no proof of the node's identity is asked for; whoever the approver approves gets a certificate for any node name. Every issuance is recorded with grounds \"insecure\"."
+	}
+	return ""
+}
