@@ -178,6 +178,15 @@ func kubeletClientRequest(signer string, csrPEM []byte, uid string) *signetv1.Si
 	}
 }
 
+// devSignerName is the dev configuration's own signer, which takes no attestation.
+const devSignerName = "signet.dev/dev"
+
+// verifyRequest is the VerifyAttestation request of a signing request.
+func verifyRequest(r *signetv1.SignCertificateSigningRequestRequest) *signetv1.VerifyAttestationRequest {
+	return &signetv1.VerifyAttestationRequest{SignerName: r.GetSignerName(), Request: r.GetRequest(), Usages: r.GetUsages(),
+		ExpirationSeconds: r.ExpirationSeconds, Requester: r.GetRequester(), Object: r.GetObject()}
+}
+
 // records returns the ledger's records.
 func records(t *testing.T, dir string) []ledger.Record {
 	t.Helper()
@@ -195,8 +204,17 @@ func TestAttestedKubeletClientCertificate(t *testing.T) {
 	s, stop := runServer(t, cfg, dir)
 	client := signetv1.NewSignerServiceClient(s.dial(t, s.clientTLS(t, s.devClient(t))))
 
-	// The node joins: evidence for node-a, requested with a bootstrap token.
+	// The node joins: evidence for node-a, requested with a bootstrap token. The approver
+	// verifies it first: that spends nothing, binds nothing.
 	full := s.attestAs(t, node, "node-a")
+	for range 2 {
+		v, err := client.VerifyAttestation(callContext(t), verifyRequest(kubeletClientRequest(tpmSigner, full, "uid-1")))
+		if err != nil || v.GetNode() != "node-a" || !v.GetFirstUse() || v.GetEkTrust() != "allow-list" || v.GetProviderId() != "signet://test/node-a" {
+			t.Fatalf("VerifyAttestation = %v, %v", v, err)
+		}
+	}
+	_, err := client.VerifyAttestation(callContext(t), verifyRequest(kubeletClientRequest(devSignerName, full, "uid-1")))
+	wantStatus(t, err, codes.FailedPrecondition, "POLICY_VIOLATION")
 	rsp, err := client.SignCertificateSigningRequest(callContext(t), kubeletClientRequest(tpmSigner, full, "uid-1"))
 	if err != nil {
 		t.Fatalf("signing the attested request: %v", err)
@@ -233,8 +251,14 @@ func TestAttestedKubeletClientCertificate(t *testing.T) {
 			t.Fatalf("%s: %v; want it to say %q", name, err, says)
 		}
 	}
-	// The same evidence in another object: the ticket is single-use.
+	// The same evidence in another object: the ticket is single-use, for the approver too.
 	refused("replayed evidence", kubeletClientRequest(tpmSigner, full, "uid-2"), codes.FailedPrecondition, "ATTESTATION_FAILED", "ticket single use")
+	_, err = client.VerifyAttestation(callContext(t), verifyRequest(kubeletClientRequest(tpmSigner, full, "uid-2")))
+	wantStatus(t, err, codes.FailedPrecondition, "ATTESTATION_FAILED")
+	// Fresh evidence of the bound node: no longer a first use.
+	if v, err := client.VerifyAttestation(callContext(t), verifyRequest(kubeletClientRequest(tpmSigner, s.attestAs(t, node, "node-a"), "uid-9"))); err != nil || v.GetFirstUse() {
+		t.Fatalf("VerifyAttestation of the bound node = %v, %v", v, err)
+	}
 	// The TPM bound to node-a asks for node-b, with a valid ticket for node-b.
 	refused("node A's EK for node B", kubeletClientRequest(tpmSigner, s.attestAs(t, node, "node-b"), "uid-3"),
 		codes.FailedPrecondition, "ATTESTATION_FAILED", `is bound to node "node-a"`)

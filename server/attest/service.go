@@ -130,15 +130,32 @@ func (s *Service) Activate(req attestation.ActivationRequest) (attestation.Activ
 // whether the EK and node are bound yet: if not, the caller records the binding (a Bound
 // ledger record) and then calls Bind.
 func (s *Service) Verify(att *attestation.Attested, csr *x509.CertificateRequest, node, holder string) (attestation.NodeIdentity, bool, error) {
+	return s.verify(att, csr, node, holder, true)
+}
+
+// Check is Verify without spending the ticket: what an approver asks before the request is
+// signed. A ticket another request spent is refused all the same.
+func (s *Service) Check(att *attestation.Attested, csr *x509.CertificateRequest, node, holder string) (attestation.NodeIdentity, bool, error) {
+	return s.verify(att, csr, node, holder, false)
+}
+
+// spentTicket is the refusal of a ticket another request used.
+var spentTicket = &attestation.Failure{Check: attestation.CheckTicketUsed,
+	Detail: "the ticket was used by another request: evidence is single-use; attest again for a new request"}
+
+func (s *Service) verify(att *attestation.Attested, csr *x509.CertificateRequest, node, holder string, spend bool) (attestation.NodeIdentity, bool, error) {
 	now := s.opts.Clock.Now()
 	id, err := attestation.Verify(att, csr, attestation.VerifyOptions{Trust: s.opts.Trust, TicketKey: s.ticketKey, Node: node, Now: now})
 	if err != nil {
 		return id, false, err
 	}
-	if err := s.opts.State.SpendTicket(id.Ticket, id.TicketExpires, holder, now); err != nil {
+	if !spend {
+		if s.opts.State.TicketSpent(id.Ticket, holder) {
+			return id, false, spentTicket
+		}
+	} else if err := s.opts.State.SpendTicket(id.Ticket, id.TicketExpires, holder, now); err != nil {
 		if errors.Is(err, ErrTicketSpent) {
-			return id, false, &attestation.Failure{Check: attestation.CheckTicketUsed,
-				Detail: "the ticket was used by another request: evidence is single-use; attest again for a new request"}
+			return id, false, spentTicket
 		}
 		return id, false, fmt.Errorf("spending the attestation ticket: %w", err)
 	}

@@ -34,6 +34,8 @@ type State interface {
 	// for the same holder succeeds (a retry of the same request); for another holder it
 	// returns ErrTicketSpent.
 	SpendTicket(id string, expires time.Time, holder string, now time.Time) error
+	// TicketSpent reports whether ticket id was spent by another holder than holder.
+	TicketSpent(id, holder string) bool
 	// Binding returns the EK bound to node, if any; NodeOf the node bound to ek.
 	Binding(node string) (ek string, ok bool)
 	NodeOf(ek string) (node string, ok bool)
@@ -126,6 +128,13 @@ func (m *memoryState) SpendTicket(id string, expires time.Time, holder string, n
 	}
 	m.tickets[id] = spent{holder: holder, expires: expires}
 	return nil
+}
+
+func (m *memoryState) TicketSpent(id, holder string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.tickets[id]
+	return ok && s.holder != holder
 }
 
 func (m *memoryState) Binding(node string) (string, bool) {

@@ -18,6 +18,8 @@ type Attestor interface {
 	// Verify checks the evidence of a request for node, spending its ticket for holder, and
 	// reports whether the node and its EK are bound yet.
 	Verify(att *attestation.Attested, csr *x509.CertificateRequest, node, holder string) (attestation.NodeIdentity, bool, error)
+	// Check is Verify without spending the ticket.
+	Check(att *attestation.Attested, csr *x509.CertificateRequest, node, holder string) (attestation.NodeIdentity, bool, error)
 	// Bind binds the EK to the node (trust on first use); Unbind undoes a binding whose record
 	// could not be written.
 	Bind(node, ek string) error
@@ -35,26 +37,12 @@ const nodePrefix = "system:node:"
 // ledger (a Bound record) before anything is issued. It returns the request the pipeline
 // sees: the bare CERTIFICATE REQUEST, with the verified identity in Attested.
 func (c *Core) attest(ctx context.Context, d decisionContext, r issuance.Request) (issuance.Request, error) {
+	att, csr, node, err := c.splitAttested(r)
+	if err != nil {
+		return r, err
+	}
 	a := c.opts.Attestor
-	if a == nil {
-		return r, fmt.Errorf("%w: signer %s requires TPM attestation, which this server does not serve (no attestation section in its configuration)",
-			issuance.ErrPolicyViolation, r.SignerName)
-	}
-	att, err := attestation.Split(r.PEM)
-	if err != nil {
-		return r, err
-	}
-	csr, err := issuance.ParseCSR(att.Request)
-	if err != nil {
-		return r, err
-	}
-	node, ok := strings.CutPrefix(csr.Subject.CommonName, nodePrefix)
-	if !ok {
-		return r, fmt.Errorf("%w: common name %.80q does not start with %q: only a node's own certificate is attested",
-			issuance.ErrPolicyViolation, csr.Subject.CommonName, nodePrefix)
-	}
-	holder := idempotency.Scope(d.identity, d.objectUID) + "/" + hex.EncodeToString(d.hash)
-	id, bound, err := a.Verify(att, csr, node, holder)
+	id, bound, err := a.Verify(att, csr, node, holder(d))
 	if err != nil {
 		return r, err
 	}
@@ -69,6 +57,65 @@ func (c *Core) attest(ctx context.Context, d decisionContext, r issuance.Request
 	}
 	r.PEM, r.Attested = att.Request, &id
 	return r, nil
+}
+
+// splitAttested takes an attested request apart: the evidence, the parsed request and the
+// node of its common name.
+func (c *Core) splitAttested(r issuance.Request) (*attestation.Attested, *x509.CertificateRequest, string, error) {
+	if c.opts.Attestor == nil {
+		return nil, nil, "", fmt.Errorf("%w: signer %s requires TPM attestation, which this server does not serve (no attestation section in its configuration)",
+			issuance.ErrPolicyViolation, r.SignerName)
+	}
+	att, err := attestation.Split(r.PEM)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	csr, err := issuance.ParseCSR(att.Request)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	node, ok := strings.CutPrefix(csr.Subject.CommonName, nodePrefix)
+	if !ok {
+		return nil, nil, "", fmt.Errorf("%w: common name %.80q does not start with %q: only a node's own certificate is attested",
+			issuance.ErrPolicyViolation, csr.Subject.CommonName, nodePrefix)
+	}
+	return att, csr, node, nil
+}
+
+// holder names the request that spends a ticket: its idempotency scope and hash, so that a
+// retry of the same request may present the ticket again.
+func holder(d decisionContext) string {
+	return idempotency.Scope(d.identity, d.objectUID) + "/" + hex.EncodeToString(d.hash)
+}
+
+// VerifyAttestation verifies the evidence of a request for an attested signer without
+// signing, for an approver: the admission of SignCSR (rate limits, limits, the signer served
+// and allowed to the client, the object UID), the signer's profile must require attestation,
+// then the attestation step without spending the ticket or binding the key. Refusals are
+// recorded as SignCSR's are. It returns the verified identity and whether signing will bind
+// the EK to the node for the first time.
+func (c *Core) VerifyAttestation(ctx context.Context, identity string, req CSR) (attestation.NodeIdentity, bool, error) {
+	r := req.Request
+	d := c.newDecision(identity, issuance.KindCertificateSigningRequest, r.SignerName, req.Object, r.Requester.Username)
+	sg, err := c.admit(ctx, d, func() error { return checkCSR(req) })
+	if err != nil {
+		return attestation.NodeIdentity{}, false, err
+	}
+	if !sg.Profile.RequiresAttestation() {
+		return attestation.NodeIdentity{}, false, c.refuse(ctx, d, fmt.Errorf("%w: signer %s (profile %s) takes no attestation to verify",
+			issuance.ErrPolicyViolation, r.SignerName, sg.Profile.Name()))
+	}
+	d.hash = csrHash(r)
+	att, csr, node, err := c.splitAttested(r)
+	if err != nil {
+		return attestation.NodeIdentity{}, false, c.refuse(ctx, d, err)
+	}
+	id, bound, err := c.opts.Attestor.Check(att, csr, node, holder(d))
+	if err != nil {
+		return attestation.NodeIdentity{}, false, c.refuse(ctx, d, err)
+	}
+	d.log.Info("attestation verified for approval", "node", id.Node, "ek", id.EK, "ek_trust", id.EKTrust, "first_use", !bound)
+	return id, !bound, nil
 }
 
 // recordBound records the first binding of an EK to a node.

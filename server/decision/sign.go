@@ -57,10 +57,7 @@ func (c *Core) SignCSR(ctx context.Context, identity string, req CSR) (Issued, e
 	r := req.Request
 	d := c.newDecision(identity, issuance.KindCertificateSigningRequest, r.SignerName, req.Object, r.Requester.Username)
 	return c.decide(ctx, d, func() error { return checkCSR(req) },
-		func() []byte {
-			return idempotency.RequestHash(r.SignerName, r.PEM, r.Usages, r.ExpirationSeconds,
-				r.Requester.Username, r.Requester.UID, r.Requester.Groups, r.Requester.Extra)
-		},
+		func() []byte { return csrHash(r) },
 		func(sg *Signer, d decisionContext) (*issuance.Certificate, string, error) {
 			req := r
 			if sg.Profile.RequiresAttestation() {
@@ -72,6 +69,12 @@ func (c *Core) SignCSR(ctx context.Context, identity string, req CSR) (Issued, e
 			cert, err := sg.Issuer.Issue(req)
 			return cert, "", err
 		})
+}
+
+// csrHash is the idempotency hash of a CertificateSigningRequest's request.
+func csrHash(r issuance.Request) []byte {
+	return idempotency.RequestHash(r.SignerName, r.PEM, r.Usages, r.ExpirationSeconds,
+		r.Requester.Username, r.Requester.UID, r.Requester.Groups, r.Requester.Extra)
 }
 
 // decide is a signing call once its context is known: admission (admit, with checkLimits),

@@ -595,6 +595,191 @@ func (x *SignCertificateSigningRequestResponse) GetNotAfter() *timestamppb.Times
 	return nil
 }
 
+// VerifyAttestationRequest is a CertificateSigningRequest to verify the attestation of, as
+// SignCertificateSigningRequestRequest carries it.
+type VerifyAttestationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// signer_name is spec.signerName: a signer whose profile requires attestation.
+	SignerName string `protobuf:"bytes,1,opt,name=signer_name,json=signerName,proto3" json:"signer_name,omitempty"`
+	// request is spec.request: the CERTIFICATE REQUEST block, then the attestation blocks.
+	Request []byte `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	// usages is spec.usages.
+	Usages []string `protobuf:"bytes,3,rep,name=usages,proto3" json:"usages,omitempty"`
+	// expiration_seconds is spec.expirationSeconds.
+	ExpirationSeconds *int32 `protobuf:"varint,4,opt,name=expiration_seconds,json=expirationSeconds,proto3,oneof" json:"expiration_seconds,omitempty"`
+	// requester is the identity that created the object.
+	Requester *Requester `protobuf:"bytes,5,opt,name=requester,proto3" json:"requester,omitempty"`
+	// object identifies the CertificateSigningRequest.
+	Object        *KubernetesObject `protobuf:"bytes,6,opt,name=object,proto3" json:"object,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyAttestationRequest) Reset() {
+	*x = VerifyAttestationRequest{}
+	mi := &file_signet_v1_signet_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyAttestationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyAttestationRequest) ProtoMessage() {}
+
+func (x *VerifyAttestationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyAttestationRequest.ProtoReflect.Descriptor instead.
+func (*VerifyAttestationRequest) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *VerifyAttestationRequest) GetSignerName() string {
+	if x != nil {
+		return x.SignerName
+	}
+	return ""
+}
+
+func (x *VerifyAttestationRequest) GetRequest() []byte {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *VerifyAttestationRequest) GetUsages() []string {
+	if x != nil {
+		return x.Usages
+	}
+	return nil
+}
+
+func (x *VerifyAttestationRequest) GetExpirationSeconds() int32 {
+	if x != nil && x.ExpirationSeconds != nil {
+		return *x.ExpirationSeconds
+	}
+	return 0
+}
+
+func (x *VerifyAttestationRequest) GetRequester() *Requester {
+	if x != nil {
+		return x.Requester
+	}
+	return nil
+}
+
+func (x *VerifyAttestationRequest) GetObject() *KubernetesObject {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+// VerifyAttestationResponse is what the verified evidence proves.
+type VerifyAttestationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node is the node name the evidence proves (the request's common name is
+	// system:node:<node>).
+	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// ek is the fingerprint of the node's TPM endorsement key (hex SHA-256 of its PKIX DER);
+	// ek_trust says why it is trusted ("allow-list", or the manufacturer root it chains to).
+	Ek      string `protobuf:"bytes,2,opt,name=ek,proto3" json:"ek,omitempty"`
+	EkTrust string `protobuf:"bytes,3,opt,name=ek_trust,json=ekTrust,proto3" json:"ek_trust,omitempty"`
+	// ak_name is the TPM name of the node's attestation key, in hex.
+	AkName string `protobuf:"bytes,4,opt,name=ak_name,json=akName,proto3" json:"ak_name,omitempty"`
+	// provider_id is the provider ID the request carries.
+	ProviderId string `protobuf:"bytes,5,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
+	// first_use is true when this endorsement key has not been bound to the node yet: signing
+	// the request will bind it (trust on first use).
+	FirstUse      bool `protobuf:"varint,6,opt,name=first_use,json=firstUse,proto3" json:"first_use,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyAttestationResponse) Reset() {
+	*x = VerifyAttestationResponse{}
+	mi := &file_signet_v1_signet_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyAttestationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyAttestationResponse) ProtoMessage() {}
+
+func (x *VerifyAttestationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyAttestationResponse.ProtoReflect.Descriptor instead.
+func (*VerifyAttestationResponse) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *VerifyAttestationResponse) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *VerifyAttestationResponse) GetEk() string {
+	if x != nil {
+		return x.Ek
+	}
+	return ""
+}
+
+func (x *VerifyAttestationResponse) GetEkTrust() string {
+	if x != nil {
+		return x.EkTrust
+	}
+	return ""
+}
+
+func (x *VerifyAttestationResponse) GetAkName() string {
+	if x != nil {
+		return x.AkName
+	}
+	return ""
+}
+
+func (x *VerifyAttestationResponse) GetProviderId() string {
+	if x != nil {
+		return x.ProviderId
+	}
+	return ""
+}
+
+func (x *VerifyAttestationResponse) GetFirstUse() bool {
+	if x != nil {
+		return x.FirstUse
+	}
+	return false
+}
+
 // PodIdentity is the pod a PodCertificateRequest was made for, as its spec names it. The
 // kube-apiserver's NodeRestriction admission (when enabled) checks it against the real pod,
 // service account and node at creation; the object records no creator.
@@ -620,7 +805,7 @@ type PodIdentity struct {
 
 func (x *PodIdentity) Reset() {
 	*x = PodIdentity{}
-	mi := &file_signet_v1_signet_proto_msgTypes[5]
+	mi := &file_signet_v1_signet_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -632,7 +817,7 @@ func (x *PodIdentity) String() string {
 func (*PodIdentity) ProtoMessage() {}
 
 func (x *PodIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[5]
+	mi := &file_signet_v1_signet_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -645,7 +830,7 @@ func (x *PodIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodIdentity.ProtoReflect.Descriptor instead.
 func (*PodIdentity) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{5}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PodIdentity) GetNamespace() string {
@@ -725,7 +910,7 @@ type SignPodCertificateRequestRequest struct {
 
 func (x *SignPodCertificateRequestRequest) Reset() {
 	*x = SignPodCertificateRequestRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[6]
+	mi := &file_signet_v1_signet_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +922,7 @@ func (x *SignPodCertificateRequestRequest) String() string {
 func (*SignPodCertificateRequestRequest) ProtoMessage() {}
 
 func (x *SignPodCertificateRequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[6]
+	mi := &file_signet_v1_signet_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +935,7 @@ func (x *SignPodCertificateRequestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignPodCertificateRequestRequest.ProtoReflect.Descriptor instead.
 func (*SignPodCertificateRequestRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{6}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SignPodCertificateRequestRequest) GetSignerName() string {
@@ -830,7 +1015,7 @@ type SignPodCertificateRequestResponse struct {
 
 func (x *SignPodCertificateRequestResponse) Reset() {
 	*x = SignPodCertificateRequestResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[7]
+	mi := &file_signet_v1_signet_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +1027,7 @@ func (x *SignPodCertificateRequestResponse) String() string {
 func (*SignPodCertificateRequestResponse) ProtoMessage() {}
 
 func (x *SignPodCertificateRequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[7]
+	mi := &file_signet_v1_signet_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +1040,7 @@ func (x *SignPodCertificateRequestResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use SignPodCertificateRequestResponse.ProtoReflect.Descriptor instead.
 func (*SignPodCertificateRequestResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{7}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SignPodCertificateRequestResponse) GetCertificateChainPem() string {
@@ -904,7 +1089,7 @@ type GetTrustAnchorsRequest struct {
 
 func (x *GetTrustAnchorsRequest) Reset() {
 	*x = GetTrustAnchorsRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[8]
+	mi := &file_signet_v1_signet_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +1101,7 @@ func (x *GetTrustAnchorsRequest) String() string {
 func (*GetTrustAnchorsRequest) ProtoMessage() {}
 
 func (x *GetTrustAnchorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[8]
+	mi := &file_signet_v1_signet_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +1114,7 @@ func (x *GetTrustAnchorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTrustAnchorsRequest.ProtoReflect.Descriptor instead.
 func (*GetTrustAnchorsRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{8}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetTrustAnchorsRequest) GetSignerName() string {
@@ -957,7 +1142,7 @@ type GetTrustAnchorsResponse struct {
 
 func (x *GetTrustAnchorsResponse) Reset() {
 	*x = GetTrustAnchorsResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[9]
+	mi := &file_signet_v1_signet_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -969,7 +1154,7 @@ func (x *GetTrustAnchorsResponse) String() string {
 func (*GetTrustAnchorsResponse) ProtoMessage() {}
 
 func (x *GetTrustAnchorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[9]
+	mi := &file_signet_v1_signet_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -982,7 +1167,7 @@ func (x *GetTrustAnchorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTrustAnchorsResponse.ProtoReflect.Descriptor instead.
 func (*GetTrustAnchorsResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{9}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetTrustAnchorsResponse) GetTrustAnchorsPem() string {
@@ -1030,7 +1215,7 @@ type TrustAnchor struct {
 
 func (x *TrustAnchor) Reset() {
 	*x = TrustAnchor{}
-	mi := &file_signet_v1_signet_proto_msgTypes[10]
+	mi := &file_signet_v1_signet_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1042,7 +1227,7 @@ func (x *TrustAnchor) String() string {
 func (*TrustAnchor) ProtoMessage() {}
 
 func (x *TrustAnchor) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[10]
+	mi := &file_signet_v1_signet_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1055,7 +1240,7 @@ func (x *TrustAnchor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrustAnchor.ProtoReflect.Descriptor instead.
 func (*TrustAnchor) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{10}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TrustAnchor) GetCertificatePem() string {
@@ -1125,7 +1310,7 @@ type ReportTrustBundleRequest struct {
 
 func (x *ReportTrustBundleRequest) Reset() {
 	*x = ReportTrustBundleRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[11]
+	mi := &file_signet_v1_signet_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1137,7 +1322,7 @@ func (x *ReportTrustBundleRequest) String() string {
 func (*ReportTrustBundleRequest) ProtoMessage() {}
 
 func (x *ReportTrustBundleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[11]
+	mi := &file_signet_v1_signet_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1150,7 +1335,7 @@ func (x *ReportTrustBundleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTrustBundleRequest.ProtoReflect.Descriptor instead.
 func (*ReportTrustBundleRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{11}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReportTrustBundleRequest) GetSignerName() string {
@@ -1190,7 +1375,7 @@ type ReportTrustBundleResponse struct {
 
 func (x *ReportTrustBundleResponse) Reset() {
 	*x = ReportTrustBundleResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[12]
+	mi := &file_signet_v1_signet_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1387,7 @@ func (x *ReportTrustBundleResponse) String() string {
 func (*ReportTrustBundleResponse) ProtoMessage() {}
 
 func (x *ReportTrustBundleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[12]
+	mi := &file_signet_v1_signet_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1400,7 @@ func (x *ReportTrustBundleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTrustBundleResponse.ProtoReflect.Descriptor instead.
 func (*ReportTrustBundleResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{12}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{14}
 }
 
 // GetAuthorityRequest names the signers to describe.
@@ -1229,7 +1414,7 @@ type GetAuthorityRequest struct {
 
 func (x *GetAuthorityRequest) Reset() {
 	*x = GetAuthorityRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[13]
+	mi := &file_signet_v1_signet_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1241,7 +1426,7 @@ func (x *GetAuthorityRequest) String() string {
 func (*GetAuthorityRequest) ProtoMessage() {}
 
 func (x *GetAuthorityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[13]
+	mi := &file_signet_v1_signet_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1254,7 +1439,7 @@ func (x *GetAuthorityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthorityRequest.ProtoReflect.Descriptor instead.
 func (*GetAuthorityRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{13}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetAuthorityRequest) GetSignerNames() []string {
@@ -1275,7 +1460,7 @@ type GetAuthorityResponse struct {
 
 func (x *GetAuthorityResponse) Reset() {
 	*x = GetAuthorityResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[14]
+	mi := &file_signet_v1_signet_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1287,7 +1472,7 @@ func (x *GetAuthorityResponse) String() string {
 func (*GetAuthorityResponse) ProtoMessage() {}
 
 func (x *GetAuthorityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[14]
+	mi := &file_signet_v1_signet_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1300,7 +1485,7 @@ func (x *GetAuthorityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthorityResponse.ProtoReflect.Descriptor instead.
 func (*GetAuthorityResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{14}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetAuthorityResponse) GetSigners() []*SignerAuthority {
@@ -1335,7 +1520,7 @@ type SignerAuthority struct {
 
 func (x *SignerAuthority) Reset() {
 	*x = SignerAuthority{}
-	mi := &file_signet_v1_signet_proto_msgTypes[15]
+	mi := &file_signet_v1_signet_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1347,7 +1532,7 @@ func (x *SignerAuthority) String() string {
 func (*SignerAuthority) ProtoMessage() {}
 
 func (x *SignerAuthority) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[15]
+	mi := &file_signet_v1_signet_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1360,7 +1545,7 @@ func (x *SignerAuthority) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignerAuthority.ProtoReflect.Descriptor instead.
 func (*SignerAuthority) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{15}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SignerAuthority) GetSignerName() string {
@@ -1428,7 +1613,7 @@ type AuthorityCA struct {
 
 func (x *AuthorityCA) Reset() {
 	*x = AuthorityCA{}
-	mi := &file_signet_v1_signet_proto_msgTypes[16]
+	mi := &file_signet_v1_signet_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1440,7 +1625,7 @@ func (x *AuthorityCA) String() string {
 func (*AuthorityCA) ProtoMessage() {}
 
 func (x *AuthorityCA) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[16]
+	mi := &file_signet_v1_signet_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1453,7 +1638,7 @@ func (x *AuthorityCA) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorityCA.ProtoReflect.Descriptor instead.
 func (*AuthorityCA) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{16}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AuthorityCA) GetAnchor() *TrustAnchor {
@@ -1523,7 +1708,7 @@ type ClusterReport struct {
 
 func (x *ClusterReport) Reset() {
 	*x = ClusterReport{}
-	mi := &file_signet_v1_signet_proto_msgTypes[17]
+	mi := &file_signet_v1_signet_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1535,7 +1720,7 @@ func (x *ClusterReport) String() string {
 func (*ClusterReport) ProtoMessage() {}
 
 func (x *ClusterReport) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[17]
+	mi := &file_signet_v1_signet_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +1733,7 @@ func (x *ClusterReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterReport.ProtoReflect.Descriptor instead.
 func (*ClusterReport) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{17}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ClusterReport) GetCluster() string {
@@ -1616,7 +1801,7 @@ type Gate struct {
 
 func (x *Gate) Reset() {
 	*x = Gate{}
-	mi := &file_signet_v1_signet_proto_msgTypes[18]
+	mi := &file_signet_v1_signet_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1628,7 +1813,7 @@ func (x *Gate) String() string {
 func (*Gate) ProtoMessage() {}
 
 func (x *Gate) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[18]
+	mi := &file_signet_v1_signet_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1641,7 +1826,7 @@ func (x *Gate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gate.ProtoReflect.Descriptor instead.
 func (*Gate) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{18}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Gate) GetReady() bool {
@@ -1683,7 +1868,7 @@ type StageCARequest struct {
 
 func (x *StageCARequest) Reset() {
 	*x = StageCARequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[19]
+	mi := &file_signet_v1_signet_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1695,7 +1880,7 @@ func (x *StageCARequest) String() string {
 func (*StageCARequest) ProtoMessage() {}
 
 func (x *StageCARequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[19]
+	mi := &file_signet_v1_signet_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1708,7 +1893,7 @@ func (x *StageCARequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageCARequest.ProtoReflect.Descriptor instead.
 func (*StageCARequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{19}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StageCARequest) GetSignerName() string {
@@ -1750,7 +1935,7 @@ type StageCAResponse struct {
 
 func (x *StageCAResponse) Reset() {
 	*x = StageCAResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[20]
+	mi := &file_signet_v1_signet_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1762,7 +1947,7 @@ func (x *StageCAResponse) String() string {
 func (*StageCAResponse) ProtoMessage() {}
 
 func (x *StageCAResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[20]
+	mi := &file_signet_v1_signet_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1775,7 +1960,7 @@ func (x *StageCAResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageCAResponse.ProtoReflect.Descriptor instead.
 func (*StageCAResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{20}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StageCAResponse) GetAuthority() *SignerAuthority {
@@ -1800,7 +1985,7 @@ type ActivateCARequest struct {
 
 func (x *ActivateCARequest) Reset() {
 	*x = ActivateCARequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[21]
+	mi := &file_signet_v1_signet_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +1997,7 @@ func (x *ActivateCARequest) String() string {
 func (*ActivateCARequest) ProtoMessage() {}
 
 func (x *ActivateCARequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[21]
+	mi := &file_signet_v1_signet_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +2010,7 @@ func (x *ActivateCARequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateCARequest.ProtoReflect.Descriptor instead.
 func (*ActivateCARequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{21}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ActivateCARequest) GetSignerName() string {
@@ -1860,7 +2045,7 @@ type ActivateCAResponse struct {
 
 func (x *ActivateCAResponse) Reset() {
 	*x = ActivateCAResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[22]
+	mi := &file_signet_v1_signet_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1872,7 +2057,7 @@ func (x *ActivateCAResponse) String() string {
 func (*ActivateCAResponse) ProtoMessage() {}
 
 func (x *ActivateCAResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[22]
+	mi := &file_signet_v1_signet_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1885,7 +2070,7 @@ func (x *ActivateCAResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateCAResponse.ProtoReflect.Descriptor instead.
 func (*ActivateCAResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{22}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ActivateCAResponse) GetAuthority() *SignerAuthority {
@@ -1916,7 +2101,7 @@ type RetireCARequest struct {
 
 func (x *RetireCARequest) Reset() {
 	*x = RetireCARequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[23]
+	mi := &file_signet_v1_signet_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1928,7 +2113,7 @@ func (x *RetireCARequest) String() string {
 func (*RetireCARequest) ProtoMessage() {}
 
 func (x *RetireCARequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[23]
+	mi := &file_signet_v1_signet_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1941,7 +2126,7 @@ func (x *RetireCARequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireCARequest.ProtoReflect.Descriptor instead.
 func (*RetireCARequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{23}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RetireCARequest) GetSignerName() string {
@@ -1990,7 +2175,7 @@ type RetireCAResponse struct {
 
 func (x *RetireCAResponse) Reset() {
 	*x = RetireCAResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[24]
+	mi := &file_signet_v1_signet_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2002,7 +2187,7 @@ func (x *RetireCAResponse) String() string {
 func (*RetireCAResponse) ProtoMessage() {}
 
 func (x *RetireCAResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[24]
+	mi := &file_signet_v1_signet_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2015,7 +2200,7 @@ func (x *RetireCAResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireCAResponse.ProtoReflect.Descriptor instead.
 func (*RetireCAResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{24}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RetireCAResponse) GetAuthority() *SignerAuthority {
@@ -2034,7 +2219,7 @@ type ListSignersRequest struct {
 
 func (x *ListSignersRequest) Reset() {
 	*x = ListSignersRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[25]
+	mi := &file_signet_v1_signet_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2046,7 +2231,7 @@ func (x *ListSignersRequest) String() string {
 func (*ListSignersRequest) ProtoMessage() {}
 
 func (x *ListSignersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[25]
+	mi := &file_signet_v1_signet_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2059,7 +2244,7 @@ func (x *ListSignersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSignersRequest.ProtoReflect.Descriptor instead.
 func (*ListSignersRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{25}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{27}
 }
 
 // ListSignersResponse lists signer descriptions, sorted by signer name.
@@ -2073,7 +2258,7 @@ type ListSignersResponse struct {
 
 func (x *ListSignersResponse) Reset() {
 	*x = ListSignersResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[26]
+	mi := &file_signet_v1_signet_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2085,7 +2270,7 @@ func (x *ListSignersResponse) String() string {
 func (*ListSignersResponse) ProtoMessage() {}
 
 func (x *ListSignersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[26]
+	mi := &file_signet_v1_signet_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2098,7 +2283,7 @@ func (x *ListSignersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSignersResponse.ProtoReflect.Descriptor instead.
 func (*ListSignersResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{26}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListSignersResponse) GetSigners() []*SignerDescription {
@@ -2141,7 +2326,7 @@ type SignerDescription struct {
 
 func (x *SignerDescription) Reset() {
 	*x = SignerDescription{}
-	mi := &file_signet_v1_signet_proto_msgTypes[27]
+	mi := &file_signet_v1_signet_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2153,7 +2338,7 @@ func (x *SignerDescription) String() string {
 func (*SignerDescription) ProtoMessage() {}
 
 func (x *SignerDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[27]
+	mi := &file_signet_v1_signet_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2166,7 +2351,7 @@ func (x *SignerDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignerDescription.ProtoReflect.Descriptor instead.
 func (*SignerDescription) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{27}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SignerDescription) GetSignerName() string {
@@ -2272,7 +2457,7 @@ type LintGate struct {
 
 func (x *LintGate) Reset() {
 	*x = LintGate{}
-	mi := &file_signet_v1_signet_proto_msgTypes[28]
+	mi := &file_signet_v1_signet_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2284,7 +2469,7 @@ func (x *LintGate) String() string {
 func (*LintGate) ProtoMessage() {}
 
 func (x *LintGate) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[28]
+	mi := &file_signet_v1_signet_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2297,7 +2482,7 @@ func (x *LintGate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LintGate.ProtoReflect.Descriptor instead.
 func (*LintGate) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{28}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *LintGate) GetSources() []string {
@@ -2341,7 +2526,7 @@ type LintRule struct {
 
 func (x *LintRule) Reset() {
 	*x = LintRule{}
-	mi := &file_signet_v1_signet_proto_msgTypes[29]
+	mi := &file_signet_v1_signet_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2353,7 +2538,7 @@ func (x *LintRule) String() string {
 func (*LintRule) ProtoMessage() {}
 
 func (x *LintRule) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[29]
+	mi := &file_signet_v1_signet_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2366,7 +2551,7 @@ func (x *LintRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LintRule.ProtoReflect.Descriptor instead.
 func (*LintRule) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{29}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *LintRule) GetName() string {
@@ -2394,7 +2579,7 @@ type ExplainCertificateSigningRequestRequest struct {
 
 func (x *ExplainCertificateSigningRequestRequest) Reset() {
 	*x = ExplainCertificateSigningRequestRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[30]
+	mi := &file_signet_v1_signet_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2406,7 +2591,7 @@ func (x *ExplainCertificateSigningRequestRequest) String() string {
 func (*ExplainCertificateSigningRequestRequest) ProtoMessage() {}
 
 func (x *ExplainCertificateSigningRequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[30]
+	mi := &file_signet_v1_signet_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2419,7 +2604,7 @@ func (x *ExplainCertificateSigningRequestRequest) ProtoReflect() protoreflect.Me
 
 // Deprecated: Use ExplainCertificateSigningRequestRequest.ProtoReflect.Descriptor instead.
 func (*ExplainCertificateSigningRequestRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{30}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ExplainCertificateSigningRequestRequest) GetRequest() *SignCertificateSigningRequestRequest {
@@ -2444,7 +2629,7 @@ type RuleResult struct {
 
 func (x *RuleResult) Reset() {
 	*x = RuleResult{}
-	mi := &file_signet_v1_signet_proto_msgTypes[31]
+	mi := &file_signet_v1_signet_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2456,7 +2641,7 @@ func (x *RuleResult) String() string {
 func (*RuleResult) ProtoMessage() {}
 
 func (x *RuleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[31]
+	mi := &file_signet_v1_signet_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2469,7 +2654,7 @@ func (x *RuleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleResult.ProtoReflect.Descriptor instead.
 func (*RuleResult) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{31}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RuleResult) GetRule() string {
@@ -2512,7 +2697,7 @@ type ExplainCertificateSigningRequestResponse struct {
 
 func (x *ExplainCertificateSigningRequestResponse) Reset() {
 	*x = ExplainCertificateSigningRequestResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[32]
+	mi := &file_signet_v1_signet_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2524,7 +2709,7 @@ func (x *ExplainCertificateSigningRequestResponse) String() string {
 func (*ExplainCertificateSigningRequestResponse) ProtoMessage() {}
 
 func (x *ExplainCertificateSigningRequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[32]
+	mi := &file_signet_v1_signet_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2537,7 +2722,7 @@ func (x *ExplainCertificateSigningRequestResponse) ProtoReflect() protoreflect.M
 
 // Deprecated: Use ExplainCertificateSigningRequestResponse.ProtoReflect.Descriptor instead.
 func (*ExplainCertificateSigningRequestResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{32}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ExplainCertificateSigningRequestResponse) GetAllowed() bool {
@@ -2584,7 +2769,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[33]
+	mi := &file_signet_v1_signet_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2596,7 +2781,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[33]
+	mi := &file_signet_v1_signet_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2609,7 +2794,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{33}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{35}
 }
 
 // GetServerInfoResponse is the server's build.
@@ -2627,7 +2812,7 @@ type GetServerInfoResponse struct {
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[34]
+	mi := &file_signet_v1_signet_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2639,7 +2824,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[34]
+	mi := &file_signet_v1_signet_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2652,7 +2837,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{34}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetServerInfoResponse) GetVersion() string {
@@ -2691,7 +2876,7 @@ type FindRecordsRequest struct {
 
 func (x *FindRecordsRequest) Reset() {
 	*x = FindRecordsRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[35]
+	mi := &file_signet_v1_signet_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2703,7 +2888,7 @@ func (x *FindRecordsRequest) String() string {
 func (*FindRecordsRequest) ProtoMessage() {}
 
 func (x *FindRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[35]
+	mi := &file_signet_v1_signet_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2716,7 +2901,7 @@ func (x *FindRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindRecordsRequest.ProtoReflect.Descriptor instead.
 func (*FindRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{35}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *FindRecordsRequest) GetObjectUid() string {
@@ -2751,7 +2936,7 @@ type FindRecordsResponse struct {
 
 func (x *FindRecordsResponse) Reset() {
 	*x = FindRecordsResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[36]
+	mi := &file_signet_v1_signet_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2763,7 +2948,7 @@ func (x *FindRecordsResponse) String() string {
 func (*FindRecordsResponse) ProtoMessage() {}
 
 func (x *FindRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[36]
+	mi := &file_signet_v1_signet_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2776,7 +2961,7 @@ func (x *FindRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindRecordsResponse.ProtoReflect.Descriptor instead.
 func (*FindRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{36}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *FindRecordsResponse) GetRecords() []*LedgerRecord {
@@ -2829,7 +3014,7 @@ type LedgerRecord struct {
 
 func (x *LedgerRecord) Reset() {
 	*x = LedgerRecord{}
-	mi := &file_signet_v1_signet_proto_msgTypes[37]
+	mi := &file_signet_v1_signet_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2841,7 +3026,7 @@ func (x *LedgerRecord) String() string {
 func (*LedgerRecord) ProtoMessage() {}
 
 func (x *LedgerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[37]
+	mi := &file_signet_v1_signet_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2854,7 +3039,7 @@ func (x *LedgerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerRecord.ProtoReflect.Descriptor instead.
 func (*LedgerRecord) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{37}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *LedgerRecord) GetSeq() uint64 {
@@ -2978,7 +3163,7 @@ type GetCheckpointRequest struct {
 
 func (x *GetCheckpointRequest) Reset() {
 	*x = GetCheckpointRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[38]
+	mi := &file_signet_v1_signet_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2990,7 +3175,7 @@ func (x *GetCheckpointRequest) String() string {
 func (*GetCheckpointRequest) ProtoMessage() {}
 
 func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[38]
+	mi := &file_signet_v1_signet_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3003,7 +3188,7 @@ func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*GetCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{38}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{40}
 }
 
 // GetCheckpointResponse holds the latest signed checkpoint.
@@ -3021,7 +3206,7 @@ type GetCheckpointResponse struct {
 
 func (x *GetCheckpointResponse) Reset() {
 	*x = GetCheckpointResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[39]
+	mi := &file_signet_v1_signet_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3033,7 +3218,7 @@ func (x *GetCheckpointResponse) String() string {
 func (*GetCheckpointResponse) ProtoMessage() {}
 
 func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[39]
+	mi := &file_signet_v1_signet_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3046,7 +3231,7 @@ func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*GetCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{39}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetCheckpointResponse) GetSignedCheckpoint() []byte {
@@ -3082,7 +3267,7 @@ type ProveInclusionRequest struct {
 
 func (x *ProveInclusionRequest) Reset() {
 	*x = ProveInclusionRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[40]
+	mi := &file_signet_v1_signet_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3094,7 +3279,7 @@ func (x *ProveInclusionRequest) String() string {
 func (*ProveInclusionRequest) ProtoMessage() {}
 
 func (x *ProveInclusionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[40]
+	mi := &file_signet_v1_signet_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3107,7 +3292,7 @@ func (x *ProveInclusionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProveInclusionRequest.ProtoReflect.Descriptor instead.
 func (*ProveInclusionRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{40}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ProveInclusionRequest) GetSerialNumber() string {
@@ -3156,7 +3341,7 @@ type ProveInclusionResponse struct {
 
 func (x *ProveInclusionResponse) Reset() {
 	*x = ProveInclusionResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[41]
+	mi := &file_signet_v1_signet_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3168,7 +3353,7 @@ func (x *ProveInclusionResponse) String() string {
 func (*ProveInclusionResponse) ProtoMessage() {}
 
 func (x *ProveInclusionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[41]
+	mi := &file_signet_v1_signet_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3181,7 +3366,7 @@ func (x *ProveInclusionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProveInclusionResponse.ProtoReflect.Descriptor instead.
 func (*ProveInclusionResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{41}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ProveInclusionResponse) GetSeq() uint64 {
@@ -3225,7 +3410,7 @@ type ProveConsistencyRequest struct {
 
 func (x *ProveConsistencyRequest) Reset() {
 	*x = ProveConsistencyRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[42]
+	mi := &file_signet_v1_signet_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3237,7 +3422,7 @@ func (x *ProveConsistencyRequest) String() string {
 func (*ProveConsistencyRequest) ProtoMessage() {}
 
 func (x *ProveConsistencyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[42]
+	mi := &file_signet_v1_signet_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3250,7 +3435,7 @@ func (x *ProveConsistencyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProveConsistencyRequest.ProtoReflect.Descriptor instead.
 func (*ProveConsistencyRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{42}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ProveConsistencyRequest) GetOldSize() int64 {
@@ -3281,7 +3466,7 @@ type ProveConsistencyResponse struct {
 
 func (x *ProveConsistencyResponse) Reset() {
 	*x = ProveConsistencyResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[43]
+	mi := &file_signet_v1_signet_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3293,7 +3478,7 @@ func (x *ProveConsistencyResponse) String() string {
 func (*ProveConsistencyResponse) ProtoMessage() {}
 
 func (x *ProveConsistencyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[43]
+	mi := &file_signet_v1_signet_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3306,7 +3491,7 @@ func (x *ProveConsistencyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProveConsistencyResponse.ProtoReflect.Descriptor instead.
 func (*ProveConsistencyResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{43}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ProveConsistencyResponse) GetProof() [][]byte {
@@ -3358,7 +3543,24 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\rserial_number\x18\x02 \x01(\tR\fserialNumber\x129\n" +
 	"\n" +
 	"not_before\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tnotBefore\x127\n" +
-	"\tnot_after\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\"\xf9\x01\n" +
+	"\tnot_after\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\"\xa1\x02\n" +
+	"\x18VerifyAttestationRequest\x12\x1f\n" +
+	"\vsigner_name\x18\x01 \x01(\tR\n" +
+	"signerName\x12\x18\n" +
+	"\arequest\x18\x02 \x01(\fR\arequest\x12\x16\n" +
+	"\x06usages\x18\x03 \x03(\tR\x06usages\x122\n" +
+	"\x12expiration_seconds\x18\x04 \x01(\x05H\x00R\x11expirationSeconds\x88\x01\x01\x122\n" +
+	"\trequester\x18\x05 \x01(\v2\x14.signet.v1.RequesterR\trequester\x123\n" +
+	"\x06object\x18\x06 \x01(\v2\x1b.signet.v1.KubernetesObjectR\x06objectB\x15\n" +
+	"\x13_expiration_seconds\"\xb1\x01\n" +
+	"\x19VerifyAttestationResponse\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x0e\n" +
+	"\x02ek\x18\x02 \x01(\tR\x02ek\x12\x19\n" +
+	"\bek_trust\x18\x03 \x01(\tR\aekTrust\x12\x17\n" +
+	"\aak_name\x18\x04 \x01(\tR\x06akName\x12\x1f\n" +
+	"\vprovider_id\x18\x05 \x01(\tR\n" +
+	"providerId\x12\x1b\n" +
+	"\tfirst_use\x18\x06 \x01(\bR\bfirstUse\"\xf9\x01\n" +
 	"\vPodIdentity\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x19\n" +
 	"\bpod_name\x18\x02 \x01(\tR\apodName\x12\x17\n" +
@@ -3601,7 +3803,7 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\x13ANCHOR_STATE_ACTIVE\x10\x01\x12\x17\n" +
 	"\x13ANCHOR_STATE_STAGED\x10\x02\x12\x18\n" +
 	"\x14ANCHOR_STATE_RETIRED\x10\x03\x12\x18\n" +
-	"\x14ANCHOR_STATE_REMOVED\x10\x042\xf6\x05\n" +
+	"\x14ANCHOR_STATE_REMOVED\x10\x042\xd6\x06\n" +
 	"\rSignerService\x12\x82\x01\n" +
 	"\x1dSignCertificateSigningRequest\x12/.signet.v1.SignCertificateSigningRequestRequest\x1a0.signet.v1.SignCertificateSigningRequestResponse\x12v\n" +
 	"\x19SignPodCertificateRequest\x12+.signet.v1.SignPodCertificateRequestRequest\x1a,.signet.v1.SignPodCertificateRequestResponse\x12X\n" +
@@ -3609,7 +3811,8 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\vListSigners\x12\x1d.signet.v1.ListSignersRequest\x1a\x1e.signet.v1.ListSignersResponse\x12\x8b\x01\n" +
 	" ExplainCertificateSigningRequest\x122.signet.v1.ExplainCertificateSigningRequestRequest\x1a3.signet.v1.ExplainCertificateSigningRequestResponse\x12^\n" +
 	"\x11ReportTrustBundle\x12#.signet.v1.ReportTrustBundleRequest\x1a$.signet.v1.ReportTrustBundleResponse\x12R\n" +
-	"\rGetServerInfo\x12\x1f.signet.v1.GetServerInfoRequest\x1a .signet.v1.GetServerInfoResponse2\xe5\x02\n" +
+	"\rGetServerInfo\x12\x1f.signet.v1.GetServerInfoRequest\x1a .signet.v1.GetServerInfoResponse\x12^\n" +
+	"\x11VerifyAttestation\x12#.signet.v1.VerifyAttestationRequest\x1a$.signet.v1.VerifyAttestationResponse2\xe5\x02\n" +
 	"\rLedgerService\x12L\n" +
 	"\vFindRecords\x12\x1d.signet.v1.FindRecordsRequest\x1a\x1e.signet.v1.FindRecordsResponse\x12R\n" +
 	"\rGetCheckpoint\x12\x1f.signet.v1.GetCheckpointRequest\x1a .signet.v1.GetCheckpointResponse\x12U\n" +
@@ -3635,7 +3838,7 @@ func file_signet_v1_signet_proto_rawDescGZIP() []byte {
 }
 
 var file_signet_v1_signet_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_signet_v1_signet_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_signet_v1_signet_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_signet_v1_signet_proto_goTypes = []any{
 	(ErrorReason)(0),                                 // 0: signet.v1.ErrorReason
 	(AnchorState)(0),                                 // 1: signet.v1.AnchorState
@@ -3644,129 +3847,135 @@ var file_signet_v1_signet_proto_goTypes = []any{
 	(*KubernetesObject)(nil),                         // 4: signet.v1.KubernetesObject
 	(*SignCertificateSigningRequestRequest)(nil),     // 5: signet.v1.SignCertificateSigningRequestRequest
 	(*SignCertificateSigningRequestResponse)(nil),    // 6: signet.v1.SignCertificateSigningRequestResponse
-	(*PodIdentity)(nil),                              // 7: signet.v1.PodIdentity
-	(*SignPodCertificateRequestRequest)(nil),         // 8: signet.v1.SignPodCertificateRequestRequest
-	(*SignPodCertificateRequestResponse)(nil),        // 9: signet.v1.SignPodCertificateRequestResponse
-	(*GetTrustAnchorsRequest)(nil),                   // 10: signet.v1.GetTrustAnchorsRequest
-	(*GetTrustAnchorsResponse)(nil),                  // 11: signet.v1.GetTrustAnchorsResponse
-	(*TrustAnchor)(nil),                              // 12: signet.v1.TrustAnchor
-	(*ReportTrustBundleRequest)(nil),                 // 13: signet.v1.ReportTrustBundleRequest
-	(*ReportTrustBundleResponse)(nil),                // 14: signet.v1.ReportTrustBundleResponse
-	(*GetAuthorityRequest)(nil),                      // 15: signet.v1.GetAuthorityRequest
-	(*GetAuthorityResponse)(nil),                     // 16: signet.v1.GetAuthorityResponse
-	(*SignerAuthority)(nil),                          // 17: signet.v1.SignerAuthority
-	(*AuthorityCA)(nil),                              // 18: signet.v1.AuthorityCA
-	(*ClusterReport)(nil),                            // 19: signet.v1.ClusterReport
-	(*Gate)(nil),                                     // 20: signet.v1.Gate
-	(*StageCARequest)(nil),                           // 21: signet.v1.StageCARequest
-	(*StageCAResponse)(nil),                          // 22: signet.v1.StageCAResponse
-	(*ActivateCARequest)(nil),                        // 23: signet.v1.ActivateCARequest
-	(*ActivateCAResponse)(nil),                       // 24: signet.v1.ActivateCAResponse
-	(*RetireCARequest)(nil),                          // 25: signet.v1.RetireCARequest
-	(*RetireCAResponse)(nil),                         // 26: signet.v1.RetireCAResponse
-	(*ListSignersRequest)(nil),                       // 27: signet.v1.ListSignersRequest
-	(*ListSignersResponse)(nil),                      // 28: signet.v1.ListSignersResponse
-	(*SignerDescription)(nil),                        // 29: signet.v1.SignerDescription
-	(*LintGate)(nil),                                 // 30: signet.v1.LintGate
-	(*LintRule)(nil),                                 // 31: signet.v1.LintRule
-	(*ExplainCertificateSigningRequestRequest)(nil),  // 32: signet.v1.ExplainCertificateSigningRequestRequest
-	(*RuleResult)(nil),                               // 33: signet.v1.RuleResult
-	(*ExplainCertificateSigningRequestResponse)(nil), // 34: signet.v1.ExplainCertificateSigningRequestResponse
-	(*GetServerInfoRequest)(nil),                     // 35: signet.v1.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil),                    // 36: signet.v1.GetServerInfoResponse
-	(*FindRecordsRequest)(nil),                       // 37: signet.v1.FindRecordsRequest
-	(*FindRecordsResponse)(nil),                      // 38: signet.v1.FindRecordsResponse
-	(*LedgerRecord)(nil),                             // 39: signet.v1.LedgerRecord
-	(*GetCheckpointRequest)(nil),                     // 40: signet.v1.GetCheckpointRequest
-	(*GetCheckpointResponse)(nil),                    // 41: signet.v1.GetCheckpointResponse
-	(*ProveInclusionRequest)(nil),                    // 42: signet.v1.ProveInclusionRequest
-	(*ProveInclusionResponse)(nil),                   // 43: signet.v1.ProveInclusionResponse
-	(*ProveConsistencyRequest)(nil),                  // 44: signet.v1.ProveConsistencyRequest
-	(*ProveConsistencyResponse)(nil),                 // 45: signet.v1.ProveConsistencyResponse
-	nil,                                              // 46: signet.v1.Requester.ExtraEntry
-	nil,                                              // 47: signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
-	(*timestamppb.Timestamp)(nil),                    // 48: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),                      // 49: google.protobuf.Duration
+	(*VerifyAttestationRequest)(nil),                 // 7: signet.v1.VerifyAttestationRequest
+	(*VerifyAttestationResponse)(nil),                // 8: signet.v1.VerifyAttestationResponse
+	(*PodIdentity)(nil),                              // 9: signet.v1.PodIdentity
+	(*SignPodCertificateRequestRequest)(nil),         // 10: signet.v1.SignPodCertificateRequestRequest
+	(*SignPodCertificateRequestResponse)(nil),        // 11: signet.v1.SignPodCertificateRequestResponse
+	(*GetTrustAnchorsRequest)(nil),                   // 12: signet.v1.GetTrustAnchorsRequest
+	(*GetTrustAnchorsResponse)(nil),                  // 13: signet.v1.GetTrustAnchorsResponse
+	(*TrustAnchor)(nil),                              // 14: signet.v1.TrustAnchor
+	(*ReportTrustBundleRequest)(nil),                 // 15: signet.v1.ReportTrustBundleRequest
+	(*ReportTrustBundleResponse)(nil),                // 16: signet.v1.ReportTrustBundleResponse
+	(*GetAuthorityRequest)(nil),                      // 17: signet.v1.GetAuthorityRequest
+	(*GetAuthorityResponse)(nil),                     // 18: signet.v1.GetAuthorityResponse
+	(*SignerAuthority)(nil),                          // 19: signet.v1.SignerAuthority
+	(*AuthorityCA)(nil),                              // 20: signet.v1.AuthorityCA
+	(*ClusterReport)(nil),                            // 21: signet.v1.ClusterReport
+	(*Gate)(nil),                                     // 22: signet.v1.Gate
+	(*StageCARequest)(nil),                           // 23: signet.v1.StageCARequest
+	(*StageCAResponse)(nil),                          // 24: signet.v1.StageCAResponse
+	(*ActivateCARequest)(nil),                        // 25: signet.v1.ActivateCARequest
+	(*ActivateCAResponse)(nil),                       // 26: signet.v1.ActivateCAResponse
+	(*RetireCARequest)(nil),                          // 27: signet.v1.RetireCARequest
+	(*RetireCAResponse)(nil),                         // 28: signet.v1.RetireCAResponse
+	(*ListSignersRequest)(nil),                       // 29: signet.v1.ListSignersRequest
+	(*ListSignersResponse)(nil),                      // 30: signet.v1.ListSignersResponse
+	(*SignerDescription)(nil),                        // 31: signet.v1.SignerDescription
+	(*LintGate)(nil),                                 // 32: signet.v1.LintGate
+	(*LintRule)(nil),                                 // 33: signet.v1.LintRule
+	(*ExplainCertificateSigningRequestRequest)(nil),  // 34: signet.v1.ExplainCertificateSigningRequestRequest
+	(*RuleResult)(nil),                               // 35: signet.v1.RuleResult
+	(*ExplainCertificateSigningRequestResponse)(nil), // 36: signet.v1.ExplainCertificateSigningRequestResponse
+	(*GetServerInfoRequest)(nil),                     // 37: signet.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),                    // 38: signet.v1.GetServerInfoResponse
+	(*FindRecordsRequest)(nil),                       // 39: signet.v1.FindRecordsRequest
+	(*FindRecordsResponse)(nil),                      // 40: signet.v1.FindRecordsResponse
+	(*LedgerRecord)(nil),                             // 41: signet.v1.LedgerRecord
+	(*GetCheckpointRequest)(nil),                     // 42: signet.v1.GetCheckpointRequest
+	(*GetCheckpointResponse)(nil),                    // 43: signet.v1.GetCheckpointResponse
+	(*ProveInclusionRequest)(nil),                    // 44: signet.v1.ProveInclusionRequest
+	(*ProveInclusionResponse)(nil),                   // 45: signet.v1.ProveInclusionResponse
+	(*ProveConsistencyRequest)(nil),                  // 46: signet.v1.ProveConsistencyRequest
+	(*ProveConsistencyResponse)(nil),                 // 47: signet.v1.ProveConsistencyResponse
+	nil,                                              // 48: signet.v1.Requester.ExtraEntry
+	nil,                                              // 49: signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
+	(*timestamppb.Timestamp)(nil),                    // 50: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),                      // 51: google.protobuf.Duration
 }
 var file_signet_v1_signet_proto_depIdxs = []int32{
-	46, // 0: signet.v1.Requester.extra:type_name -> signet.v1.Requester.ExtraEntry
+	48, // 0: signet.v1.Requester.extra:type_name -> signet.v1.Requester.ExtraEntry
 	2,  // 1: signet.v1.SignCertificateSigningRequestRequest.requester:type_name -> signet.v1.Requester
 	4,  // 2: signet.v1.SignCertificateSigningRequestRequest.object:type_name -> signet.v1.KubernetesObject
-	48, // 3: signet.v1.SignCertificateSigningRequestResponse.not_before:type_name -> google.protobuf.Timestamp
-	48, // 4: signet.v1.SignCertificateSigningRequestResponse.not_after:type_name -> google.protobuf.Timestamp
-	4,  // 5: signet.v1.SignPodCertificateRequestRequest.object:type_name -> signet.v1.KubernetesObject
-	7,  // 6: signet.v1.SignPodCertificateRequestRequest.pod:type_name -> signet.v1.PodIdentity
-	47, // 7: signet.v1.SignPodCertificateRequestRequest.unverified_user_annotations:type_name -> signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
-	48, // 8: signet.v1.SignPodCertificateRequestResponse.not_before:type_name -> google.protobuf.Timestamp
-	48, // 9: signet.v1.SignPodCertificateRequestResponse.not_after:type_name -> google.protobuf.Timestamp
-	48, // 10: signet.v1.SignPodCertificateRequestResponse.begin_refresh_at:type_name -> google.protobuf.Timestamp
-	12, // 11: signet.v1.GetTrustAnchorsResponse.anchors:type_name -> signet.v1.TrustAnchor
-	1,  // 12: signet.v1.TrustAnchor.state:type_name -> signet.v1.AnchorState
-	48, // 13: signet.v1.TrustAnchor.since:type_name -> google.protobuf.Timestamp
-	48, // 14: signet.v1.TrustAnchor.not_after:type_name -> google.protobuf.Timestamp
-	17, // 15: signet.v1.GetAuthorityResponse.signers:type_name -> signet.v1.SignerAuthority
-	18, // 16: signet.v1.SignerAuthority.cas:type_name -> signet.v1.AuthorityCA
-	19, // 17: signet.v1.SignerAuthority.clusters:type_name -> signet.v1.ClusterReport
-	49, // 18: signet.v1.SignerAuthority.min_propagation_delay:type_name -> google.protobuf.Duration
-	20, // 19: signet.v1.SignerAuthority.activation:type_name -> signet.v1.Gate
-	12, // 20: signet.v1.AuthorityCA.anchor:type_name -> signet.v1.TrustAnchor
-	48, // 21: signet.v1.AuthorityCA.last_leaf_not_after:type_name -> google.protobuf.Timestamp
-	20, // 22: signet.v1.AuthorityCA.retirement:type_name -> signet.v1.Gate
-	48, // 23: signet.v1.ClusterReport.reported_at:type_name -> google.protobuf.Timestamp
-	48, // 24: signet.v1.ClusterReport.last_seen:type_name -> google.protobuf.Timestamp
-	48, // 25: signet.v1.ClusterReport.staged_published_at:type_name -> google.protobuf.Timestamp
-	48, // 26: signet.v1.Gate.not_before:type_name -> google.protobuf.Timestamp
-	17, // 27: signet.v1.StageCAResponse.authority:type_name -> signet.v1.SignerAuthority
-	17, // 28: signet.v1.ActivateCAResponse.authority:type_name -> signet.v1.SignerAuthority
-	17, // 29: signet.v1.RetireCAResponse.authority:type_name -> signet.v1.SignerAuthority
-	29, // 30: signet.v1.ListSignersResponse.signers:type_name -> signet.v1.SignerDescription
-	49, // 31: signet.v1.SignerDescription.max_lifetime:type_name -> google.protobuf.Duration
-	30, // 32: signet.v1.SignerDescription.lint:type_name -> signet.v1.LintGate
-	31, // 33: signet.v1.LintGate.excluded:type_name -> signet.v1.LintRule
-	31, // 34: signet.v1.LintGate.accepted:type_name -> signet.v1.LintRule
-	5,  // 35: signet.v1.ExplainCertificateSigningRequestRequest.request:type_name -> signet.v1.SignCertificateSigningRequestRequest
-	33, // 36: signet.v1.ExplainCertificateSigningRequestResponse.rules:type_name -> signet.v1.RuleResult
-	49, // 37: signet.v1.ExplainCertificateSigningRequestResponse.lifetime:type_name -> google.protobuf.Duration
-	39, // 38: signet.v1.FindRecordsResponse.records:type_name -> signet.v1.LedgerRecord
-	48, // 39: signet.v1.LedgerRecord.time:type_name -> google.protobuf.Timestamp
-	48, // 40: signet.v1.LedgerRecord.not_before:type_name -> google.protobuf.Timestamp
-	48, // 41: signet.v1.LedgerRecord.not_after:type_name -> google.protobuf.Timestamp
-	3,  // 42: signet.v1.Requester.ExtraEntry.value:type_name -> signet.v1.ExtraValue
-	5,  // 43: signet.v1.SignerService.SignCertificateSigningRequest:input_type -> signet.v1.SignCertificateSigningRequestRequest
-	8,  // 44: signet.v1.SignerService.SignPodCertificateRequest:input_type -> signet.v1.SignPodCertificateRequestRequest
-	10, // 45: signet.v1.SignerService.GetTrustAnchors:input_type -> signet.v1.GetTrustAnchorsRequest
-	27, // 46: signet.v1.SignerService.ListSigners:input_type -> signet.v1.ListSignersRequest
-	32, // 47: signet.v1.SignerService.ExplainCertificateSigningRequest:input_type -> signet.v1.ExplainCertificateSigningRequestRequest
-	13, // 48: signet.v1.SignerService.ReportTrustBundle:input_type -> signet.v1.ReportTrustBundleRequest
-	35, // 49: signet.v1.SignerService.GetServerInfo:input_type -> signet.v1.GetServerInfoRequest
-	37, // 50: signet.v1.LedgerService.FindRecords:input_type -> signet.v1.FindRecordsRequest
-	40, // 51: signet.v1.LedgerService.GetCheckpoint:input_type -> signet.v1.GetCheckpointRequest
-	42, // 52: signet.v1.LedgerService.ProveInclusion:input_type -> signet.v1.ProveInclusionRequest
-	44, // 53: signet.v1.LedgerService.ProveConsistency:input_type -> signet.v1.ProveConsistencyRequest
-	15, // 54: signet.v1.AuthorityService.GetAuthority:input_type -> signet.v1.GetAuthorityRequest
-	21, // 55: signet.v1.AuthorityService.StageCA:input_type -> signet.v1.StageCARequest
-	23, // 56: signet.v1.AuthorityService.ActivateCA:input_type -> signet.v1.ActivateCARequest
-	25, // 57: signet.v1.AuthorityService.RetireCA:input_type -> signet.v1.RetireCARequest
-	6,  // 58: signet.v1.SignerService.SignCertificateSigningRequest:output_type -> signet.v1.SignCertificateSigningRequestResponse
-	9,  // 59: signet.v1.SignerService.SignPodCertificateRequest:output_type -> signet.v1.SignPodCertificateRequestResponse
-	11, // 60: signet.v1.SignerService.GetTrustAnchors:output_type -> signet.v1.GetTrustAnchorsResponse
-	28, // 61: signet.v1.SignerService.ListSigners:output_type -> signet.v1.ListSignersResponse
-	34, // 62: signet.v1.SignerService.ExplainCertificateSigningRequest:output_type -> signet.v1.ExplainCertificateSigningRequestResponse
-	14, // 63: signet.v1.SignerService.ReportTrustBundle:output_type -> signet.v1.ReportTrustBundleResponse
-	36, // 64: signet.v1.SignerService.GetServerInfo:output_type -> signet.v1.GetServerInfoResponse
-	38, // 65: signet.v1.LedgerService.FindRecords:output_type -> signet.v1.FindRecordsResponse
-	41, // 66: signet.v1.LedgerService.GetCheckpoint:output_type -> signet.v1.GetCheckpointResponse
-	43, // 67: signet.v1.LedgerService.ProveInclusion:output_type -> signet.v1.ProveInclusionResponse
-	45, // 68: signet.v1.LedgerService.ProveConsistency:output_type -> signet.v1.ProveConsistencyResponse
-	16, // 69: signet.v1.AuthorityService.GetAuthority:output_type -> signet.v1.GetAuthorityResponse
-	22, // 70: signet.v1.AuthorityService.StageCA:output_type -> signet.v1.StageCAResponse
-	24, // 71: signet.v1.AuthorityService.ActivateCA:output_type -> signet.v1.ActivateCAResponse
-	26, // 72: signet.v1.AuthorityService.RetireCA:output_type -> signet.v1.RetireCAResponse
-	58, // [58:73] is the sub-list for method output_type
-	43, // [43:58] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	50, // 3: signet.v1.SignCertificateSigningRequestResponse.not_before:type_name -> google.protobuf.Timestamp
+	50, // 4: signet.v1.SignCertificateSigningRequestResponse.not_after:type_name -> google.protobuf.Timestamp
+	2,  // 5: signet.v1.VerifyAttestationRequest.requester:type_name -> signet.v1.Requester
+	4,  // 6: signet.v1.VerifyAttestationRequest.object:type_name -> signet.v1.KubernetesObject
+	4,  // 7: signet.v1.SignPodCertificateRequestRequest.object:type_name -> signet.v1.KubernetesObject
+	9,  // 8: signet.v1.SignPodCertificateRequestRequest.pod:type_name -> signet.v1.PodIdentity
+	49, // 9: signet.v1.SignPodCertificateRequestRequest.unverified_user_annotations:type_name -> signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
+	50, // 10: signet.v1.SignPodCertificateRequestResponse.not_before:type_name -> google.protobuf.Timestamp
+	50, // 11: signet.v1.SignPodCertificateRequestResponse.not_after:type_name -> google.protobuf.Timestamp
+	50, // 12: signet.v1.SignPodCertificateRequestResponse.begin_refresh_at:type_name -> google.protobuf.Timestamp
+	14, // 13: signet.v1.GetTrustAnchorsResponse.anchors:type_name -> signet.v1.TrustAnchor
+	1,  // 14: signet.v1.TrustAnchor.state:type_name -> signet.v1.AnchorState
+	50, // 15: signet.v1.TrustAnchor.since:type_name -> google.protobuf.Timestamp
+	50, // 16: signet.v1.TrustAnchor.not_after:type_name -> google.protobuf.Timestamp
+	19, // 17: signet.v1.GetAuthorityResponse.signers:type_name -> signet.v1.SignerAuthority
+	20, // 18: signet.v1.SignerAuthority.cas:type_name -> signet.v1.AuthorityCA
+	21, // 19: signet.v1.SignerAuthority.clusters:type_name -> signet.v1.ClusterReport
+	51, // 20: signet.v1.SignerAuthority.min_propagation_delay:type_name -> google.protobuf.Duration
+	22, // 21: signet.v1.SignerAuthority.activation:type_name -> signet.v1.Gate
+	14, // 22: signet.v1.AuthorityCA.anchor:type_name -> signet.v1.TrustAnchor
+	50, // 23: signet.v1.AuthorityCA.last_leaf_not_after:type_name -> google.protobuf.Timestamp
+	22, // 24: signet.v1.AuthorityCA.retirement:type_name -> signet.v1.Gate
+	50, // 25: signet.v1.ClusterReport.reported_at:type_name -> google.protobuf.Timestamp
+	50, // 26: signet.v1.ClusterReport.last_seen:type_name -> google.protobuf.Timestamp
+	50, // 27: signet.v1.ClusterReport.staged_published_at:type_name -> google.protobuf.Timestamp
+	50, // 28: signet.v1.Gate.not_before:type_name -> google.protobuf.Timestamp
+	19, // 29: signet.v1.StageCAResponse.authority:type_name -> signet.v1.SignerAuthority
+	19, // 30: signet.v1.ActivateCAResponse.authority:type_name -> signet.v1.SignerAuthority
+	19, // 31: signet.v1.RetireCAResponse.authority:type_name -> signet.v1.SignerAuthority
+	31, // 32: signet.v1.ListSignersResponse.signers:type_name -> signet.v1.SignerDescription
+	51, // 33: signet.v1.SignerDescription.max_lifetime:type_name -> google.protobuf.Duration
+	32, // 34: signet.v1.SignerDescription.lint:type_name -> signet.v1.LintGate
+	33, // 35: signet.v1.LintGate.excluded:type_name -> signet.v1.LintRule
+	33, // 36: signet.v1.LintGate.accepted:type_name -> signet.v1.LintRule
+	5,  // 37: signet.v1.ExplainCertificateSigningRequestRequest.request:type_name -> signet.v1.SignCertificateSigningRequestRequest
+	35, // 38: signet.v1.ExplainCertificateSigningRequestResponse.rules:type_name -> signet.v1.RuleResult
+	51, // 39: signet.v1.ExplainCertificateSigningRequestResponse.lifetime:type_name -> google.protobuf.Duration
+	41, // 40: signet.v1.FindRecordsResponse.records:type_name -> signet.v1.LedgerRecord
+	50, // 41: signet.v1.LedgerRecord.time:type_name -> google.protobuf.Timestamp
+	50, // 42: signet.v1.LedgerRecord.not_before:type_name -> google.protobuf.Timestamp
+	50, // 43: signet.v1.LedgerRecord.not_after:type_name -> google.protobuf.Timestamp
+	3,  // 44: signet.v1.Requester.ExtraEntry.value:type_name -> signet.v1.ExtraValue
+	5,  // 45: signet.v1.SignerService.SignCertificateSigningRequest:input_type -> signet.v1.SignCertificateSigningRequestRequest
+	10, // 46: signet.v1.SignerService.SignPodCertificateRequest:input_type -> signet.v1.SignPodCertificateRequestRequest
+	12, // 47: signet.v1.SignerService.GetTrustAnchors:input_type -> signet.v1.GetTrustAnchorsRequest
+	29, // 48: signet.v1.SignerService.ListSigners:input_type -> signet.v1.ListSignersRequest
+	34, // 49: signet.v1.SignerService.ExplainCertificateSigningRequest:input_type -> signet.v1.ExplainCertificateSigningRequestRequest
+	15, // 50: signet.v1.SignerService.ReportTrustBundle:input_type -> signet.v1.ReportTrustBundleRequest
+	37, // 51: signet.v1.SignerService.GetServerInfo:input_type -> signet.v1.GetServerInfoRequest
+	7,  // 52: signet.v1.SignerService.VerifyAttestation:input_type -> signet.v1.VerifyAttestationRequest
+	39, // 53: signet.v1.LedgerService.FindRecords:input_type -> signet.v1.FindRecordsRequest
+	42, // 54: signet.v1.LedgerService.GetCheckpoint:input_type -> signet.v1.GetCheckpointRequest
+	44, // 55: signet.v1.LedgerService.ProveInclusion:input_type -> signet.v1.ProveInclusionRequest
+	46, // 56: signet.v1.LedgerService.ProveConsistency:input_type -> signet.v1.ProveConsistencyRequest
+	17, // 57: signet.v1.AuthorityService.GetAuthority:input_type -> signet.v1.GetAuthorityRequest
+	23, // 58: signet.v1.AuthorityService.StageCA:input_type -> signet.v1.StageCARequest
+	25, // 59: signet.v1.AuthorityService.ActivateCA:input_type -> signet.v1.ActivateCARequest
+	27, // 60: signet.v1.AuthorityService.RetireCA:input_type -> signet.v1.RetireCARequest
+	6,  // 61: signet.v1.SignerService.SignCertificateSigningRequest:output_type -> signet.v1.SignCertificateSigningRequestResponse
+	11, // 62: signet.v1.SignerService.SignPodCertificateRequest:output_type -> signet.v1.SignPodCertificateRequestResponse
+	13, // 63: signet.v1.SignerService.GetTrustAnchors:output_type -> signet.v1.GetTrustAnchorsResponse
+	30, // 64: signet.v1.SignerService.ListSigners:output_type -> signet.v1.ListSignersResponse
+	36, // 65: signet.v1.SignerService.ExplainCertificateSigningRequest:output_type -> signet.v1.ExplainCertificateSigningRequestResponse
+	16, // 66: signet.v1.SignerService.ReportTrustBundle:output_type -> signet.v1.ReportTrustBundleResponse
+	38, // 67: signet.v1.SignerService.GetServerInfo:output_type -> signet.v1.GetServerInfoResponse
+	8,  // 68: signet.v1.SignerService.VerifyAttestation:output_type -> signet.v1.VerifyAttestationResponse
+	40, // 69: signet.v1.LedgerService.FindRecords:output_type -> signet.v1.FindRecordsResponse
+	43, // 70: signet.v1.LedgerService.GetCheckpoint:output_type -> signet.v1.GetCheckpointResponse
+	45, // 71: signet.v1.LedgerService.ProveInclusion:output_type -> signet.v1.ProveInclusionResponse
+	47, // 72: signet.v1.LedgerService.ProveConsistency:output_type -> signet.v1.ProveConsistencyResponse
+	18, // 73: signet.v1.AuthorityService.GetAuthority:output_type -> signet.v1.GetAuthorityResponse
+	24, // 74: signet.v1.AuthorityService.StageCA:output_type -> signet.v1.StageCAResponse
+	26, // 75: signet.v1.AuthorityService.ActivateCA:output_type -> signet.v1.ActivateCAResponse
+	28, // 76: signet.v1.AuthorityService.RetireCA:output_type -> signet.v1.RetireCAResponse
+	61, // [61:77] is the sub-list for method output_type
+	45, // [45:61] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_signet_v1_signet_proto_init() }
@@ -3775,13 +3984,14 @@ func file_signet_v1_signet_proto_init() {
 		return
 	}
 	file_signet_v1_signet_proto_msgTypes[3].OneofWrappers = []any{}
+	file_signet_v1_signet_proto_msgTypes[5].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_signet_v1_signet_proto_rawDesc), len(file_signet_v1_signet_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   46,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -38,6 +38,7 @@ const (
 	SignerService_ExplainCertificateSigningRequest_FullMethodName = "/signet.v1.SignerService/ExplainCertificateSigningRequest"
 	SignerService_ReportTrustBundle_FullMethodName                = "/signet.v1.SignerService/ReportTrustBundle"
 	SignerService_GetServerInfo_FullMethodName                    = "/signet.v1.SignerService/GetServerInfo"
+	SignerService_VerifyAttestation_FullMethodName                = "/signet.v1.SignerService/VerifyAttestation"
 )
 
 // SignerServiceClient is the client API for SignerService service.
@@ -70,6 +71,12 @@ type SignerServiceClient interface {
 	ReportTrustBundle(ctx context.Context, in *ReportTrustBundleRequest, opts ...grpc.CallOption) (*ReportTrustBundleResponse, error)
 	// GetServerInfo returns the server's build.
 	GetServerInfo(ctx context.Context, in *GetServerInfoRequest, opts ...grpc.CallOption) (*GetServerInfoResponse, error)
+	// VerifyAttestation verifies the TPM evidence a CertificateSigningRequest for an attested
+	// signer (profile kubelet-client-tpm) carries, without signing: what an approver asks before
+	// it approves. It spends no ticket and binds no key; the signing call verifies again and
+	// does both. A refusal is ATTESTATION_FAILED (or MALFORMED_REQUEST) naming the failed check,
+	// and is recorded.
+	VerifyAttestation(ctx context.Context, in *VerifyAttestationRequest, opts ...grpc.CallOption) (*VerifyAttestationResponse, error)
 }
 
 type signerServiceClient struct {
@@ -150,6 +157,16 @@ func (c *signerServiceClient) GetServerInfo(ctx context.Context, in *GetServerIn
 	return out, nil
 }
 
+func (c *signerServiceClient) VerifyAttestation(ctx context.Context, in *VerifyAttestationRequest, opts ...grpc.CallOption) (*VerifyAttestationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(VerifyAttestationResponse)
+	err := c.cc.Invoke(ctx, SignerService_VerifyAttestation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SignerServiceServer is the server API for SignerService service.
 // All implementations must embed UnimplementedSignerServiceServer
 // for forward compatibility.
@@ -180,6 +197,12 @@ type SignerServiceServer interface {
 	ReportTrustBundle(context.Context, *ReportTrustBundleRequest) (*ReportTrustBundleResponse, error)
 	// GetServerInfo returns the server's build.
 	GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error)
+	// VerifyAttestation verifies the TPM evidence a CertificateSigningRequest for an attested
+	// signer (profile kubelet-client-tpm) carries, without signing: what an approver asks before
+	// it approves. It spends no ticket and binds no key; the signing call verifies again and
+	// does both. A refusal is ATTESTATION_FAILED (or MALFORMED_REQUEST) naming the failed check,
+	// and is recorded.
+	VerifyAttestation(context.Context, *VerifyAttestationRequest) (*VerifyAttestationResponse, error)
 	mustEmbedUnimplementedSignerServiceServer()
 }
 
@@ -210,6 +233,9 @@ func (UnimplementedSignerServiceServer) ReportTrustBundle(context.Context, *Repo
 }
 func (UnimplementedSignerServiceServer) GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetServerInfo not implemented")
+}
+func (UnimplementedSignerServiceServer) VerifyAttestation(context.Context, *VerifyAttestationRequest) (*VerifyAttestationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method VerifyAttestation not implemented")
 }
 func (UnimplementedSignerServiceServer) mustEmbedUnimplementedSignerServiceServer() {}
 func (UnimplementedSignerServiceServer) testEmbeddedByValue()                       {}
@@ -358,6 +384,24 @@ func _SignerService_GetServerInfo_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SignerService_VerifyAttestation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(VerifyAttestationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SignerServiceServer).VerifyAttestation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SignerService_VerifyAttestation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SignerServiceServer).VerifyAttestation(ctx, req.(*VerifyAttestationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SignerService_ServiceDesc is the grpc.ServiceDesc for SignerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -392,6 +436,10 @@ var SignerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetServerInfo",
 			Handler:    _SignerService_GetServerInfo_Handler,
+		},
+		{
+			MethodName: "VerifyAttestation",
+			Handler:    _SignerService_VerifyAttestation_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
