@@ -1,7 +1,9 @@
 // Package swtpm runs a software TPM 2.0 (swtpm) as a separate process that serves raw TPM
 // commands on a unix socket and keeps its state in a directory, for the tests
 // (internal/swtpmtest), the demo and the benchmarks. It can be restarted on that state to
-// test how clients recover.
+// test how clients recover. A state directory may first be manufactured (LocalCA.Manufacture:
+// swtpm_setup with a local CA of its own), so that the TPM holds EKs with certificates that
+// chain to that CA's root, as a TPM vendor's do to the vendor's.
 //
 // swtpm must be installed (Debian: apt-get install swtpm swtpm-tools; hack/node-deps.sh does
 // it for CI).

@@ -7,6 +7,7 @@
 package swtpmtest
 
 import (
+	"crypto/x509"
 	"testing"
 
 	"github.com/signet-pki/signet/internal/swtpm"
@@ -27,6 +28,46 @@ func Start(t testing.TB) *TPM {
 	}
 	t.Cleanup(tpm.Close)
 	return &TPM{tpm}
+}
+
+// Manufactured is a swtpm whose state swtpm_setup made first, as a TPM's manufacturer would:
+// EKs with certificates signed by a local CA of the test's own (swtpm.LocalCA).
+type Manufactured struct {
+	*TPM
+	// Root is the local CA's root certificate, the manufacturer root the EK certificates
+	// chain to; Intermediate is the CA that signed them.
+	Root, Intermediate *x509.Certificate
+	// EKCertificates are the DER EK certificates in the TPM's NV, by key type ("rsa2048",
+	// "secp384r1"; see swtpm.Manufactured).
+	EKCertificates map[string][]byte
+	// CA is the local CA, whose directory is in the test's temporary directory.
+	CA *swtpm.LocalCA
+}
+
+// StartManufactured manufactures a TPM state with a fresh local CA (swtpm_setup
+// --create-ek-cert --create-platform-cert, see swtpm.LocalCA.Manufacture), then runs a swtpm
+// on it as Start does. A missing swtpm, swtpm_setup or certtool fails the test.
+func StartManufactured(t testing.TB) *Manufactured {
+	t.Helper()
+	ca, err := swtpm.NewLocalCA(t.TempDir())
+	if err != nil {
+		t.Fatalf("swtpmtest: %v", err)
+	}
+	state := t.TempDir()
+	made, err := ca.Manufacture(state)
+	if err != nil {
+		t.Fatalf("swtpmtest: %v", err)
+	}
+	root, intermediate, err := ca.Certificates()
+	if err != nil {
+		t.Fatalf("swtpmtest: %v", err)
+	}
+	tpm, err := swtpm.Start(state)
+	if err != nil {
+		t.Fatalf("swtpmtest: %v", err)
+	}
+	t.Cleanup(tpm.Close)
+	return &Manufactured{TPM: &TPM{tpm}, Root: root, Intermediate: intermediate, EKCertificates: made.EKCertificates, CA: ca}
 }
 
 // Restart kills swtpm (SIGKILL, as a crash or power loss would) and starts it again on the

@@ -1,6 +1,7 @@
 package swtpmtest
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -113,4 +114,52 @@ func (r *fatalRecorder) Helper() {}
 func (r *fatalRecorder) Fatalf(format string, args ...any) {
 	r.msg = fmt.Sprintf(format, args...)
 	runtime.Goexit()
+}
+
+// TestStartManufactured: the TPM runs, and the CA's root and intermediate are the chain of its
+// EK certificates.
+func TestStartManufactured(t *testing.T) {
+	t.Parallel()
+	s := StartManufactured(t)
+	roots, inter := x509.NewCertPool(), x509.NewCertPool()
+	roots.AddCert(s.Root)
+	inter.AddCert(s.Intermediate)
+	if len(s.EKCertificates) == 0 {
+		t.Fatal("no EK certificates")
+	}
+	for keyType, der := range s.EKCertificates {
+		cert, err := x509.ParseCertificate(der)
+		if err != nil {
+			t.Fatalf("%s EK certificate: %v", keyType, err)
+		}
+		// EK certificates carry a critical subject alternative name that crypto/x509 leaves
+		// unhandled (attestation.CheckKeys accepts it).
+		cert.UnhandledCriticalExtensions = nil
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+			t.Errorf("%s EK certificate does not chain to the root: %v", keyType, err)
+		}
+	}
+	tpm, err := linuxudstpm.Open(s.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (tpm2.NVReadPublic{NVIndex: tpm2.TPMHandle(0x01c00002)}).Execute(tpm); err != nil {
+		t.Errorf("the RSA EK certificate's NV index: %v", err)
+	}
+}
+
+// TestStartManufacturedMissingToolsFails: without swtpm's tools, StartManufactured fails the
+// test and says how to install them; it never skips.
+func TestStartManufacturedMissingToolsFails(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	rec := &fatalRecorder{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		StartManufactured(rec)
+	}()
+	<-done
+	if !strings.Contains(rec.msg, "apt-get install swtpm swtpm-tools") {
+		t.Errorf("StartManufactured without swtpm: Fatalf(%q), want it to name apt-get install swtpm swtpm-tools", rec.msg)
+	}
 }
