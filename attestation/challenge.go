@@ -1,6 +1,7 @@
 package attestation
 
 import (
+	"crypto"
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/asn1"
@@ -152,7 +153,7 @@ func trustEK(certDER []byte, ek *tpmPublic, fp string, trust Trust, now time.Tim
 	if err != nil {
 		return "", refuse(CheckEKTrust, "the EK certificate does not parse: %v", err)
 	}
-	if pub, ok := cert.PublicKey.(interface{ Equal(any) bool }); !ok || !pub.Equal(ek.key) {
+	if pub, ok := cert.PublicKey.(interface{ Equal(crypto.PublicKey) bool }); !ok || !pub.Equal(ek.key) {
 		return "", refuse(CheckEKTrust, "the EK certificate is for another key than the EK")
 	}
 	cert.UnhandledCriticalExtensions = slices.DeleteFunc(slices.Clone(cert.UnhandledCriticalExtensions),

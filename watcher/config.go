@@ -124,6 +124,8 @@ type Config struct {
 	TrustBundles TrustBundlesConfig `json:"trustBundles"`
 	// LedgerWitness configures the witness of the signing server's ledger (witness.go).
 	LedgerWitness LedgerWitnessConfig `json:"ledgerWitness"`
+	// TPMApprover configures the approver of the TPM-attested signers (approver.go).
+	TPMApprover TPMApproverConfig `json:"tpmApprover,omitzero"`
 }
 
 // TrustBundlesConfig configures the ClusterTrustBundle publisher (watcher/trustbundle). On
@@ -416,6 +418,7 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.LeaderElection.validate()...)
 	errs = append(errs, c.LedgerWitness.validate()...)
+	errs = append(errs, c.TPMApprover.validate()...)
 	return errors.Join(errs...)
 }
 

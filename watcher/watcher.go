@@ -212,6 +212,13 @@ func (c *Config) buildControllers(d controllerDeps) ([]controller, error) {
 	}
 	d.metrics.CSRs().SetQueue(csrController)
 	controllers := []controller{{name: "csrsigner", run: csrController.Run, syncer: csrController}}
+	approver, err := c.tpmApprover(d)
+	if err != nil {
+		return nil, err
+	}
+	if approver != nil {
+		controllers = append(controllers, *approver)
+	}
 	if wit != nil {
 		run := func(ctx context.Context, _ int) error { return wit.Run(ctx) }
 		controllers = append(controllers, controller{name: "witness", run: run, syncer: wit})

@@ -22,11 +22,42 @@ import (
 	"github.com/signet-pki/signet/attestation"
 )
 
-// NV indices of the EK certificates (TCG EK Credential Profile): RSA 2048 and ECC P-256.
+// NV indices of the EK certificates (TCG EK Credential Profile): RSA 2048 and ECC P-256 of
+// the low range, ECC P-384 of the high range (template H-3, which swtpm makes).
 const (
-	nvRSAEKCert tpm2.TPMHandle = 0x01c00002
-	nvECCEKCert tpm2.TPMHandle = 0x01c0000a
+	nvRSAEKCert     tpm2.TPMHandle = 0x01c00002
+	nvECCEKCert     tpm2.TPMHandle = 0x01c0000a
+	nvECCP384EKCert tpm2.TPMHandle = 0x01c00016
 )
+
+// ECCP384EKTemplate is the TCG EK Credential Profile's high-range template H-3 (ECC NIST
+// P-384, SHA-384, AES-256-CFB, PolicyB SHA-384, userWithAuth, empty unique): the template of
+// the ECC EK swtpm_setup makes and certifies at NV index 0x01c00016.
+var ECCP384EKTemplate = tpm2.TPMTPublic{
+	Type:    tpm2.TPMAlgECC,
+	NameAlg: tpm2.TPMAlgSHA384,
+	ObjectAttributes: tpm2.TPMAObject{
+		FixedTPM: true, FixedParent: true, SensitiveDataOrigin: true, UserWithAuth: true,
+		AdminWithPolicy: true, Restricted: true, Decrypt: true,
+	},
+	AuthPolicy: tpm2.TPM2BDigest{Buffer: []byte{ // PolicyB SHA-384: PolicyOR(PolicyA, PolicyC)
+		0xb2, 0x6e, 0x7d, 0x28, 0xd1, 0x1a, 0x50, 0xbc, 0x53, 0xd8, 0x82, 0xbc,
+		0xf5, 0xfd, 0x3a, 0x1a, 0x07, 0x41, 0x48, 0xbb, 0x35, 0xd3, 0xb4, 0xe4,
+		0xcb, 0x1c, 0x0a, 0xd9, 0xbd, 0xe4, 0x19, 0xca, 0xcb, 0x47, 0xba, 0x09,
+		0x69, 0x96, 0x46, 0x15, 0x0f, 0x9f, 0xc0, 0x00, 0xf3, 0xf8, 0x0e, 0x12,
+	}},
+	Parameters: tpm2.NewTPMUPublicParms(tpm2.TPMAlgECC, &tpm2.TPMSECCParms{
+		Symmetric: tpm2.TPMTSymDefObject{
+			Algorithm: tpm2.TPMAlgAES,
+			KeyBits:   tpm2.NewTPMUSymKeyBits(tpm2.TPMAlgAES, tpm2.TPMKeyBits(256)),
+			Mode:      tpm2.NewTPMUSymMode(tpm2.TPMAlgAES, tpm2.TPMAlgCFB),
+		},
+		Scheme:  tpm2.TPMTECCScheme{Scheme: tpm2.TPMAlgNull},
+		CurveID: tpm2.TPMECCNistP384,
+		KDF:     tpm2.TPMTKDFScheme{Scheme: tpm2.TPMAlgNull},
+	}),
+	Unique: tpm2.NewTPMUPublicID(tpm2.TPMAlgECC, &tpm2.TPMSECCPoint{}),
+}
 
 // TPM is a node's TPM. It is not safe for concurrent use: the node agent runs one exchange at
 // a time, under its lock.
@@ -96,13 +127,13 @@ func (n *TPM) Keys() (*Keys, error) {
 	return ek, nil
 }
 
-// endorsementKey finds the EK: for each certificate in NV (ECC, then RSA) the key of the
+// endorsementKey finds the EK: for each certificate in NV (ECC P-256, ECC P-384, RSA) the key of the
 // matching template, when it is the certificate's key; else the ECC EK, with no certificate.
 func (n *TPM) endorsementKey() (*Keys, error) {
 	for _, c := range []struct {
 		index    tpm2.TPMHandle
 		template tpm2.TPMTPublic
-	}{{nvECCEKCert, tpm2.ECCEKTemplate}, {nvRSAEKCert, tpm2.RSAEKTemplate}} {
+	}{{nvECCEKCert, tpm2.ECCEKTemplate}, {nvECCP384EKCert, ECCP384EKTemplate}, {nvRSAEKCert, tpm2.RSAEKTemplate}} {
 		der, err := n.readNV(c.index)
 		if err != nil || len(der) == 0 {
 			continue
@@ -195,10 +226,15 @@ func (n *TPM) Activate(keys *Keys, ch attestation.Challenge) ([]byte, error) {
 		return nil, err
 	}
 	defer n.flush(ak.ObjectHandle)
+	// The low-range templates authorize the EK by policy only (PolicySecret of the
+	// endorsement hierarchy); the high-range ones also by its empty password (userWithAuth).
+	ekAuth := tpm2.Policy(tpm2.TPMAlgSHA256, 16, ekPolicy)
+	if keys.ekTemplate.ObjectAttributes.UserWithAuth {
+		ekAuth = tpm2.PasswordAuth(nil)
+	}
 	rsp, err := tpm2.ActivateCredential{
 		ActivateHandle: tpm2.AuthHandle{Handle: ak.ObjectHandle, Name: ak.Name, Auth: tpm2.PasswordAuth(nil)},
-		KeyHandle: tpm2.AuthHandle{Handle: ek.ObjectHandle, Name: ek.Name,
-			Auth: tpm2.Policy(tpm2.TPMAlgSHA256, 16, ekPolicy)},
+		KeyHandle:      tpm2.AuthHandle{Handle: ek.ObjectHandle, Name: ek.Name, Auth: ekAuth},
 		CredentialBlob: tpm2.TPM2BIDObject{Buffer: ch.CredentialBlob},
 		Secret:         tpm2.TPM2BEncryptedSecret{Buffer: ch.EncryptedSecret},
 	}.Execute(n.t)

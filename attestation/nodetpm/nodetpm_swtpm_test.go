@@ -28,8 +28,7 @@ import (
 var swtpmEKs = map[string]struct{ nv, persistent tpm2.TPMHandle }{
 	// The TCG default (low range) RSA 2048 EK, template L-1: go-tpm's RSAEKTemplate.
 	"rsa2048": {0x01c00002, 0x81010001},
-	// The TCG high-range ECC NIST P-384 EK, template H-3 (eccP384EKTemplate below); nodetpm
-	// reads only the low-range ECC P-256 index 0x01c0000a.
+	// The TCG high-range ECC NIST P-384 EK, template H-3 (nodetpm.ECCP384EKTemplate).
 	"secp384r1": {0x01c00016, 0x81010016},
 }
 
@@ -106,42 +105,11 @@ func TestSwtpmManufacturerRoot(t *testing.T) {
 	}
 }
 
-// eccP384EKTemplate is the TCG EK Credential Profile's high-range template H-3 (ECC NIST
-// P-384, SHA-384, AES-256-CFB, PolicyB SHA-384, userWithAuth, empty unique): the template of
-// the ECC EK swtpm_setup makes and certifies at NV index 0x01c00016.
-var eccP384EKTemplate = tpm2.TPMTPublic{
-	Type:    tpm2.TPMAlgECC,
-	NameAlg: tpm2.TPMAlgSHA384,
-	ObjectAttributes: tpm2.TPMAObject{
-		FixedTPM: true, FixedParent: true, SensitiveDataOrigin: true, UserWithAuth: true,
-		AdminWithPolicy: true, Restricted: true, Decrypt: true,
-	},
-	AuthPolicy: tpm2.TPM2BDigest{Buffer: []byte{ // PolicyB SHA-384: PolicyOR(PolicyA, PolicyC)
-		0xb2, 0x6e, 0x7d, 0x28, 0xd1, 0x1a, 0x50, 0xbc, 0x53, 0xd8, 0x82, 0xbc,
-		0xf5, 0xfd, 0x3a, 0x1a, 0x07, 0x41, 0x48, 0xbb, 0x35, 0xd3, 0xb4, 0xe4,
-		0xcb, 0x1c, 0x0a, 0xd9, 0xbd, 0xe4, 0x19, 0xca, 0xcb, 0x47, 0xba, 0x09,
-		0x69, 0x96, 0x46, 0x15, 0x0f, 0x9f, 0xc0, 0x00, 0xf3, 0xf8, 0x0e, 0x12,
-	}},
-	Parameters: tpm2.NewTPMUPublicParms(tpm2.TPMAlgECC, &tpm2.TPMSECCParms{
-		Symmetric: tpm2.TPMTSymDefObject{
-			Algorithm: tpm2.TPMAlgAES,
-			KeyBits:   tpm2.NewTPMUSymKeyBits(tpm2.TPMAlgAES, tpm2.TPMKeyBits(256)),
-			Mode:      tpm2.NewTPMUSymMode(tpm2.TPMAlgAES, tpm2.TPMAlgCFB),
-		},
-		Scheme:  tpm2.TPMTECCScheme{Scheme: tpm2.TPMAlgNull},
-		CurveID: tpm2.TPMECCNistP384,
-		KDF:     tpm2.TPMTKDFScheme{Scheme: tpm2.TPMAlgNull},
-	}),
-	Unique: tpm2.NewTPMUPublicID(tpm2.TPMAlgECC, &tpm2.TPMSECCPoint{}),
-}
-
-// TestSwtpmP384EK checks swtpm's other EK certificate, the ECC P-384 one at NV index
-// 0x01c00016 that nodetpm does not read, without nodetpm: the EK swtpm_setup persisted is the
-// key of template H-3 (so a node can derive it again), its certificate passes CheckKeys under
-// the local CA's root, and a challenge MakeChallenge makes for it is answered by
-// TPM2_ActivateCredential with that EK (authorized by its empty password: H templates set
-// userWithAuth). This is what nodetpm would need to take that certificate: the index and
-// template above, next to 0x01c0000a/ECCEKTemplate and 0x01c00002/RSAEKTemplate.
+// TestSwtpmP384EK checks swtpm's ECC P-384 EK certificate (NV index 0x01c00016) below nodetpm:
+// the EK swtpm_setup persisted is the key of template H-3 (so a node derives it again), its
+// certificate passes CheckKeys under the local CA's root, and a challenge MakeChallenge makes
+// for it is answered by TPM2_ActivateCredential with that EK, authorized by its empty
+// password (H templates set userWithAuth).
 func TestSwtpmP384EK(t *testing.T) {
 	t.Parallel()
 	s := swtpmtest.StartManufactured(t)
@@ -155,7 +123,7 @@ func TestSwtpmP384EK(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reading the ECC EK at 0x%08x: %v", uint32(handles.persistent), err)
 	}
-	derived, err := tpm2.CreatePrimary{PrimaryHandle: tpm2.TPMRHEndorsement, InPublic: tpm2.New2B(eccP384EKTemplate)}.Execute(conn)
+	derived, err := tpm2.CreatePrimary{PrimaryHandle: tpm2.TPMRHEndorsement, InPublic: tpm2.New2B(nodetpm.ECCP384EKTemplate)}.Execute(conn)
 	if err != nil {
 		t.Fatalf("creating the EK of template H-3: %v", err)
 	}

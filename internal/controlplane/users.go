@@ -169,6 +169,33 @@ func TrustBundleRules(signerNames []string) []rbacv1.PolicyRule {
 	}
 }
 
+// ApproverRules returns the RBAC rules signet-watcher's TPM approver needs for signerNames:
+// `approve` on exactly those signers and update on certificatesigningrequests/approval (as
+// deploy/watcher grants them when tpmApprover is on).
+func ApproverRules(signerNames []string) []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{
+			APIGroups:     []string{certificatesv1.GroupName},
+			Resources:     []string{"signers"},
+			ResourceNames: append([]string(nil), signerNames...),
+			Verbs:         []string{"approve"},
+		},
+		{
+			APIGroups: []string{certificatesv1.GroupName},
+			Resources: []string{"certificatesigningrequests/approval"},
+			Verbs:     []string{"update"},
+		},
+	}
+}
+
+// AddApprovingWatcher is AddWatcher with ApproverRules for approverSignerNames.
+func (c *Cluster) AddApprovingWatcher(name string, signerNames, approverSignerNames []string) (*User, error) {
+	rules := append(SignerRules(signerNames), PodCertificateSignerRules()...)
+	rules = append(rules, TrustBundleRules(signerNames)...)
+	rules = append(rules, ApproverRules(approverSignerNames)...)
+	return c.addUserWithRules("watcher", name, nil, rules)
+}
+
 // addUserWithRules provisions a user and grants it rules under a role named after kind.
 func (c *Cluster) addUserWithRules(kind, name string, groups []string, rules []rbacv1.PolicyRule) (*User, error) {
 	u, err := c.AddUser(name, groups)

@@ -1,0 +1,36 @@
+package signerclient
+
+import (
+	"context"
+	"fmt"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+
+	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+)
+
+// Attested is what a server verified of a CertificateSigningRequest's TPM evidence.
+type Attested struct {
+	// Node is the node name proved; EK the endorsement key's fingerprint and EKTrust why it is
+	// trusted; AKName the attestation key's TPM name; ProviderID the request's provider ID.
+	Node, EK, EKTrust, AKName, ProviderID string
+	// FirstUse is true when signing will bind the EK to the node for the first time.
+	FirstUse bool
+}
+
+// VerifyAttestation asks the server to verify the TPM evidence of csr, for a signer whose
+// profile requires attestation, without signing it. Its errors are classified with Classify:
+// a terminal one (ATTESTATION_FAILED, MALFORMED_REQUEST, POLICY_VIOLATION) is a reason to
+// deny the request.
+func (c *Client) VerifyAttestation(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) (Attested, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	r := BuildRequest(csr)
+	resp, err := c.rpc.VerifyAttestation(ctx, &signetv1.VerifyAttestationRequest{SignerName: r.GetSignerName(), Request: r.GetRequest(),
+		Usages: r.GetUsages(), ExpirationSeconds: r.ExpirationSeconds, Requester: r.GetRequester(), Object: r.GetObject()})
+	if err != nil {
+		return Attested{}, fmt.Errorf("verifying the attestation of CSR %s: %w", csr.Name, err)
+	}
+	return Attested{Node: resp.GetNode(), EK: resp.GetEk(), EKTrust: resp.GetEkTrust(), AKName: resp.GetAkName(),
+		ProviderID: resp.GetProviderId(), FirstUse: resp.GetFirstUse()}, nil
+}
