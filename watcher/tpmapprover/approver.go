@@ -75,7 +75,10 @@ func New(kube kubeclient.Interface, verifier Verifier, opts Options) (*Controlle
 			Client: kube,
 		},
 		Object: &certificatesv1.CertificateSigningRequest{},
-		Wants:  func(obj any) bool { csr, ok := obj.(*certificatesv1.CertificateSigningRequest); return !ok || undecided(csr) },
+		Wants: func(obj any) bool {
+			csr, ok := obj.(*certificatesv1.CertificateSigningRequest)
+			return !ok || undecided(csr)
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the TPM approver: %w", err)
