@@ -23,6 +23,9 @@
 // -cluster-trust-bundles on,off runs Signet's bursts with the watcher's trust bundle
 // publishing on and off (trustcost.go).
 //
+// -attestation measures the server's check of a TPM-attested request against the raw
+// signature checks it contains, with attestation's own benchmarks (attestation.go).
+//
 // -hardware measures CA keys in hardware instead (keys.go): the raw signatures per second of
 // each keystore backend (file, encrypted file, SoftHSM2, the in-process TPM simulator, swtpm)
 // and the server's issuances per second over gRPC with that key as its CA key.
@@ -98,7 +101,17 @@ func main() {
 	rotation := flag.Bool("rotation", false, "measure how long a CA staged on the signing server takes to reach the cluster's ClusterTrustBundle, and a retired one to leave it, with the watcher's default trust bundle settings, instead")
 	rotationN := flag.Int("rotation-n", 10, "with -rotation, stage and retire this many CAs")
 	rotationJitter := flag.Duration("rotation-jitter", watcher.DefaultTrustBundlePeriod, "with -rotation, pause a random time in [0, this) before each stage and retire, so that it lands anywhere in the publisher's period (0: right after the last change was seen)")
+	attest := flag.Bool("attestation", false, "measure the server's check of a TPM-attested request (attestation/bench_test.go) against the raw signature checks it contains instead")
+	attestRounds := flag.Int("attestation-rounds", 5, "with -attestation, run every benchmark this many times, interleaved, and report the medians")
+	attestBenchtime := flag.Duration("attestation-benchtime", time.Second, "with -attestation, time per benchmark run")
+	goCmd := flag.String("go", "go", "with -attestation, the go command that builds the attestation package's test binary")
 	flag.Parse()
+	if *attest {
+		if err := runAttestation(context.Background(), attestationOpts{goCmd: *goCmd, rounds: *attestRounds, benchtime: *attestBenchtime, out: *out}); err != nil {
+			fail(err)
+		}
+		return
+	}
 	if *rotation {
 		if err := runRotation(context.Background(), rotationOpts{bin: *bin, kubeVersion: *kubeVersion, out: *out, n: *rotationN, jitter: *rotationJitter}); err != nil {
 			fail(err)
