@@ -279,13 +279,53 @@ func TestAttestedKubeletClientCertificate(t *testing.T) {
 
 	// After a restart the binding still holds: it is rebuilt from the ledger.
 	stop()
-	s, _ = runServer(t, cfg, dir)
+	s, stop = runServer(t, cfg, dir)
 	client = signetv1.NewSignerServiceClient(s.dial(t, s.clientTLS(t, s.devClient(t))))
 	refused("node A's EK for node B after a restart", kubeletClientRequest(tpmSigner, s.attestAs(t, node, "node-b"), "uid-7"),
 		codes.FailedPrecondition, "ATTESTATION_FAILED", `is bound to node "node-a"`)
 	if _, err := client.SignCertificateSigningRequest(callContext(t), kubeletClientRequest(tpmSigner, s.attestAs(t, node, "node-a"), "uid-8")); err != nil {
 		t.Fatalf("node-a after a restart: %v", err)
 	}
+
+	// An admin clears node-a's binding (its board was replaced): recorded, and the EK may
+	// then join as node-b. A client without the admin role is refused; so is a node with no
+	// binding.
+	authority := signetv1.NewAuthorityServiceClient(s.dial(t, s.clientTLS(t, s.devClient(t))))
+	forget := &signetv1.ForgetAttestationBindingRequest{SignerName: tpmSigner, Node: "node-a", Reason: "board replaced"}
+	_, err = authority.ForgetAttestationBinding(callContext(t), forget)
+	wantStatus(t, err, codes.PermissionDenied, "ADMIN_REQUIRED")
+	stop()
+	for i := range cfg.Clients {
+		cfg.Clients[i].Admin = true
+	}
+	s, stop = runServer(t, cfg, dir)
+	client = signetv1.NewSignerServiceClient(s.dial(t, s.clientTLS(t, s.devClient(t))))
+	authority = signetv1.NewAuthorityServiceClient(s.dial(t, s.clientTLS(t, s.devClient(t))))
+	got, err := authority.ForgetAttestationBinding(callContext(t), forget)
+	if err != nil || got.GetEk() == "" || got.GetLedgerSeq() == 0 {
+		t.Fatalf("ForgetAttestationBinding = %v, %v", got, err)
+	}
+	_, err = authority.ForgetAttestationBinding(callContext(t), forget)
+	wantStatus(t, err, codes.NotFound, "NOT_FOUND")
+	if _, err := client.SignCertificateSigningRequest(callContext(t), kubeletClientRequest(tpmSigner, s.attestAs(t, node, "node-b"), "uid-10")); err != nil {
+		t.Fatalf("the EK joining as node-b after the binding was cleared: %v", err)
+	}
+	// The clearing survives a restart: node-b holds the EK now, node-a is refused.
+	stop()
+	s, _ = runServer(t, cfg, dir)
+	client = signetv1.NewSignerServiceClient(s.dial(t, s.clientTLS(t, s.devClient(t))))
+	refused("node A after the EK moved to node B", kubeletClientRequest(tpmSigner, s.attestAs(t, node, "node-a"), "uid-11"),
+		codes.FailedPrecondition, "ATTESTATION_FAILED", `is bound to node "node-b"`)
+	var unbound int
+	for _, r := range records(t, cfg.Ledger.Dir) {
+		if r.Decision == ledger.Unbound && r.Node == "node-a" && strings.Contains(r.Message, "board replaced") {
+			unbound++
+		}
+	}
+	if unbound != 1 {
+		t.Fatalf("%d unbound records for node-a, want 1", unbound)
+	}
+
 	var grounds []string
 	for _, r := range records(t, cfg.Ledger.Dir) {
 		if r.Decision == ledger.Issued && r.Signer == insecureSigner {

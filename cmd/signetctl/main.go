@@ -112,7 +112,7 @@ variables, else from a config file (see 'signetctl help connection').
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError(cmd, "%v", err) })
 	root.AddGroup(&cobra.Group{ID: "server", Title: "Ask the server:"},
 		&cobra.Group{ID: "host", Title: "On the server's host and offline:"})
-	root.AddCommand(inGroup("server", signersCommand(), explainCommand(), healthCommand(), trustCommand(), caCommand(), statusCommand(), versionCommand())...)
+	root.AddCommand(inGroup("server", signersCommand(), explainCommand(), healthCommand(), trustCommand(), caCommand(), attestCommand(), statusCommand(), versionCommand())...)
 	root.AddCommand(inGroup("host", ledgerCommand(), keysCommand(), pkiCommand(), inspectCommand(), validateCommand())...)
 	root.AddCommand(connectionHelpTopic())
 	strictHelpCommand(root)

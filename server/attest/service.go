@@ -185,11 +185,18 @@ func (s *Service) Bind(node, ek string) error {
 // Unbind removes a binding whose record could not be written.
 func (s *Service) Unbind(node, ek string) { s.opts.State.Unbind(node, ek) }
 
-// Replay rebuilds the bindings from a ledger record read at start.
+// Binding returns the EK bound to node, if any.
+func (s *Service) Binding(node string) (string, bool) { return s.opts.State.Binding(node) }
+
+// Replay rebuilds the bindings from a ledger record read at start: a Bound record binds, an
+// Unbound record clears.
 func (s *Service) Replay(r ledger.Record) {
-	if r.Decision == ledger.Bound {
+	switch r.Decision {
+	case ledger.Bound:
 		if err := s.opts.State.Bind(r.Node, r.EK); err != nil {
 			s.opts.Log.Warn("ledger holds a conflicting attestation binding; the first one stands", "node", r.Node, "ek", r.EK, "ledger_seq", r.Seq)
 		}
+	case ledger.Unbound:
+		s.opts.State.Unbind(r.Node, r.EK)
 	}
 }

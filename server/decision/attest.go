@@ -2,6 +2,7 @@ package decision
 
 import (
 	"context"
+	"errors"
 	"crypto/x509"
 	"encoding/hex"
 	"fmt"
@@ -24,6 +25,8 @@ type Attestor interface {
 	// could not be written.
 	Bind(node, ek string) error
 	Unbind(node, ek string)
+	// Binding returns the EK bound to node, if any.
+	Binding(node string) (string, bool)
 }
 
 // nodePrefix starts the common name of a node's certificate.
@@ -128,5 +131,86 @@ func (c *Core) recordBound(ctx context.Context, d decisionContext, id attestatio
 		return fmt.Errorf("%w: recording the binding of node %q to its endorsement key: %w", errLedgerUnavailable, id.Node, err)
 	}
 	d.log.Info("endorsement key bound to node on first use", "node", id.Node, "ek", id.EK, "ek_trust", id.EKTrust)
+	return nil
+}
+
+// maxForgetReason bounds the reason of a ForgetAttestation.
+const maxForgetReason = 512
+
+// ForgetAttestation clears the binding of node to its EK for an admin of signer, an attested
+// signer, within the client's rate limit: the removal is recorded (an Unbound record naming
+// the admin and reason) before the binding goes, so that an audit sees every change. A node
+// with no binding is NOT_FOUND. Refusals are logged and recorded. It returns the EK that was
+// bound and the record's sequence number.
+func (c *Core) ForgetAttestation(ctx context.Context, identity, signer, node, reason string) (string, uint64, error) {
+	var ek string
+	var seq uint64
+	err := c.administerAttestation(ctx, identity, signer, func() error {
+		if err := attestation.CheckNodeName(node); err != nil {
+			return fmt.Errorf("%w: %v", issuance.ErrMalformedRequest, err)
+		}
+		if reason == "" || len(reason) > maxForgetReason {
+			return fmt.Errorf("%w: reason is required: up to %d characters saying why the binding goes", issuance.ErrMalformedRequest, maxForgetReason)
+		}
+		if err := printable("reason", reason); err != nil {
+			return err
+		}
+		var ok bool
+		if ek, ok = c.opts.Attestor.Binding(node); !ok {
+			return fmt.Errorf("%w: node %q has no endorsement key bound", ErrNotFound, node)
+		}
+		rec := ledger.Record{Decision: ledger.Unbound, Signer: signer, Client: clip(identity, recordClientBytes), Node: node, EK: ek,
+			Message: clip(fmt.Sprintf("binding of node %q to endorsement key %s cleared by %s: %s", node, ek, identity, reason), recordMessageBytes)}
+		rec, err := c.appendRecord(ctx, rec)
+		if err != nil {
+			return fmt.Errorf("%w: recording the removal of the binding: %w", errLedgerUnavailable, err)
+		}
+		c.opts.Attestor.Unbind(node, ek)
+		seq = rec.Seq
+		c.opts.Log.Warn("attestation binding cleared", logKeySigner, signer, logKeyClient, identity, "node", node, "ek", ek, "reason", reason, logKeyLedgerSeq, seq)
+		return nil
+	})
+	return ek, seq, err
+}
+
+// administerAttestation runs an attestation admin step for an admin of signer (an attested
+// signer) within the client's rate limit; a refusal is logged and recorded.
+func (c *Core) administerAttestation(ctx context.Context, identity, signer string, run func() error) error {
+	err := c.clientLimited(identity, signer)
+	if errors.Is(err, errRateLimited) {
+		return err
+	}
+	if err == nil {
+		err = c.lookupAttestationAdmin(identity, signer)
+	}
+	if err == nil {
+		err = run()
+	}
+	if err == nil {
+		return nil
+	}
+	reason, _ := Classify(err)
+	c.opts.Log.Warn("attestation admin step refused", logKeySigner, signer, logKeyClient, identity, logKeyReason, string(reason), logKeyError, err.Error())
+	rec := ledger.Record{Decision: ledger.Refused, Signer: clip(signer, recordSignerBytes), Client: clip(identity, recordClientBytes),
+		Reason: string(reason), Message: clip("attest forget: "+PublicMessage(err), recordMessageBytes)}
+	if _, lerr := c.appendRecord(ctx, rec); lerr != nil {
+		c.opts.Log.Error("recording a refused attestation admin step", logKeyError, lerr.Error())
+	}
+	return err
+}
+
+// lookupAttestationAdmin checks that signer is served, attested, and administered by
+// identity.
+func (c *Core) lookupAttestationAdmin(identity, signer string) error {
+	sg, err := c.lookupSigner(identity, signer)
+	if err != nil {
+		return err
+	}
+	if !c.admin(identity, signer) {
+		return fmt.Errorf("%w: client %q does not have the admin role for signer %q (clients[].admin in the server configuration)", errAdminRequired, identity, signer)
+	}
+	if !sg.Profile.RequiresAttestation() || c.opts.Attestor == nil {
+		return fmt.Errorf("%w: signer %s (profile %s) does not attest nodes", issuance.ErrPolicyViolation, signer, sg.Profile.Name())
+	}
 	return nil
 }

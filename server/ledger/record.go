@@ -30,6 +30,9 @@ const (
 	// Requester, ObjectUID). From then on that key proves that node only, and that node is
 	// proved by that key only, until an operator clears the binding.
 	Bound Decision = "bound"
+	// Unbound: an admin cleared the binding of a node to an endorsement key (signetctl attest
+	// forget): Node and EK, the admin (Client) and the reason (Message).
+	Unbound Decision = "unbound"
 )
 
 // zeroHash is the PrevHash of the first record.
@@ -127,12 +130,15 @@ func (r *Record) validate() error {
 		if r.Client == "" || r.Message == "" {
 			return fmt.Errorf("%w: a started record needs the operator (client) and the reason (message)", ErrInvalidRecord)
 		}
-	case Bound:
+	case Bound, Unbound:
 		if r.Node == "" || r.EK == "" || r.Signer == "" {
-			return fmt.Errorf("%w: a bound record needs its signer, node and endorsement key", ErrInvalidRecord)
+			return fmt.Errorf("%w: a %s record needs its signer, node and endorsement key", ErrInvalidRecord, r.Decision)
+		}
+		if r.Decision == Unbound && (r.Client == "" || r.Message == "") {
+			return fmt.Errorf("%w: an unbound record needs the admin (client) and the reason (message)", ErrInvalidRecord)
 		}
 	default:
-		return fmt.Errorf("%w: decision %q (want one of %q, %q, %q, %q, %q, %q)", ErrInvalidRecord, r.Decision, Issued, Refused, Rotated, Published, Started, Bound)
+		return fmt.Errorf("%w: decision %q (want one of %q, %q, %q, %q, %q, %q, %q)", ErrInvalidRecord, r.Decision, Issued, Refused, Rotated, Published, Started, Bound, Unbound)
 	}
 	return nil
 }

@@ -30,3 +30,13 @@ func (s *Service) VerifyAttestation(ctx context.Context, req *signetv1.VerifyAtt
 	return &signetv1.VerifyAttestationResponse{Node: id.Node, Ek: id.EK, EkTrust: id.EKTrust, AkName: id.AKName,
 		ProviderId: id.ProviderID, FirstUse: firstUse}, nil
 }
+
+// ForgetAttestationBinding clears a node's endorsement key binding for an admin of an
+// attested signer (decision.Core.ForgetAttestation).
+func (a *AuthorityService) ForgetAttestationBinding(ctx context.Context, req *signetv1.ForgetAttestationBindingRequest) (*signetv1.ForgetAttestationBindingResponse, error) {
+	ek, seq, err := a.core.ForgetAttestation(ctx, ClientIdentity(ctx), req.GetSignerName(), req.GetNode(), req.GetReason())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &signetv1.ForgetAttestationBindingResponse{Ek: ek, LedgerSeq: seq}, nil
+}

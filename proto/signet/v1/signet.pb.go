@@ -1970,6 +1970,125 @@ func (x *StageCAResponse) GetAuthority() *SignerAuthority {
 	return nil
 }
 
+// ForgetAttestationBindingRequest names the node whose endorsement key binding to clear.
+type ForgetAttestationBindingRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// signer_name is an attested signer the caller administers.
+	SignerName string `protobuf:"bytes,1,opt,name=signer_name,json=signerName,proto3" json:"signer_name,omitempty"`
+	// node is the node name.
+	Node string `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	// reason says why, for the ledger record (required).
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgetAttestationBindingRequest) Reset() {
+	*x = ForgetAttestationBindingRequest{}
+	mi := &file_signet_v1_signet_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgetAttestationBindingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgetAttestationBindingRequest) ProtoMessage() {}
+
+func (x *ForgetAttestationBindingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgetAttestationBindingRequest.ProtoReflect.Descriptor instead.
+func (*ForgetAttestationBindingRequest) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ForgetAttestationBindingRequest) GetSignerName() string {
+	if x != nil {
+		return x.SignerName
+	}
+	return ""
+}
+
+func (x *ForgetAttestationBindingRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ForgetAttestationBindingRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// ForgetAttestationBindingResponse is the cleared binding.
+type ForgetAttestationBindingResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ek is the fingerprint of the endorsement key that was bound to the node.
+	Ek string `protobuf:"bytes,1,opt,name=ek,proto3" json:"ek,omitempty"`
+	// ledger_seq is the sequence number of the ledger record of the removal.
+	LedgerSeq     uint64 `protobuf:"varint,2,opt,name=ledger_seq,json=ledgerSeq,proto3" json:"ledger_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgetAttestationBindingResponse) Reset() {
+	*x = ForgetAttestationBindingResponse{}
+	mi := &file_signet_v1_signet_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgetAttestationBindingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgetAttestationBindingResponse) ProtoMessage() {}
+
+func (x *ForgetAttestationBindingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgetAttestationBindingResponse.ProtoReflect.Descriptor instead.
+func (*ForgetAttestationBindingResponse) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ForgetAttestationBindingResponse) GetEk() string {
+	if x != nil {
+		return x.Ek
+	}
+	return ""
+}
+
+func (x *ForgetAttestationBindingResponse) GetLedgerSeq() uint64 {
+	if x != nil {
+		return x.LedgerSeq
+	}
+	return 0
+}
+
 // ActivateCARequest activates a signer's staged CA.
 type ActivateCARequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1985,7 +2104,7 @@ type ActivateCARequest struct {
 
 func (x *ActivateCARequest) Reset() {
 	*x = ActivateCARequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[23]
+	mi := &file_signet_v1_signet_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1997,7 +2116,7 @@ func (x *ActivateCARequest) String() string {
 func (*ActivateCARequest) ProtoMessage() {}
 
 func (x *ActivateCARequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[23]
+	mi := &file_signet_v1_signet_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2010,7 +2129,7 @@ func (x *ActivateCARequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateCARequest.ProtoReflect.Descriptor instead.
 func (*ActivateCARequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{23}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ActivateCARequest) GetSignerName() string {
@@ -2045,7 +2164,7 @@ type ActivateCAResponse struct {
 
 func (x *ActivateCAResponse) Reset() {
 	*x = ActivateCAResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[24]
+	mi := &file_signet_v1_signet_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2057,7 +2176,7 @@ func (x *ActivateCAResponse) String() string {
 func (*ActivateCAResponse) ProtoMessage() {}
 
 func (x *ActivateCAResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[24]
+	mi := &file_signet_v1_signet_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2070,7 +2189,7 @@ func (x *ActivateCAResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateCAResponse.ProtoReflect.Descriptor instead.
 func (*ActivateCAResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{24}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ActivateCAResponse) GetAuthority() *SignerAuthority {
@@ -2101,7 +2220,7 @@ type RetireCARequest struct {
 
 func (x *RetireCARequest) Reset() {
 	*x = RetireCARequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[25]
+	mi := &file_signet_v1_signet_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2113,7 +2232,7 @@ func (x *RetireCARequest) String() string {
 func (*RetireCARequest) ProtoMessage() {}
 
 func (x *RetireCARequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[25]
+	mi := &file_signet_v1_signet_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2126,7 +2245,7 @@ func (x *RetireCARequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireCARequest.ProtoReflect.Descriptor instead.
 func (*RetireCARequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{25}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RetireCARequest) GetSignerName() string {
@@ -2175,7 +2294,7 @@ type RetireCAResponse struct {
 
 func (x *RetireCAResponse) Reset() {
 	*x = RetireCAResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[26]
+	mi := &file_signet_v1_signet_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2187,7 +2306,7 @@ func (x *RetireCAResponse) String() string {
 func (*RetireCAResponse) ProtoMessage() {}
 
 func (x *RetireCAResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[26]
+	mi := &file_signet_v1_signet_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2200,7 +2319,7 @@ func (x *RetireCAResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireCAResponse.ProtoReflect.Descriptor instead.
 func (*RetireCAResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{26}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RetireCAResponse) GetAuthority() *SignerAuthority {
@@ -2219,7 +2338,7 @@ type ListSignersRequest struct {
 
 func (x *ListSignersRequest) Reset() {
 	*x = ListSignersRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[27]
+	mi := &file_signet_v1_signet_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2231,7 +2350,7 @@ func (x *ListSignersRequest) String() string {
 func (*ListSignersRequest) ProtoMessage() {}
 
 func (x *ListSignersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[27]
+	mi := &file_signet_v1_signet_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2244,7 +2363,7 @@ func (x *ListSignersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSignersRequest.ProtoReflect.Descriptor instead.
 func (*ListSignersRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{27}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{29}
 }
 
 // ListSignersResponse lists signer descriptions, sorted by signer name.
@@ -2258,7 +2377,7 @@ type ListSignersResponse struct {
 
 func (x *ListSignersResponse) Reset() {
 	*x = ListSignersResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[28]
+	mi := &file_signet_v1_signet_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2270,7 +2389,7 @@ func (x *ListSignersResponse) String() string {
 func (*ListSignersResponse) ProtoMessage() {}
 
 func (x *ListSignersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[28]
+	mi := &file_signet_v1_signet_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2283,7 +2402,7 @@ func (x *ListSignersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSignersResponse.ProtoReflect.Descriptor instead.
 func (*ListSignersResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{28}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListSignersResponse) GetSigners() []*SignerDescription {
@@ -2326,7 +2445,7 @@ type SignerDescription struct {
 
 func (x *SignerDescription) Reset() {
 	*x = SignerDescription{}
-	mi := &file_signet_v1_signet_proto_msgTypes[29]
+	mi := &file_signet_v1_signet_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2338,7 +2457,7 @@ func (x *SignerDescription) String() string {
 func (*SignerDescription) ProtoMessage() {}
 
 func (x *SignerDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[29]
+	mi := &file_signet_v1_signet_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2351,7 +2470,7 @@ func (x *SignerDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignerDescription.ProtoReflect.Descriptor instead.
 func (*SignerDescription) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{29}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SignerDescription) GetSignerName() string {
@@ -2457,7 +2576,7 @@ type LintGate struct {
 
 func (x *LintGate) Reset() {
 	*x = LintGate{}
-	mi := &file_signet_v1_signet_proto_msgTypes[30]
+	mi := &file_signet_v1_signet_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2469,7 +2588,7 @@ func (x *LintGate) String() string {
 func (*LintGate) ProtoMessage() {}
 
 func (x *LintGate) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[30]
+	mi := &file_signet_v1_signet_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2482,7 +2601,7 @@ func (x *LintGate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LintGate.ProtoReflect.Descriptor instead.
 func (*LintGate) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{30}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *LintGate) GetSources() []string {
@@ -2526,7 +2645,7 @@ type LintRule struct {
 
 func (x *LintRule) Reset() {
 	*x = LintRule{}
-	mi := &file_signet_v1_signet_proto_msgTypes[31]
+	mi := &file_signet_v1_signet_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2538,7 +2657,7 @@ func (x *LintRule) String() string {
 func (*LintRule) ProtoMessage() {}
 
 func (x *LintRule) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[31]
+	mi := &file_signet_v1_signet_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2551,7 +2670,7 @@ func (x *LintRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LintRule.ProtoReflect.Descriptor instead.
 func (*LintRule) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{31}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *LintRule) GetName() string {
@@ -2579,7 +2698,7 @@ type ExplainCertificateSigningRequestRequest struct {
 
 func (x *ExplainCertificateSigningRequestRequest) Reset() {
 	*x = ExplainCertificateSigningRequestRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[32]
+	mi := &file_signet_v1_signet_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2591,7 +2710,7 @@ func (x *ExplainCertificateSigningRequestRequest) String() string {
 func (*ExplainCertificateSigningRequestRequest) ProtoMessage() {}
 
 func (x *ExplainCertificateSigningRequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[32]
+	mi := &file_signet_v1_signet_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2604,7 +2723,7 @@ func (x *ExplainCertificateSigningRequestRequest) ProtoReflect() protoreflect.Me
 
 // Deprecated: Use ExplainCertificateSigningRequestRequest.ProtoReflect.Descriptor instead.
 func (*ExplainCertificateSigningRequestRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{32}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ExplainCertificateSigningRequestRequest) GetRequest() *SignCertificateSigningRequestRequest {
@@ -2629,7 +2748,7 @@ type RuleResult struct {
 
 func (x *RuleResult) Reset() {
 	*x = RuleResult{}
-	mi := &file_signet_v1_signet_proto_msgTypes[33]
+	mi := &file_signet_v1_signet_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2641,7 +2760,7 @@ func (x *RuleResult) String() string {
 func (*RuleResult) ProtoMessage() {}
 
 func (x *RuleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[33]
+	mi := &file_signet_v1_signet_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2654,7 +2773,7 @@ func (x *RuleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleResult.ProtoReflect.Descriptor instead.
 func (*RuleResult) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{33}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RuleResult) GetRule() string {
@@ -2697,7 +2816,7 @@ type ExplainCertificateSigningRequestResponse struct {
 
 func (x *ExplainCertificateSigningRequestResponse) Reset() {
 	*x = ExplainCertificateSigningRequestResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[34]
+	mi := &file_signet_v1_signet_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2709,7 +2828,7 @@ func (x *ExplainCertificateSigningRequestResponse) String() string {
 func (*ExplainCertificateSigningRequestResponse) ProtoMessage() {}
 
 func (x *ExplainCertificateSigningRequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[34]
+	mi := &file_signet_v1_signet_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2722,7 +2841,7 @@ func (x *ExplainCertificateSigningRequestResponse) ProtoReflect() protoreflect.M
 
 // Deprecated: Use ExplainCertificateSigningRequestResponse.ProtoReflect.Descriptor instead.
 func (*ExplainCertificateSigningRequestResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{34}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ExplainCertificateSigningRequestResponse) GetAllowed() bool {
@@ -2769,7 +2888,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[35]
+	mi := &file_signet_v1_signet_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2781,7 +2900,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[35]
+	mi := &file_signet_v1_signet_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2794,7 +2913,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{35}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{37}
 }
 
 // GetServerInfoResponse is the server's build.
@@ -2812,7 +2931,7 @@ type GetServerInfoResponse struct {
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[36]
+	mi := &file_signet_v1_signet_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2824,7 +2943,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[36]
+	mi := &file_signet_v1_signet_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2837,7 +2956,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{36}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetServerInfoResponse) GetVersion() string {
@@ -2876,7 +2995,7 @@ type FindRecordsRequest struct {
 
 func (x *FindRecordsRequest) Reset() {
 	*x = FindRecordsRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[37]
+	mi := &file_signet_v1_signet_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2888,7 +3007,7 @@ func (x *FindRecordsRequest) String() string {
 func (*FindRecordsRequest) ProtoMessage() {}
 
 func (x *FindRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[37]
+	mi := &file_signet_v1_signet_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2901,7 +3020,7 @@ func (x *FindRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindRecordsRequest.ProtoReflect.Descriptor instead.
 func (*FindRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{37}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *FindRecordsRequest) GetObjectUid() string {
@@ -2936,7 +3055,7 @@ type FindRecordsResponse struct {
 
 func (x *FindRecordsResponse) Reset() {
 	*x = FindRecordsResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[38]
+	mi := &file_signet_v1_signet_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2948,7 +3067,7 @@ func (x *FindRecordsResponse) String() string {
 func (*FindRecordsResponse) ProtoMessage() {}
 
 func (x *FindRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[38]
+	mi := &file_signet_v1_signet_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2961,7 +3080,7 @@ func (x *FindRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindRecordsResponse.ProtoReflect.Descriptor instead.
 func (*FindRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{38}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *FindRecordsResponse) GetRecords() []*LedgerRecord {
@@ -3014,7 +3133,7 @@ type LedgerRecord struct {
 
 func (x *LedgerRecord) Reset() {
 	*x = LedgerRecord{}
-	mi := &file_signet_v1_signet_proto_msgTypes[39]
+	mi := &file_signet_v1_signet_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3026,7 +3145,7 @@ func (x *LedgerRecord) String() string {
 func (*LedgerRecord) ProtoMessage() {}
 
 func (x *LedgerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[39]
+	mi := &file_signet_v1_signet_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3039,7 +3158,7 @@ func (x *LedgerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerRecord.ProtoReflect.Descriptor instead.
 func (*LedgerRecord) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{39}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *LedgerRecord) GetSeq() uint64 {
@@ -3163,7 +3282,7 @@ type GetCheckpointRequest struct {
 
 func (x *GetCheckpointRequest) Reset() {
 	*x = GetCheckpointRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[40]
+	mi := &file_signet_v1_signet_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3175,7 +3294,7 @@ func (x *GetCheckpointRequest) String() string {
 func (*GetCheckpointRequest) ProtoMessage() {}
 
 func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[40]
+	mi := &file_signet_v1_signet_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3188,7 +3307,7 @@ func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*GetCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{40}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{42}
 }
 
 // GetCheckpointResponse holds the latest signed checkpoint.
@@ -3206,7 +3325,7 @@ type GetCheckpointResponse struct {
 
 func (x *GetCheckpointResponse) Reset() {
 	*x = GetCheckpointResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[41]
+	mi := &file_signet_v1_signet_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3218,7 +3337,7 @@ func (x *GetCheckpointResponse) String() string {
 func (*GetCheckpointResponse) ProtoMessage() {}
 
 func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[41]
+	mi := &file_signet_v1_signet_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3231,7 +3350,7 @@ func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*GetCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{41}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetCheckpointResponse) GetSignedCheckpoint() []byte {
@@ -3267,7 +3386,7 @@ type ProveInclusionRequest struct {
 
 func (x *ProveInclusionRequest) Reset() {
 	*x = ProveInclusionRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[42]
+	mi := &file_signet_v1_signet_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3279,7 +3398,7 @@ func (x *ProveInclusionRequest) String() string {
 func (*ProveInclusionRequest) ProtoMessage() {}
 
 func (x *ProveInclusionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[42]
+	mi := &file_signet_v1_signet_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3292,7 +3411,7 @@ func (x *ProveInclusionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProveInclusionRequest.ProtoReflect.Descriptor instead.
 func (*ProveInclusionRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{42}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ProveInclusionRequest) GetSerialNumber() string {
@@ -3341,7 +3460,7 @@ type ProveInclusionResponse struct {
 
 func (x *ProveInclusionResponse) Reset() {
 	*x = ProveInclusionResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[43]
+	mi := &file_signet_v1_signet_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3353,7 +3472,7 @@ func (x *ProveInclusionResponse) String() string {
 func (*ProveInclusionResponse) ProtoMessage() {}
 
 func (x *ProveInclusionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[43]
+	mi := &file_signet_v1_signet_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3366,7 +3485,7 @@ func (x *ProveInclusionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProveInclusionResponse.ProtoReflect.Descriptor instead.
 func (*ProveInclusionResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{43}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ProveInclusionResponse) GetSeq() uint64 {
@@ -3410,7 +3529,7 @@ type ProveConsistencyRequest struct {
 
 func (x *ProveConsistencyRequest) Reset() {
 	*x = ProveConsistencyRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[44]
+	mi := &file_signet_v1_signet_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3422,7 +3541,7 @@ func (x *ProveConsistencyRequest) String() string {
 func (*ProveConsistencyRequest) ProtoMessage() {}
 
 func (x *ProveConsistencyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[44]
+	mi := &file_signet_v1_signet_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3435,7 +3554,7 @@ func (x *ProveConsistencyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProveConsistencyRequest.ProtoReflect.Descriptor instead.
 func (*ProveConsistencyRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{44}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ProveConsistencyRequest) GetOldSize() int64 {
@@ -3466,7 +3585,7 @@ type ProveConsistencyResponse struct {
 
 func (x *ProveConsistencyResponse) Reset() {
 	*x = ProveConsistencyResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[45]
+	mi := &file_signet_v1_signet_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3478,7 +3597,7 @@ func (x *ProveConsistencyResponse) String() string {
 func (*ProveConsistencyResponse) ProtoMessage() {}
 
 func (x *ProveConsistencyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[45]
+	mi := &file_signet_v1_signet_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3491,7 +3610,7 @@ func (x *ProveConsistencyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProveConsistencyResponse.ProtoReflect.Descriptor instead.
 func (*ProveConsistencyResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{45}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ProveConsistencyResponse) GetProof() [][]byte {
@@ -3661,7 +3780,16 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\x0fcertificate_pem\x18\x03 \x01(\tR\x0ecertificatePem\x12+\n" +
 	"\x11intermediates_pem\x18\x04 \x01(\tR\x10intermediatesPem\"K\n" +
 	"\x0fStageCAResponse\x128\n" +
-	"\tauthority\x18\x01 \x01(\v2\x1a.signet.v1.SignerAuthorityR\tauthority\"b\n" +
+	"\tauthority\x18\x01 \x01(\v2\x1a.signet.v1.SignerAuthorityR\tauthority\"n\n" +
+	"\x1fForgetAttestationBindingRequest\x12\x1f\n" +
+	"\vsigner_name\x18\x01 \x01(\tR\n" +
+	"signerName\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"Q\n" +
+	" ForgetAttestationBindingResponse\x12\x0e\n" +
+	"\x02ek\x18\x01 \x01(\tR\x02ek\x12\x1d\n" +
+	"\n" +
+	"ledger_seq\x18\x02 \x01(\x04R\tledgerSeq\"b\n" +
 	"\x11ActivateCARequest\x12\x1f\n" +
 	"\vsigner_name\x18\x01 \x01(\tR\n" +
 	"signerName\x12\x14\n" +
@@ -3817,13 +3945,14 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\vFindRecords\x12\x1d.signet.v1.FindRecordsRequest\x1a\x1e.signet.v1.FindRecordsResponse\x12R\n" +
 	"\rGetCheckpoint\x12\x1f.signet.v1.GetCheckpointRequest\x1a .signet.v1.GetCheckpointResponse\x12U\n" +
 	"\x0eProveInclusion\x12 .signet.v1.ProveInclusionRequest\x1a!.signet.v1.ProveInclusionResponse\x12[\n" +
-	"\x10ProveConsistency\x12\".signet.v1.ProveConsistencyRequest\x1a#.signet.v1.ProveConsistencyResponse2\xb5\x02\n" +
+	"\x10ProveConsistency\x12\".signet.v1.ProveConsistencyRequest\x1a#.signet.v1.ProveConsistencyResponse2\xaa\x03\n" +
 	"\x10AuthorityService\x12O\n" +
 	"\fGetAuthority\x12\x1e.signet.v1.GetAuthorityRequest\x1a\x1f.signet.v1.GetAuthorityResponse\x12@\n" +
 	"\aStageCA\x12\x19.signet.v1.StageCARequest\x1a\x1a.signet.v1.StageCAResponse\x12I\n" +
 	"\n" +
 	"ActivateCA\x12\x1c.signet.v1.ActivateCARequest\x1a\x1d.signet.v1.ActivateCAResponse\x12C\n" +
-	"\bRetireCA\x12\x1a.signet.v1.RetireCARequest\x1a\x1b.signet.v1.RetireCAResponseB7Z5github.com/signet-pki/signet/proto/signet/v1;signetv1b\x06proto3"
+	"\bRetireCA\x12\x1a.signet.v1.RetireCARequest\x1a\x1b.signet.v1.RetireCAResponse\x12s\n" +
+	"\x18ForgetAttestationBinding\x12*.signet.v1.ForgetAttestationBindingRequest\x1a+.signet.v1.ForgetAttestationBindingResponseB7Z5github.com/signet-pki/signet/proto/signet/v1;signetv1b\x06proto3"
 
 var (
 	file_signet_v1_signet_proto_rawDescOnce sync.Once
@@ -3838,7 +3967,7 @@ func file_signet_v1_signet_proto_rawDescGZIP() []byte {
 }
 
 var file_signet_v1_signet_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_signet_v1_signet_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_signet_v1_signet_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_signet_v1_signet_proto_goTypes = []any{
 	(ErrorReason)(0),                                 // 0: signet.v1.ErrorReason
 	(AnchorState)(0),                                 // 1: signet.v1.AnchorState
@@ -3865,114 +3994,118 @@ var file_signet_v1_signet_proto_goTypes = []any{
 	(*Gate)(nil),                                     // 22: signet.v1.Gate
 	(*StageCARequest)(nil),                           // 23: signet.v1.StageCARequest
 	(*StageCAResponse)(nil),                          // 24: signet.v1.StageCAResponse
-	(*ActivateCARequest)(nil),                        // 25: signet.v1.ActivateCARequest
-	(*ActivateCAResponse)(nil),                       // 26: signet.v1.ActivateCAResponse
-	(*RetireCARequest)(nil),                          // 27: signet.v1.RetireCARequest
-	(*RetireCAResponse)(nil),                         // 28: signet.v1.RetireCAResponse
-	(*ListSignersRequest)(nil),                       // 29: signet.v1.ListSignersRequest
-	(*ListSignersResponse)(nil),                      // 30: signet.v1.ListSignersResponse
-	(*SignerDescription)(nil),                        // 31: signet.v1.SignerDescription
-	(*LintGate)(nil),                                 // 32: signet.v1.LintGate
-	(*LintRule)(nil),                                 // 33: signet.v1.LintRule
-	(*ExplainCertificateSigningRequestRequest)(nil),  // 34: signet.v1.ExplainCertificateSigningRequestRequest
-	(*RuleResult)(nil),                               // 35: signet.v1.RuleResult
-	(*ExplainCertificateSigningRequestResponse)(nil), // 36: signet.v1.ExplainCertificateSigningRequestResponse
-	(*GetServerInfoRequest)(nil),                     // 37: signet.v1.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil),                    // 38: signet.v1.GetServerInfoResponse
-	(*FindRecordsRequest)(nil),                       // 39: signet.v1.FindRecordsRequest
-	(*FindRecordsResponse)(nil),                      // 40: signet.v1.FindRecordsResponse
-	(*LedgerRecord)(nil),                             // 41: signet.v1.LedgerRecord
-	(*GetCheckpointRequest)(nil),                     // 42: signet.v1.GetCheckpointRequest
-	(*GetCheckpointResponse)(nil),                    // 43: signet.v1.GetCheckpointResponse
-	(*ProveInclusionRequest)(nil),                    // 44: signet.v1.ProveInclusionRequest
-	(*ProveInclusionResponse)(nil),                   // 45: signet.v1.ProveInclusionResponse
-	(*ProveConsistencyRequest)(nil),                  // 46: signet.v1.ProveConsistencyRequest
-	(*ProveConsistencyResponse)(nil),                 // 47: signet.v1.ProveConsistencyResponse
-	nil,                                              // 48: signet.v1.Requester.ExtraEntry
-	nil,                                              // 49: signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
-	(*timestamppb.Timestamp)(nil),                    // 50: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),                      // 51: google.protobuf.Duration
+	(*ForgetAttestationBindingRequest)(nil),          // 25: signet.v1.ForgetAttestationBindingRequest
+	(*ForgetAttestationBindingResponse)(nil),         // 26: signet.v1.ForgetAttestationBindingResponse
+	(*ActivateCARequest)(nil),                        // 27: signet.v1.ActivateCARequest
+	(*ActivateCAResponse)(nil),                       // 28: signet.v1.ActivateCAResponse
+	(*RetireCARequest)(nil),                          // 29: signet.v1.RetireCARequest
+	(*RetireCAResponse)(nil),                         // 30: signet.v1.RetireCAResponse
+	(*ListSignersRequest)(nil),                       // 31: signet.v1.ListSignersRequest
+	(*ListSignersResponse)(nil),                      // 32: signet.v1.ListSignersResponse
+	(*SignerDescription)(nil),                        // 33: signet.v1.SignerDescription
+	(*LintGate)(nil),                                 // 34: signet.v1.LintGate
+	(*LintRule)(nil),                                 // 35: signet.v1.LintRule
+	(*ExplainCertificateSigningRequestRequest)(nil),  // 36: signet.v1.ExplainCertificateSigningRequestRequest
+	(*RuleResult)(nil),                               // 37: signet.v1.RuleResult
+	(*ExplainCertificateSigningRequestResponse)(nil), // 38: signet.v1.ExplainCertificateSigningRequestResponse
+	(*GetServerInfoRequest)(nil),                     // 39: signet.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),                    // 40: signet.v1.GetServerInfoResponse
+	(*FindRecordsRequest)(nil),                       // 41: signet.v1.FindRecordsRequest
+	(*FindRecordsResponse)(nil),                      // 42: signet.v1.FindRecordsResponse
+	(*LedgerRecord)(nil),                             // 43: signet.v1.LedgerRecord
+	(*GetCheckpointRequest)(nil),                     // 44: signet.v1.GetCheckpointRequest
+	(*GetCheckpointResponse)(nil),                    // 45: signet.v1.GetCheckpointResponse
+	(*ProveInclusionRequest)(nil),                    // 46: signet.v1.ProveInclusionRequest
+	(*ProveInclusionResponse)(nil),                   // 47: signet.v1.ProveInclusionResponse
+	(*ProveConsistencyRequest)(nil),                  // 48: signet.v1.ProveConsistencyRequest
+	(*ProveConsistencyResponse)(nil),                 // 49: signet.v1.ProveConsistencyResponse
+	nil,                                              // 50: signet.v1.Requester.ExtraEntry
+	nil,                                              // 51: signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
+	(*timestamppb.Timestamp)(nil),                    // 52: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),                      // 53: google.protobuf.Duration
 }
 var file_signet_v1_signet_proto_depIdxs = []int32{
-	48, // 0: signet.v1.Requester.extra:type_name -> signet.v1.Requester.ExtraEntry
+	50, // 0: signet.v1.Requester.extra:type_name -> signet.v1.Requester.ExtraEntry
 	2,  // 1: signet.v1.SignCertificateSigningRequestRequest.requester:type_name -> signet.v1.Requester
 	4,  // 2: signet.v1.SignCertificateSigningRequestRequest.object:type_name -> signet.v1.KubernetesObject
-	50, // 3: signet.v1.SignCertificateSigningRequestResponse.not_before:type_name -> google.protobuf.Timestamp
-	50, // 4: signet.v1.SignCertificateSigningRequestResponse.not_after:type_name -> google.protobuf.Timestamp
+	52, // 3: signet.v1.SignCertificateSigningRequestResponse.not_before:type_name -> google.protobuf.Timestamp
+	52, // 4: signet.v1.SignCertificateSigningRequestResponse.not_after:type_name -> google.protobuf.Timestamp
 	2,  // 5: signet.v1.VerifyAttestationRequest.requester:type_name -> signet.v1.Requester
 	4,  // 6: signet.v1.VerifyAttestationRequest.object:type_name -> signet.v1.KubernetesObject
 	4,  // 7: signet.v1.SignPodCertificateRequestRequest.object:type_name -> signet.v1.KubernetesObject
 	9,  // 8: signet.v1.SignPodCertificateRequestRequest.pod:type_name -> signet.v1.PodIdentity
-	49, // 9: signet.v1.SignPodCertificateRequestRequest.unverified_user_annotations:type_name -> signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
-	50, // 10: signet.v1.SignPodCertificateRequestResponse.not_before:type_name -> google.protobuf.Timestamp
-	50, // 11: signet.v1.SignPodCertificateRequestResponse.not_after:type_name -> google.protobuf.Timestamp
-	50, // 12: signet.v1.SignPodCertificateRequestResponse.begin_refresh_at:type_name -> google.protobuf.Timestamp
+	51, // 9: signet.v1.SignPodCertificateRequestRequest.unverified_user_annotations:type_name -> signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
+	52, // 10: signet.v1.SignPodCertificateRequestResponse.not_before:type_name -> google.protobuf.Timestamp
+	52, // 11: signet.v1.SignPodCertificateRequestResponse.not_after:type_name -> google.protobuf.Timestamp
+	52, // 12: signet.v1.SignPodCertificateRequestResponse.begin_refresh_at:type_name -> google.protobuf.Timestamp
 	14, // 13: signet.v1.GetTrustAnchorsResponse.anchors:type_name -> signet.v1.TrustAnchor
 	1,  // 14: signet.v1.TrustAnchor.state:type_name -> signet.v1.AnchorState
-	50, // 15: signet.v1.TrustAnchor.since:type_name -> google.protobuf.Timestamp
-	50, // 16: signet.v1.TrustAnchor.not_after:type_name -> google.protobuf.Timestamp
+	52, // 15: signet.v1.TrustAnchor.since:type_name -> google.protobuf.Timestamp
+	52, // 16: signet.v1.TrustAnchor.not_after:type_name -> google.protobuf.Timestamp
 	19, // 17: signet.v1.GetAuthorityResponse.signers:type_name -> signet.v1.SignerAuthority
 	20, // 18: signet.v1.SignerAuthority.cas:type_name -> signet.v1.AuthorityCA
 	21, // 19: signet.v1.SignerAuthority.clusters:type_name -> signet.v1.ClusterReport
-	51, // 20: signet.v1.SignerAuthority.min_propagation_delay:type_name -> google.protobuf.Duration
+	53, // 20: signet.v1.SignerAuthority.min_propagation_delay:type_name -> google.protobuf.Duration
 	22, // 21: signet.v1.SignerAuthority.activation:type_name -> signet.v1.Gate
 	14, // 22: signet.v1.AuthorityCA.anchor:type_name -> signet.v1.TrustAnchor
-	50, // 23: signet.v1.AuthorityCA.last_leaf_not_after:type_name -> google.protobuf.Timestamp
+	52, // 23: signet.v1.AuthorityCA.last_leaf_not_after:type_name -> google.protobuf.Timestamp
 	22, // 24: signet.v1.AuthorityCA.retirement:type_name -> signet.v1.Gate
-	50, // 25: signet.v1.ClusterReport.reported_at:type_name -> google.protobuf.Timestamp
-	50, // 26: signet.v1.ClusterReport.last_seen:type_name -> google.protobuf.Timestamp
-	50, // 27: signet.v1.ClusterReport.staged_published_at:type_name -> google.protobuf.Timestamp
-	50, // 28: signet.v1.Gate.not_before:type_name -> google.protobuf.Timestamp
+	52, // 25: signet.v1.ClusterReport.reported_at:type_name -> google.protobuf.Timestamp
+	52, // 26: signet.v1.ClusterReport.last_seen:type_name -> google.protobuf.Timestamp
+	52, // 27: signet.v1.ClusterReport.staged_published_at:type_name -> google.protobuf.Timestamp
+	52, // 28: signet.v1.Gate.not_before:type_name -> google.protobuf.Timestamp
 	19, // 29: signet.v1.StageCAResponse.authority:type_name -> signet.v1.SignerAuthority
 	19, // 30: signet.v1.ActivateCAResponse.authority:type_name -> signet.v1.SignerAuthority
 	19, // 31: signet.v1.RetireCAResponse.authority:type_name -> signet.v1.SignerAuthority
-	31, // 32: signet.v1.ListSignersResponse.signers:type_name -> signet.v1.SignerDescription
-	51, // 33: signet.v1.SignerDescription.max_lifetime:type_name -> google.protobuf.Duration
-	32, // 34: signet.v1.SignerDescription.lint:type_name -> signet.v1.LintGate
-	33, // 35: signet.v1.LintGate.excluded:type_name -> signet.v1.LintRule
-	33, // 36: signet.v1.LintGate.accepted:type_name -> signet.v1.LintRule
+	33, // 32: signet.v1.ListSignersResponse.signers:type_name -> signet.v1.SignerDescription
+	53, // 33: signet.v1.SignerDescription.max_lifetime:type_name -> google.protobuf.Duration
+	34, // 34: signet.v1.SignerDescription.lint:type_name -> signet.v1.LintGate
+	35, // 35: signet.v1.LintGate.excluded:type_name -> signet.v1.LintRule
+	35, // 36: signet.v1.LintGate.accepted:type_name -> signet.v1.LintRule
 	5,  // 37: signet.v1.ExplainCertificateSigningRequestRequest.request:type_name -> signet.v1.SignCertificateSigningRequestRequest
-	35, // 38: signet.v1.ExplainCertificateSigningRequestResponse.rules:type_name -> signet.v1.RuleResult
-	51, // 39: signet.v1.ExplainCertificateSigningRequestResponse.lifetime:type_name -> google.protobuf.Duration
-	41, // 40: signet.v1.FindRecordsResponse.records:type_name -> signet.v1.LedgerRecord
-	50, // 41: signet.v1.LedgerRecord.time:type_name -> google.protobuf.Timestamp
-	50, // 42: signet.v1.LedgerRecord.not_before:type_name -> google.protobuf.Timestamp
-	50, // 43: signet.v1.LedgerRecord.not_after:type_name -> google.protobuf.Timestamp
+	37, // 38: signet.v1.ExplainCertificateSigningRequestResponse.rules:type_name -> signet.v1.RuleResult
+	53, // 39: signet.v1.ExplainCertificateSigningRequestResponse.lifetime:type_name -> google.protobuf.Duration
+	43, // 40: signet.v1.FindRecordsResponse.records:type_name -> signet.v1.LedgerRecord
+	52, // 41: signet.v1.LedgerRecord.time:type_name -> google.protobuf.Timestamp
+	52, // 42: signet.v1.LedgerRecord.not_before:type_name -> google.protobuf.Timestamp
+	52, // 43: signet.v1.LedgerRecord.not_after:type_name -> google.protobuf.Timestamp
 	3,  // 44: signet.v1.Requester.ExtraEntry.value:type_name -> signet.v1.ExtraValue
 	5,  // 45: signet.v1.SignerService.SignCertificateSigningRequest:input_type -> signet.v1.SignCertificateSigningRequestRequest
 	10, // 46: signet.v1.SignerService.SignPodCertificateRequest:input_type -> signet.v1.SignPodCertificateRequestRequest
 	12, // 47: signet.v1.SignerService.GetTrustAnchors:input_type -> signet.v1.GetTrustAnchorsRequest
-	29, // 48: signet.v1.SignerService.ListSigners:input_type -> signet.v1.ListSignersRequest
-	34, // 49: signet.v1.SignerService.ExplainCertificateSigningRequest:input_type -> signet.v1.ExplainCertificateSigningRequestRequest
+	31, // 48: signet.v1.SignerService.ListSigners:input_type -> signet.v1.ListSignersRequest
+	36, // 49: signet.v1.SignerService.ExplainCertificateSigningRequest:input_type -> signet.v1.ExplainCertificateSigningRequestRequest
 	15, // 50: signet.v1.SignerService.ReportTrustBundle:input_type -> signet.v1.ReportTrustBundleRequest
-	37, // 51: signet.v1.SignerService.GetServerInfo:input_type -> signet.v1.GetServerInfoRequest
+	39, // 51: signet.v1.SignerService.GetServerInfo:input_type -> signet.v1.GetServerInfoRequest
 	7,  // 52: signet.v1.SignerService.VerifyAttestation:input_type -> signet.v1.VerifyAttestationRequest
-	39, // 53: signet.v1.LedgerService.FindRecords:input_type -> signet.v1.FindRecordsRequest
-	42, // 54: signet.v1.LedgerService.GetCheckpoint:input_type -> signet.v1.GetCheckpointRequest
-	44, // 55: signet.v1.LedgerService.ProveInclusion:input_type -> signet.v1.ProveInclusionRequest
-	46, // 56: signet.v1.LedgerService.ProveConsistency:input_type -> signet.v1.ProveConsistencyRequest
+	41, // 53: signet.v1.LedgerService.FindRecords:input_type -> signet.v1.FindRecordsRequest
+	44, // 54: signet.v1.LedgerService.GetCheckpoint:input_type -> signet.v1.GetCheckpointRequest
+	46, // 55: signet.v1.LedgerService.ProveInclusion:input_type -> signet.v1.ProveInclusionRequest
+	48, // 56: signet.v1.LedgerService.ProveConsistency:input_type -> signet.v1.ProveConsistencyRequest
 	17, // 57: signet.v1.AuthorityService.GetAuthority:input_type -> signet.v1.GetAuthorityRequest
 	23, // 58: signet.v1.AuthorityService.StageCA:input_type -> signet.v1.StageCARequest
-	25, // 59: signet.v1.AuthorityService.ActivateCA:input_type -> signet.v1.ActivateCARequest
-	27, // 60: signet.v1.AuthorityService.RetireCA:input_type -> signet.v1.RetireCARequest
-	6,  // 61: signet.v1.SignerService.SignCertificateSigningRequest:output_type -> signet.v1.SignCertificateSigningRequestResponse
-	11, // 62: signet.v1.SignerService.SignPodCertificateRequest:output_type -> signet.v1.SignPodCertificateRequestResponse
-	13, // 63: signet.v1.SignerService.GetTrustAnchors:output_type -> signet.v1.GetTrustAnchorsResponse
-	30, // 64: signet.v1.SignerService.ListSigners:output_type -> signet.v1.ListSignersResponse
-	36, // 65: signet.v1.SignerService.ExplainCertificateSigningRequest:output_type -> signet.v1.ExplainCertificateSigningRequestResponse
-	16, // 66: signet.v1.SignerService.ReportTrustBundle:output_type -> signet.v1.ReportTrustBundleResponse
-	38, // 67: signet.v1.SignerService.GetServerInfo:output_type -> signet.v1.GetServerInfoResponse
-	8,  // 68: signet.v1.SignerService.VerifyAttestation:output_type -> signet.v1.VerifyAttestationResponse
-	40, // 69: signet.v1.LedgerService.FindRecords:output_type -> signet.v1.FindRecordsResponse
-	43, // 70: signet.v1.LedgerService.GetCheckpoint:output_type -> signet.v1.GetCheckpointResponse
-	45, // 71: signet.v1.LedgerService.ProveInclusion:output_type -> signet.v1.ProveInclusionResponse
-	47, // 72: signet.v1.LedgerService.ProveConsistency:output_type -> signet.v1.ProveConsistencyResponse
-	18, // 73: signet.v1.AuthorityService.GetAuthority:output_type -> signet.v1.GetAuthorityResponse
-	24, // 74: signet.v1.AuthorityService.StageCA:output_type -> signet.v1.StageCAResponse
-	26, // 75: signet.v1.AuthorityService.ActivateCA:output_type -> signet.v1.ActivateCAResponse
-	28, // 76: signet.v1.AuthorityService.RetireCA:output_type -> signet.v1.RetireCAResponse
-	61, // [61:77] is the sub-list for method output_type
-	45, // [45:61] is the sub-list for method input_type
+	27, // 59: signet.v1.AuthorityService.ActivateCA:input_type -> signet.v1.ActivateCARequest
+	29, // 60: signet.v1.AuthorityService.RetireCA:input_type -> signet.v1.RetireCARequest
+	25, // 61: signet.v1.AuthorityService.ForgetAttestationBinding:input_type -> signet.v1.ForgetAttestationBindingRequest
+	6,  // 62: signet.v1.SignerService.SignCertificateSigningRequest:output_type -> signet.v1.SignCertificateSigningRequestResponse
+	11, // 63: signet.v1.SignerService.SignPodCertificateRequest:output_type -> signet.v1.SignPodCertificateRequestResponse
+	13, // 64: signet.v1.SignerService.GetTrustAnchors:output_type -> signet.v1.GetTrustAnchorsResponse
+	32, // 65: signet.v1.SignerService.ListSigners:output_type -> signet.v1.ListSignersResponse
+	38, // 66: signet.v1.SignerService.ExplainCertificateSigningRequest:output_type -> signet.v1.ExplainCertificateSigningRequestResponse
+	16, // 67: signet.v1.SignerService.ReportTrustBundle:output_type -> signet.v1.ReportTrustBundleResponse
+	40, // 68: signet.v1.SignerService.GetServerInfo:output_type -> signet.v1.GetServerInfoResponse
+	8,  // 69: signet.v1.SignerService.VerifyAttestation:output_type -> signet.v1.VerifyAttestationResponse
+	42, // 70: signet.v1.LedgerService.FindRecords:output_type -> signet.v1.FindRecordsResponse
+	45, // 71: signet.v1.LedgerService.GetCheckpoint:output_type -> signet.v1.GetCheckpointResponse
+	47, // 72: signet.v1.LedgerService.ProveInclusion:output_type -> signet.v1.ProveInclusionResponse
+	49, // 73: signet.v1.LedgerService.ProveConsistency:output_type -> signet.v1.ProveConsistencyResponse
+	18, // 74: signet.v1.AuthorityService.GetAuthority:output_type -> signet.v1.GetAuthorityResponse
+	24, // 75: signet.v1.AuthorityService.StageCA:output_type -> signet.v1.StageCAResponse
+	28, // 76: signet.v1.AuthorityService.ActivateCA:output_type -> signet.v1.ActivateCAResponse
+	30, // 77: signet.v1.AuthorityService.RetireCA:output_type -> signet.v1.RetireCAResponse
+	26, // 78: signet.v1.AuthorityService.ForgetAttestationBinding:output_type -> signet.v1.ForgetAttestationBindingResponse
+	62, // [62:79] is the sub-list for method output_type
+	45, // [45:62] is the sub-list for method input_type
 	45, // [45:45] is the sub-list for extension type_name
 	45, // [45:45] is the sub-list for extension extendee
 	0,  // [0:45] is the sub-list for field type_name
@@ -3991,7 +4124,7 @@ func file_signet_v1_signet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_signet_v1_signet_proto_rawDesc), len(file_signet_v1_signet_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   48,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -691,10 +691,11 @@ var LedgerService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	AuthorityService_GetAuthority_FullMethodName = "/signet.v1.AuthorityService/GetAuthority"
-	AuthorityService_StageCA_FullMethodName      = "/signet.v1.AuthorityService/StageCA"
-	AuthorityService_ActivateCA_FullMethodName   = "/signet.v1.AuthorityService/ActivateCA"
-	AuthorityService_RetireCA_FullMethodName     = "/signet.v1.AuthorityService/RetireCA"
+	AuthorityService_GetAuthority_FullMethodName             = "/signet.v1.AuthorityService/GetAuthority"
+	AuthorityService_StageCA_FullMethodName                  = "/signet.v1.AuthorityService/StageCA"
+	AuthorityService_ActivateCA_FullMethodName               = "/signet.v1.AuthorityService/ActivateCA"
+	AuthorityService_RetireCA_FullMethodName                 = "/signet.v1.AuthorityService/RetireCA"
+	AuthorityService_ForgetAttestationBinding_FullMethodName = "/signet.v1.AuthorityService/ForgetAttestationBinding"
 )
 
 // AuthorityServiceClient is the client API for AuthorityService service.
@@ -720,6 +721,11 @@ type AuthorityServiceClient interface {
 	// RetireCA removes a retired (or staged) CA from the trust bundle. Refused while a leaf it
 	// signed can still be valid.
 	RetireCA(ctx context.Context, in *RetireCARequest, opts ...grpc.CallOption) (*RetireCAResponse, error)
+	// ForgetAttestationBinding clears the binding of a node to its TPM's endorsement key (trust
+	// on first use), for an admin of an attested signer (profile kubelet-client-tpm): the removal
+	// is recorded in the ledger (decision "unbound"), and the node's next attestation binds the
+	// endorsement key it then shows. For a node whose TPM was replaced, or a name reused.
+	ForgetAttestationBinding(ctx context.Context, in *ForgetAttestationBindingRequest, opts ...grpc.CallOption) (*ForgetAttestationBindingResponse, error)
 }
 
 type authorityServiceClient struct {
@@ -770,6 +776,16 @@ func (c *authorityServiceClient) RetireCA(ctx context.Context, in *RetireCAReque
 	return out, nil
 }
 
+func (c *authorityServiceClient) ForgetAttestationBinding(ctx context.Context, in *ForgetAttestationBindingRequest, opts ...grpc.CallOption) (*ForgetAttestationBindingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ForgetAttestationBindingResponse)
+	err := c.cc.Invoke(ctx, AuthorityService_ForgetAttestationBinding_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AuthorityServiceServer is the server API for AuthorityService service.
 // All implementations must embed UnimplementedAuthorityServiceServer
 // for forward compatibility.
@@ -793,6 +809,11 @@ type AuthorityServiceServer interface {
 	// RetireCA removes a retired (or staged) CA from the trust bundle. Refused while a leaf it
 	// signed can still be valid.
 	RetireCA(context.Context, *RetireCARequest) (*RetireCAResponse, error)
+	// ForgetAttestationBinding clears the binding of a node to its TPM's endorsement key (trust
+	// on first use), for an admin of an attested signer (profile kubelet-client-tpm): the removal
+	// is recorded in the ledger (decision "unbound"), and the node's next attestation binds the
+	// endorsement key it then shows. For a node whose TPM was replaced, or a name reused.
+	ForgetAttestationBinding(context.Context, *ForgetAttestationBindingRequest) (*ForgetAttestationBindingResponse, error)
 	mustEmbedUnimplementedAuthorityServiceServer()
 }
 
@@ -814,6 +835,9 @@ func (UnimplementedAuthorityServiceServer) ActivateCA(context.Context, *Activate
 }
 func (UnimplementedAuthorityServiceServer) RetireCA(context.Context, *RetireCARequest) (*RetireCAResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RetireCA not implemented")
+}
+func (UnimplementedAuthorityServiceServer) ForgetAttestationBinding(context.Context, *ForgetAttestationBindingRequest) (*ForgetAttestationBindingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ForgetAttestationBinding not implemented")
 }
 func (UnimplementedAuthorityServiceServer) mustEmbedUnimplementedAuthorityServiceServer() {}
 func (UnimplementedAuthorityServiceServer) testEmbeddedByValue()                          {}
@@ -908,6 +932,24 @@ func _AuthorityService_RetireCA_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AuthorityService_ForgetAttestationBinding_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForgetAttestationBindingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthorityServiceServer).ForgetAttestationBinding(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuthorityService_ForgetAttestationBinding_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthorityServiceServer).ForgetAttestationBinding(ctx, req.(*ForgetAttestationBindingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AuthorityService_ServiceDesc is the grpc.ServiceDesc for AuthorityService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -930,6 +972,10 @@ var AuthorityService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RetireCA",
 			Handler:    _AuthorityService_RetireCA_Handler,
+		},
+		{
+			MethodName: "ForgetAttestationBinding",
+			Handler:    _AuthorityService_ForgetAttestationBinding_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
