@@ -2,9 +2,9 @@ package decision
 
 import (
 	"context"
-	"errors"
 	"crypto/x509"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 
