@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -33,6 +34,7 @@ import (
 // The attested signers of these tests.
 const (
 	tpmSigner      = "signet.dev/kube-apiserver-client-kubelet-tpm"
+	servingSigner  = "signet.dev/kubelet-serving-tpm"
 	insecureSigner = "signet.dev/kube-apiserver-client-kubelet-insecure"
 )
 
@@ -85,7 +87,8 @@ func attestedConfig(t *testing.T, node *nodetpm.TPM) func(*config.Config) {
 			t.Fatal(err)
 		}
 		dev := cfg.Signers[0]
-		for _, s := range []struct{ name, profile string }{{tpmSigner, profile.NameKubeletClientTPM}, {insecureSigner, profile.NameKubeletClientInsecure}} {
+		for _, s := range []struct{ name, profile string }{{tpmSigner, profile.NameKubeletClientTPM}, {insecureSigner, profile.NameKubeletClientInsecure},
+			{servingSigner, profile.NameKubeletServingTPM}} {
 			cfg.Signers = append(cfg.Signers, config.Signer{Name: s.name, Key: dev.Key, Certificate: dev.Certificate,
 				MaxLifetime: dev.MaxLifetime, Rotation: dev.Rotation, Profile: profile.Spec{Name: s.profile}})
 		}
@@ -122,8 +125,14 @@ func (s *testServer) post(t *testing.T, path string, in, out any) (int, attestEr
 type attestErr struct{ Check, Message string }
 
 // attestAs runs the node agent's exchange with the server for nodeName and returns the
-// request with its evidence.
+// request (for a client certificate: no SANs) with its evidence.
 func (s *testServer) attestAs(t *testing.T, node *nodetpm.TPM, nodeName string) []byte {
+	t.Helper()
+	return s.attestWith(t, node, nodeName, nil, nil)
+}
+
+// attestWith is attestAs for a request with the SANs dns and ips.
+func (s *testServer) attestWith(t *testing.T, node *nodetpm.TPM, nodeName string, dns []string, ips []net.IP) []byte {
 	t.Helper()
 	keys, err := node.Keys()
 	if err != nil {
@@ -150,6 +159,7 @@ func (s *testServer) attestAs(t *testing.T, node *nodetpm.TPM, nodeName string) 
 	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
 		Subject:         pkix.Name{CommonName: "system:node:" + nodeName, Organization: []string{"system:nodes"}},
 		ExtraExtensions: []pkix.Extension{ext},
+		DNSNames:        dns, IPAddresses: ips,
 	}, key)
 	if err != nil {
 		t.Fatal(err)
@@ -184,7 +194,7 @@ const devSignerName = "signet.dev/dev"
 // verifyRequest is the VerifyAttestation request of a signing request.
 func verifyRequest(r *signetv1.SignCertificateSigningRequestRequest) *signetv1.VerifyAttestationRequest {
 	return &signetv1.VerifyAttestationRequest{SignerName: r.GetSignerName(), Request: r.GetRequest(), Usages: r.GetUsages(),
-		ExpirationSeconds: r.ExpirationSeconds, Requester: r.GetRequester(), Object: r.GetObject()}
+		ExpirationSeconds: r.ExpirationSeconds, Requester: r.GetRequester(), Object: r.GetObject(), NodeAddresses: r.GetNodeAddresses()}
 }
 
 // records returns the ledger's records.
@@ -204,6 +214,17 @@ func TestAttestedKubeletClientCertificate(t *testing.T) {
 	s, stop := runServer(t, cfg, dir)
 	client := signetv1.NewSignerServiceClient(s.dial(t, s.clientTLS(t, s.devClient(t))))
 
+	// A request the signer's rules refuse (server auth on a client signer) binds nothing.
+	wrong := kubeletClientRequest(tpmSigner, s.attestAs(t, node, "node-x"), "uid-0")
+	wrong.Usages = []string{"digital signature", "server auth"}
+	_, err := client.SignCertificateSigningRequest(callContext(t), wrong)
+	wantStatus(t, err, codes.FailedPrecondition, "POLICY_VIOLATION")
+	for _, r := range records(t, cfg.Ledger.Dir) {
+		if r.Decision == ledger.Bound {
+			t.Fatalf("a refused request bound its EK: %+v", r)
+		}
+	}
+
 	// The node joins: evidence for node-a, requested with a bootstrap token. The approver
 	// verifies it first: that spends nothing, binds nothing.
 	full := s.attestAs(t, node, "node-a")
@@ -213,7 +234,7 @@ func TestAttestedKubeletClientCertificate(t *testing.T) {
 			t.Fatalf("VerifyAttestation = %v, %v", v, err)
 		}
 	}
-	_, err := client.VerifyAttestation(callContext(t), verifyRequest(kubeletClientRequest(devSignerName, full, "uid-1")))
+	_, err = client.VerifyAttestation(callContext(t), verifyRequest(kubeletClientRequest(devSignerName, full, "uid-1")))
 	wantStatus(t, err, codes.FailedPrecondition, "POLICY_VIOLATION")
 	rsp, err := client.SignCertificateSigningRequest(callContext(t), kubeletClientRequest(tpmSigner, full, "uid-1"))
 	if err != nil {
@@ -405,4 +426,49 @@ func otherEK(t *testing.T, _ *nodetpm.TPM) []byte {
 	}
 	_, _ = tpm2.FlushContext{FlushHandle: rsp.ObjectHandle}.Execute(simTPM)
 	return rsp.OutPublic.Bytes()
+}
+
+// TestAttestedServingCertificate: a kubelet-serving-tpm signer signs a node's serving
+// certificate for the node's own addresses, as the watcher forwards them, and refuses
+// (signing and approval alike) a SAN that is not one of them, naming it, and a request that
+// came without the node's addresses.
+func TestAttestedServingCertificate(t *testing.T) {
+	node := nodeTPM(t)
+	s := startServer(t, attestedConfig(t, node))
+	client := signetv1.NewSignerServiceClient(s.dial(t, s.clientTLS(t, s.devClient(t))))
+	addrs := []*signetv1.NodeAddress{{Type: "InternalIP", Address: "10.0.0.7"}, {Type: "Hostname", Address: "node-a"}}
+	serving := func(full []byte, uid string, addrs []*signetv1.NodeAddress) *signetv1.SignCertificateSigningRequestRequest {
+		return &signetv1.SignCertificateSigningRequestRequest{
+			SignerName: servingSigner, Request: full, Usages: []string{"digital signature", "server auth"},
+			Requester: &signetv1.Requester{Username: "system:node:node-a", Groups: []string{"system:nodes", "system:authenticated"}},
+			Object:    &signetv1.KubernetesObject{Uid: uid, Name: "csr-" + uid}, NodeAddresses: addrs,
+		}
+	}
+	own := serving(s.attestWith(t, node, "node-a", []string{"node-a"}, []net.IP{net.ParseIP("10.0.0.7")}), "uid-1", addrs)
+	if _, err := client.VerifyAttestation(callContext(t), verifyRequest(own)); err != nil {
+		t.Fatalf("VerifyAttestation of the node's own addresses: %v", err)
+	}
+	rsp, err := client.SignCertificateSigningRequest(callContext(t), own)
+	if err != nil {
+		t.Fatalf("signing the node's serving certificate: %v", err)
+	}
+	if leaf := parsePEMCerts(t, []byte(rsp.GetCertificateChainPem()))[0]; len(leaf.IPAddresses) != 1 || !leaf.IPAddresses[0].Equal(net.ParseIP("10.0.0.7")) {
+		t.Fatalf("serving certificate IPs %v", leaf.IPAddresses)
+	}
+	foreign := serving(s.attestWith(t, node, "node-a", []string{"node-a"}, []net.IP{net.ParseIP("10.9.9.9")}), "uid-2", addrs)
+	_, err = client.VerifyAttestation(callContext(t), verifyRequest(foreign))
+	wantStatus(t, err, codes.FailedPrecondition, "POLICY_VIOLATION")
+	if !strings.Contains(err.Error(), "IP address 10.9.9.9 is not one of the node's addresses") {
+		t.Fatalf("approval refusal %v does not name the foreign IP", err)
+	}
+	_, err = client.SignCertificateSigningRequest(callContext(t), foreign)
+	wantStatus(t, err, codes.FailedPrecondition, "POLICY_VIOLATION")
+	if !strings.Contains(err.Error(), "10.9.9.9") {
+		t.Fatalf("signing refusal %v does not name the foreign IP", err)
+	}
+	_, err = client.SignCertificateSigningRequest(callContext(t), serving(s.attestWith(t, node, "node-a", []string{"node-a"}, nil), "uid-3", nil))
+	wantStatus(t, err, codes.FailedPrecondition, "POLICY_VIOLATION")
+	if !strings.Contains(err.Error(), "no node addresses came with the request") {
+		t.Fatalf("refusal %v", err)
+	}
 }

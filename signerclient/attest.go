@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
 
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 )
@@ -19,15 +20,16 @@ type Attested struct {
 }
 
 // VerifyAttestation asks the server to verify the TPM evidence of csr, for a signer whose
-// profile requires attestation, without signing it. Its errors are classified with Classify:
+// profile requires attestation, and the signer's rules on it (with the node's addresses, when
+// given), without signing it. Its errors are classified with Classify:
 // a terminal one (ATTESTATION_FAILED, MALFORMED_REQUEST, POLICY_VIOLATION) is a reason to
 // deny the request.
-func (c *Client) VerifyAttestation(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) (Attested, error) {
+func (c *Client) VerifyAttestation(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, nodeAddresses ...corev1.NodeAddress) (Attested, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	r := BuildRequest(csr)
 	resp, err := c.rpc.VerifyAttestation(ctx, &signetv1.VerifyAttestationRequest{SignerName: r.GetSignerName(), Request: r.GetRequest(),
-		Usages: r.GetUsages(), ExpirationSeconds: r.ExpirationSeconds, Requester: r.GetRequester(), Object: r.GetObject()})
+		Usages: r.GetUsages(), ExpirationSeconds: r.ExpirationSeconds, Requester: r.GetRequester(), Object: r.GetObject(), NodeAddresses: NodeAddresses(nodeAddresses)})
 	if err != nil {
 		return Attested{}, fmt.Errorf("verifying the attestation of CSR %s: %w", csr.Name, err)
 	}

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -268,10 +269,12 @@ type Issued struct {
 // SignCSR asks the server to sign csr and returns the PEM chain for status.certificate, leaf
 // first, with the leaf's serial number and NotAfter as the server reports them. The call is
 // bounded by the client's RPC timeout. Errors wrap the gRPC status; see Classify.
-func (c *Client) SignCSR(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) (Issued, error) {
+func (c *Client) SignCSR(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, nodeAddresses ...corev1.NodeAddress) (Issued, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	resp, err := c.rpc.SignCertificateSigningRequest(ctx, BuildRequest(csr))
+	req := BuildRequest(csr)
+	req.NodeAddresses = NodeAddresses(nodeAddresses)
+	resp, err := c.rpc.SignCertificateSigningRequest(ctx, req)
 	if err != nil {
 		return Issued{}, fmt.Errorf("signing CSR %s: %w", csr.Name, err)
 	}
@@ -348,4 +351,13 @@ func BuildRequest(csr *certificatesv1.CertificateSigningRequest) *signetv1.SignC
 		req.ExpirationSeconds = &seconds
 	}
 	return req
+}
+
+// NodeAddresses converts a Node's status.addresses to the wire's.
+func NodeAddresses(addrs []corev1.NodeAddress) []*signetv1.NodeAddress {
+	var out []*signetv1.NodeAddress
+	for _, a := range addrs {
+		out = append(out, &signetv1.NodeAddress{Type: string(a.Type), Address: a.Address})
+	}
+	return out
 }

@@ -37,11 +37,11 @@ func (a TPMApproverConfig) validate() []error {
 }
 
 // tpmApprover builds the approver controller of a leader term, nil when it is off.
-func (c *Config) tpmApprover(d controllerDeps) (*controller, error) {
+func (c *Config) tpmApprover(d controllerDeps, addresser *nodeAddresser) (*controller, error) {
 	if !c.TPMApprover.Enabled() {
 		return nil, nil
 	}
-	approver, err := tpmapprover.New(d.kube, d.client, tpmapprover.Options{
+	approver, err := tpmapprover.New(d.kube, addressingVerifier{client: d.client, addresser: addresser}, tpmapprover.Options{
 		SignerNames:    c.TPMApprover.SignerNames,
 		BackoffInitial: c.Backoff.Initial.Duration,
 		BackoffMax:     c.Backoff.Max.Duration,

@@ -126,6 +126,9 @@ type Config struct {
 	LedgerWitness LedgerWitnessConfig `json:"ledgerWitness"`
 	// TPMApprover configures the approver of the TPM-attested signers (approver.go).
 	TPMApprover TPMApproverConfig `json:"tpmApprover,omitzero"`
+	// NodeAddresses configures the forwarding of node addresses with the requests of signers
+	// that bind serving certificates to their node (nodeaddresses.go).
+	NodeAddresses NodeAddressesConfig `json:"nodeAddresses,omitzero"`
 }
 
 // TrustBundlesConfig configures the ClusterTrustBundle publisher (watcher/trustbundle). On
@@ -419,6 +422,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.LeaderElection.validate()...)
 	errs = append(errs, c.LedgerWitness.validate()...)
 	errs = append(errs, c.TPMApprover.validate()...)
+	errs = append(errs, c.NodeAddresses.validate()...)
 	return errors.Join(errs...)
 }
 

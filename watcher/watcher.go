@@ -197,7 +197,8 @@ func (c *Config) buildControllers(d controllerDeps) ([]controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	signer := gatedSigner{Client: d.client, witness: wit}
+	addresser := newNodeAddresser(d.kube, c.NodeAddresses)
+	signer := gatedSigner{Client: d.client, witness: wit, addresser: addresser}
 	csrController, err := csrsigner.New(d.kube, signer, csrsigner.Options{
 		SignerNames:       c.SignerNames,
 		BackoffInitial:    c.Backoff.Initial.Duration,
@@ -212,7 +213,7 @@ func (c *Config) buildControllers(d controllerDeps) ([]controller, error) {
 	}
 	d.metrics.CSRs().SetQueue(csrController)
 	controllers := []controller{{name: "csrsigner", run: csrController.Run, syncer: csrController}}
-	approver, err := c.tpmApprover(d)
+	approver, err := c.tpmApprover(d, addresser)
 	if err != nil {
 		return nil, err
 	}

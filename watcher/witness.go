@@ -156,7 +156,8 @@ func pausedStatus(cause error) error {
 // give-up deadlines, and are not failed).
 type gatedSigner struct {
 	*signerclient.Client
-	witness *witness.Witness // nil: no witness
+	witness   *witness.Witness // nil: no witness
+	addresser *nodeAddresser   // nil: no node addresses forwarded
 }
 
 // blocked returns the witness's ready-made pausedStatus, nil when signing may go on.
@@ -173,7 +174,11 @@ func (g gatedSigner) SignCSR(ctx context.Context, csr *certificatesv1.Certificat
 	if err := g.blocked(ctx); err != nil {
 		return signerclient.Issued{}, err
 	}
-	return g.Client.SignCSR(ctx, csr)
+	addrs, err := g.addresser.addresses(ctx, csr)
+	if err != nil {
+		return signerclient.Issued{}, err
+	}
+	return g.Client.SignCSR(ctx, csr, addrs...)
 }
 
 // SignPCR signs unless the witness pauses signing.

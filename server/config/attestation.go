@@ -14,7 +14,7 @@ import (
 
 // Attestation configures TPM node attestation (docs/attestation.md): the challenge endpoint
 // node agents call, and what an endorsement key must chain to or be listed in. Required when
-// a signer uses the kubelet-client-tpm profile; off otherwise.
+// a signer uses the kubelet-client-tpm or kubelet-serving-tpm profile; off otherwise.
 type Attestation struct {
 	// Address is host:port of the challenge endpoint: HTTPS with the server's certificate
 	// (tls.certFile), no client certificate. Empty: attestation is off.
@@ -49,13 +49,14 @@ func (a Attestation) validate(signers []Signer, taken ...string) []error {
 	var errs []error
 	var attested []string
 	for _, s := range signers {
-		if s.Profile.Name == profile.NameKubeletClientTPM {
+		if s.Profile.Name == profile.NameKubeletClientTPM || s.Profile.Name == profile.NameKubeletServingTPM {
 			attested = append(attested, s.Name)
 		}
 	}
 	if !a.Enabled() {
 		if len(attested) > 0 {
-			errs = append(errs, fmt.Errorf("attestation.address: required: signers %q use the %s profile, whose requests carry TPM evidence the server verifies", attested, profile.NameKubeletClientTPM))
+			errs = append(errs, fmt.Errorf("attestation.address: required: signers %q use the %s or %s profile, whose requests carry TPM evidence the server verifies",
+				attested, profile.NameKubeletClientTPM, profile.NameKubeletServingTPM))
 		}
 		if a.EKRootsFile != "" || a.EKAllowListFile != "" {
 			errs = append(errs, errors.New("attestation: ekRootsFile or ekAllowListFile is set but attestation.address is not (attestation is off without an address)"))

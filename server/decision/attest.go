@@ -34,32 +34,37 @@ const nodePrefix = "system:node:"
 
 // attest runs the attestation step of a request for a signer whose profile requires it,
 // between parsing the request and the profile's rules: the request's PEM is split into the
-// CERTIFICATE REQUEST and the evidence (attestation.Split), the request parsed, the evidence
-// verified for the node of its common name (the Attestor: attestation.Verify, the ticket's
-// single use, the EK's binding), and the first binding of an EK to a node recorded in the
-// ledger (a Bound record) before anything is issued. It returns the request the pipeline
-// sees: the bare CERTIFICATE REQUEST, with the verified identity in Attested.
-func (c *Core) attest(ctx context.Context, d decisionContext, r issuance.Request) (issuance.Request, error) {
+// CERTIFICATE REQUEST and the evidence (attestation.Split), the request parsed, and the
+// evidence verified for the node of its common name (the Attestor: attestation.Verify, the
+// ticket's single use, the EK's binding). It returns the request the pipeline sees (the bare
+// CERTIFICATE REQUEST, with the verified identity in Attested) and, for the first use of an
+// EK, bind: what binds it to the node and records the binding in the ledger (a Bound
+// record), to run once the certificate is signed and before its own record, so that a
+// request the rules refuse binds nothing.
+func (c *Core) attest(d decisionContext, r issuance.Request) (_ issuance.Request, bind func(context.Context) error, _ error) {
 	att, csr, node, err := c.splitAttested(r)
 	if err != nil {
-		return r, err
+		return r, nil, err
 	}
 	a := c.opts.Attestor
 	id, bound, err := a.Verify(att, csr, node, holder(d))
 	if err != nil {
-		return r, err
+		return r, nil, err
 	}
 	if !bound {
-		if err := a.Bind(node, id.EK); err != nil {
-			return r, err
-		}
-		if err := c.recordBound(ctx, d, id); err != nil {
-			a.Unbind(node, id.EK)
-			return r, err
+		bind = func(ctx context.Context) error {
+			if err := a.Bind(node, id.EK); err != nil {
+				return err
+			}
+			if err := c.recordBound(ctx, d, id); err != nil {
+				a.Unbind(node, id.EK)
+				return err
+			}
+			return nil
 		}
 	}
 	r.PEM, r.Attested = att.Request, &id
-	return r, nil
+	return r, bind, nil
 }
 
 // splitAttested takes an attested request apart: the evidence, the parsed request and the
@@ -94,7 +99,8 @@ func holder(d decisionContext) string {
 // VerifyAttestation verifies the evidence of a request for an attested signer without
 // signing, for an approver: the admission of SignCSR (rate limits, limits, the signer served
 // and allowed to the client, the object UID), the signer's profile must require attestation,
-// then the attestation step without spending the ticket or binding the key. Refusals are
+// then the attestation step without spending the ticket or binding the key, then the
+// signer's rules on the attested request (issuance.Issuer.Explain: nothing is signed). Refusals are
 // recorded as SignCSR's are. It returns the verified identity and whether signing will bind
 // the EK to the node for the first time.
 func (c *Core) VerifyAttestation(ctx context.Context, identity string, req CSR) (attestation.NodeIdentity, bool, error) {
@@ -116,6 +122,11 @@ func (c *Core) VerifyAttestation(ctx context.Context, identity string, req CSR) 
 	id, bound, err := c.opts.Attestor.Check(att, csr, node, holder(d))
 	if err != nil {
 		return attestation.NodeIdentity{}, false, c.refuse(ctx, d, err)
+	}
+	// The signer's rules too, without signing: an approver approves only what will be signed.
+	r.PEM, r.Attested = att.Request, &id
+	if exp := sg.Issuer.Explain(r); exp.Err != nil {
+		return attestation.NodeIdentity{}, false, c.refuse(ctx, d, exp.Err)
 	}
 	d.log.Info("attestation verified for approval", "node", id.Node, "ek", id.EK, "ek_trust", id.EKTrust, "first_use", !bound)
 	return id, !bound, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/signet-pki/signet/attestation"
 	"github.com/signet-pki/signet/server/authority"
 	"github.com/signet-pki/signet/server/issuance"
 )
@@ -58,7 +59,15 @@ func (c *Core) Explain(identity string, req CSR) (issuance.Explanation, error) {
 	case sg == nil:
 		return issuance.Explanation{}, fmt.Errorf("%w: the %s rate limit is exhausted; retry later", errRateLimited, which)
 	}
-	exp := sg.Issuer.Explain(req.Request)
+	r := req.Request
+	if sg.Profile.RequiresAttestation() {
+		// Explain verifies no evidence (it spends nothing and binds nothing): the rules see the
+		// bare request, and the attestation rule says that nothing was verified.
+		if att, err := attestation.Split(r.PEM); err == nil {
+			r.PEM = att.Request
+		}
+	}
+	exp := sg.Issuer.Explain(r)
 	if exp.Err != nil {
 		if reason, safe := Classify(exp.Err); !safe {
 			// What a sign call would log: the detail stays in the log, the caller gets the

@@ -57,6 +57,10 @@ const (
 	// MaxAnnotationBytes is Kubernetes' limit on annotations (TotalAnnotationSizeLimitB),
 	// which it applies to unverified_user_annotations: keys and values together.
 	MaxAnnotationBytes = 256 << 10
+	// MaxNodeAddresses bounds the node addresses forwarded with a request, each field at most
+	// MaxNodeAddressBytes. A Node has a handful.
+	MaxNodeAddresses    = 64
+	MaxNodeAddressBytes = 256
 )
 
 // malformed is the MALFORMED_REQUEST refusal of a field over its limit.
@@ -130,7 +134,30 @@ func checkCSR(req CSR) error {
 			return err
 		}
 	}
+	if err := checkNodeAddresses(r.NodeAddresses); err != nil {
+		return err
+	}
 	return checkRequester(r.Requester)
+}
+
+// checkNodeAddresses checks the forwarded node addresses: how many, sizes, no control
+// characters.
+func checkNodeAddresses(addrs []issuance.NodeAddress) error {
+	if len(addrs) > MaxNodeAddresses {
+		return malformed("node_addresses has %d entries, more than the %d Signet accepts", len(addrs), MaxNodeAddresses)
+	}
+	for i, a := range addrs {
+		for _, f := range []struct{ name, v string }{{"type", a.Type}, {"address", a.Address}} {
+			field := fmt.Sprintf("node_addresses[%d].%s", i, f.name)
+			if err := maxBytes(field, f.v, MaxNodeAddressBytes); err != nil {
+				return err
+			}
+			if err := printable(field, f.v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // checkRequester checks the requester's user info: sizes, and no control characters.

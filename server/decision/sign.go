@@ -59,15 +59,22 @@ func (c *Core) SignCSR(ctx context.Context, identity string, req CSR) (Issued, e
 	return c.decide(ctx, d, func() error { return checkCSR(req) },
 		func() []byte { return csrHash(r) },
 		func(sg *Signer, d decisionContext) (*issuance.Certificate, string, error) {
-			req := r
+			req, bind := r, func(context.Context) error { return nil }
 			if sg.Profile.RequiresAttestation() {
+				var firstUse func(context.Context) error
 				var err error
-				if req, err = c.attest(ctx, d, r); err != nil {
+				if req, firstUse, err = c.attest(d, r); err != nil {
 					return nil, "", err
+				}
+				if firstUse != nil {
+					bind = firstUse
 				}
 			}
 			cert, err := sg.Issuer.Issue(req)
-			return cert, "", err
+			if err != nil {
+				return nil, "", err
+			}
+			return cert, "", bind(ctx)
 		})
 }
 

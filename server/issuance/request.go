@@ -50,6 +50,16 @@ type Request struct {
 	// signer whose profile requires attestation; nil otherwise. PEM is then the request
 	// without its attestation blocks.
 	Attested *attestation.NodeIdentity
+	// NodeAddresses are the status.addresses of the Node the request names, as the client
+	// forwarded them (the watcher's nodeAddresses); none when it did not.
+	NodeAddresses []NodeAddress
+}
+
+// NodeAddress is one of a Node's status.addresses.
+type NodeAddress struct {
+	// Type is Hostname, InternalIP, ExternalIP, InternalDNS or ExternalDNS.
+	Type    string
+	Address string
 }
 
 // ParseCSR decodes and checks a PEM-encoded PKCS#10 request:

@@ -61,7 +61,7 @@ func (p Profile) Describe() Description {
 	switch p.spec.Name {
 	case NameKubeAPIServerClient:
 		p.describeKubeAPIServerClient(&d)
-	case NameKubeAPIServerClientKubelet, NameKubeletServing, NameKubeletClientTPM, NameKubeletClientInsecure:
+	case NameKubeAPIServerClientKubelet, NameKubeletServing, NameKubeletClientTPM, NameKubeletClientInsecure, NameKubeletServingTPM:
 		p.describeKubelet(&d)
 	case NameLegacyUnknown:
 		d.TrustDistribution = "None: there is no standard trust or distribution for this signer in a Kubernetes cluster. Any party that trusts its certificates does so by its own configuration."
@@ -131,8 +131,8 @@ func (p Profile) describeKubelet(d *Description) {
 		return
 	}
 	d.TrustDistribution = fmt.Sprintf(apiserverOnlyFmt, " as kubelet serving certificates", "--kubelet-certificate-authority")
-	d.PermittedSubjects += refusal
-	d.PermittedExtensions = "At least one DNS or IP SAN is required; DNS and IP SANs are copied as requested. Email and URI SANs are refused." + wellFormed + otherExtensions
+	d.PermittedSubjects += describeAttestation(p.spec.Name) + refusal
+	d.PermittedExtensions = "At least one DNS or IP SAN is required; DNS and IP SANs are copied as requested. Email and URI SANs are refused." + p.describeNodeSANs() + wellFormed + otherExtensions
 	d.PermittedKeyUsages = `spec.usages must be exactly {"digital signature", "server auth"} or {"digital signature", "key encipherment", "server auth"}, ` +
 		`the sets kube-controller-manager accepts (key encipherment is optional for keys other than RSA); anything else is refused.` + leafOnlyUsages + usagesOnlySpec
 }

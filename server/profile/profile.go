@@ -171,6 +171,12 @@ func (p Profile) buildRules() (csrRules, podRules []rule) {
 		rules = append(rules, insecureRule())
 	case NameKubeletServing:
 		rules = append(rules, kubeletServingRules()...)
+		if p.spec.BindSANsToNode {
+			rules = append(rules, nodeSANsRule())
+		}
+	case NameKubeletServingTPM:
+		rules = append(rules, kubeletServingRules()...)
+		rules = append(rules, attestedNodeRule(), nodeSANsRule())
 	case NameLegacyUnknown:
 		rules = append(rules, p.privilegedRule(false))
 	case NameCustom:

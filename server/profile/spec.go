@@ -48,11 +48,14 @@ const (
 	// seed 004's "always allow" signer for providers with no secure mechanism: named loudly
 	// wherever it is used.
 	NameKubeletClientInsecure = "kubelet-client-insecure"
+	// NameKubeletServingTPM is kubelet-serving with TPM node attestation and every DNS and IP
+	// SAN bound to the node's own addresses (attested.go).
+	NameKubeletServingTPM = "kubelet-serving-tpm"
 )
 
 // names lists the profile names in the order error messages show them.
 var names = []string{NameKubeAPIServerClient, NameKubeAPIServerClientKubelet, NameKubeletServing, NameLegacyUnknown, NameCustom, NamePodIdentity,
-	NameKubeletClientTPM, NameKubeletClientInsecure}
+	NameKubeletClientTPM, NameKubeletClientInsecure, NameKubeletServingTPM}
 
 // defaultPrivilegedGroups is the privileged group list when Spec.PrivilegedGroups is empty.
 var defaultPrivilegedGroups = []string{"system:masters"}
@@ -89,6 +92,11 @@ type Spec struct {
 	// Bootstrap configures who, besides the node itself, may obtain a node's client
 	// certificate; only on kube-apiserver-client-kubelet (nil: every default).
 	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
+	// BindSANsToNode, on kubelet-serving, accepts only DNS and IP SANs that are among the
+	// node's own addresses (Node status.addresses, which the watcher forwards for the signer
+	// names of its nodeAddresses setting). kube-controller-manager never checks those SANs.
+	// Always on for kubelet-serving-tpm; not allowed on other profiles.
+	BindSANsToNode bool `json:"bindSANsToNode,omitempty"`
 }
 
 // BootstrapSpec configures the bootstrap rule of kube-apiserver-client-kubelet: a requester
@@ -231,6 +239,9 @@ func (s Spec) compile() (compiled, error) {
 		errs = append(errs, cerrs...)
 	}
 	errs = append(errs, s.validateBootstrap()...)
+	if s.BindSANsToNode && s.Name != NameKubeletServing {
+		errs = append(errs, fmt.Errorf("bindSANsToNode: only allowed when name is %s (always on for %s), not %q", NameKubeletServing, NameKubeletServingTPM, s.Name))
+	}
 	switch {
 	case s.Name != NamePodIdentity && s.PodIdentity != nil:
 		errs = append(errs, fmt.Errorf("podIdentity: only allowed when name is pod-identity, not %q", s.Name))
@@ -280,6 +291,7 @@ var subjectPinned = map[string]string{
 	NameKubeletServing:             "the organization is pinned to system:nodes",
 	NameKubeletClientTPM:           "the organization is pinned to system:nodes",
 	NameKubeletClientInsecure:      "the organization is pinned to system:nodes",
+	NameKubeletServingTPM:          "the organization is pinned to system:nodes",
 	NamePodIdentity:                "its certificates have no subject",
 }
 

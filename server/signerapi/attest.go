@@ -13,7 +13,7 @@ import (
 func (s *Service) VerifyAttestation(ctx context.Context, req *signetv1.VerifyAttestationRequest) (*signetv1.VerifyAttestationResponse, error) {
 	as := &signetv1.SignCertificateSigningRequestRequest{
 		SignerName: req.GetSignerName(), Request: req.GetRequest(), Usages: req.GetUsages(),
-		Requester: req.GetRequester(), Object: req.GetObject(),
+		Requester: req.GetRequester(), Object: req.GetObject(), NodeAddresses: req.GetNodeAddresses(),
 	}
 	if req != nil && req.ExpirationSeconds != nil {
 		v := req.GetExpirationSeconds()

@@ -50,6 +50,9 @@ func CSRFromProto(req *signetv1.SignCertificateSigningRequestRequest) decision.C
 		v := req.GetExpirationSeconds()
 		r.ExpirationSeconds = &v
 	}
+	for _, a := range req.GetNodeAddresses() {
+		r.NodeAddresses = append(r.NodeAddresses, issuance.NodeAddress{Type: a.GetType(), Address: a.GetAddress()})
+	}
 	if extra := req.GetRequester().GetExtra(); len(extra) > 0 {
 		r.Requester.Extra = make(map[string][]string, len(extra))
 		for k, v := range extra {

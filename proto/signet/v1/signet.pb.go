@@ -444,7 +444,14 @@ type SignCertificateSigningRequestRequest struct {
 	// requester is the identity that created the object.
 	Requester *Requester `protobuf:"bytes,5,opt,name=requester,proto3" json:"requester,omitempty"`
 	// object identifies the CertificateSigningRequest.
-	Object        *KubernetesObject `protobuf:"bytes,6,opt,name=object,proto3" json:"object,omitempty"`
+	Object *KubernetesObject `protobuf:"bytes,6,opt,name=object,proto3" json:"object,omitempty"`
+	// node_addresses are the status.addresses of the Node the request names (common name
+	// system:node:<name>), as the client read them from the API server: the watcher forwards
+	// them for the signer names of its nodeAddresses setting. Signers whose serving certificates
+	// are bound to their node (kubelet-serving-tpm, kubelet-serving with bindSANsToNode) accept
+	// only DNS and IP SANs among them. Not part of the idempotency key: a Node's addresses may
+	// change between two tries of one object.
+	NodeAddresses []*NodeAddress `protobuf:"bytes,7,rep,name=node_addresses,json=nodeAddresses,proto3" json:"node_addresses,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -521,6 +528,68 @@ func (x *SignCertificateSigningRequestRequest) GetObject() *KubernetesObject {
 	return nil
 }
 
+func (x *SignCertificateSigningRequestRequest) GetNodeAddresses() []*NodeAddress {
+	if x != nil {
+		return x.NodeAddresses
+	}
+	return nil
+}
+
+// NodeAddress is one of a Node's status.addresses.
+type NodeAddress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// type is the address type: Hostname, InternalIP, ExternalIP, InternalDNS or ExternalDNS.
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// address is the address.
+	Address       string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeAddress) Reset() {
+	*x = NodeAddress{}
+	mi := &file_signet_v1_signet_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeAddress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeAddress) ProtoMessage() {}
+
+func (x *NodeAddress) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeAddress.ProtoReflect.Descriptor instead.
+func (*NodeAddress) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *NodeAddress) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *NodeAddress) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
 // SignCertificateSigningRequestResponse carries the issued certificate.
 type SignCertificateSigningRequestResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -539,7 +608,7 @@ type SignCertificateSigningRequestResponse struct {
 
 func (x *SignCertificateSigningRequestResponse) Reset() {
 	*x = SignCertificateSigningRequestResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[4]
+	mi := &file_signet_v1_signet_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -551,7 +620,7 @@ func (x *SignCertificateSigningRequestResponse) String() string {
 func (*SignCertificateSigningRequestResponse) ProtoMessage() {}
 
 func (x *SignCertificateSigningRequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[4]
+	mi := &file_signet_v1_signet_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -564,7 +633,7 @@ func (x *SignCertificateSigningRequestResponse) ProtoReflect() protoreflect.Mess
 
 // Deprecated: Use SignCertificateSigningRequestResponse.ProtoReflect.Descriptor instead.
 func (*SignCertificateSigningRequestResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{4}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SignCertificateSigningRequestResponse) GetCertificateChainPem() string {
@@ -610,14 +679,16 @@ type VerifyAttestationRequest struct {
 	// requester is the identity that created the object.
 	Requester *Requester `protobuf:"bytes,5,opt,name=requester,proto3" json:"requester,omitempty"`
 	// object identifies the CertificateSigningRequest.
-	Object        *KubernetesObject `protobuf:"bytes,6,opt,name=object,proto3" json:"object,omitempty"`
+	Object *KubernetesObject `protobuf:"bytes,6,opt,name=object,proto3" json:"object,omitempty"`
+	// node_addresses are the Node's status.addresses, as in SignCertificateSigningRequestRequest.
+	NodeAddresses []*NodeAddress `protobuf:"bytes,7,rep,name=node_addresses,json=nodeAddresses,proto3" json:"node_addresses,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *VerifyAttestationRequest) Reset() {
 	*x = VerifyAttestationRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[5]
+	mi := &file_signet_v1_signet_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -629,7 +700,7 @@ func (x *VerifyAttestationRequest) String() string {
 func (*VerifyAttestationRequest) ProtoMessage() {}
 
 func (x *VerifyAttestationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[5]
+	mi := &file_signet_v1_signet_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -642,7 +713,7 @@ func (x *VerifyAttestationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyAttestationRequest.ProtoReflect.Descriptor instead.
 func (*VerifyAttestationRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{5}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *VerifyAttestationRequest) GetSignerName() string {
@@ -687,6 +758,13 @@ func (x *VerifyAttestationRequest) GetObject() *KubernetesObject {
 	return nil
 }
 
+func (x *VerifyAttestationRequest) GetNodeAddresses() []*NodeAddress {
+	if x != nil {
+		return x.NodeAddresses
+	}
+	return nil
+}
+
 // VerifyAttestationResponse is what the verified evidence proves.
 type VerifyAttestationResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -710,7 +788,7 @@ type VerifyAttestationResponse struct {
 
 func (x *VerifyAttestationResponse) Reset() {
 	*x = VerifyAttestationResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[6]
+	mi := &file_signet_v1_signet_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +800,7 @@ func (x *VerifyAttestationResponse) String() string {
 func (*VerifyAttestationResponse) ProtoMessage() {}
 
 func (x *VerifyAttestationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[6]
+	mi := &file_signet_v1_signet_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +813,7 @@ func (x *VerifyAttestationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyAttestationResponse.ProtoReflect.Descriptor instead.
 func (*VerifyAttestationResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{6}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *VerifyAttestationResponse) GetNode() string {
@@ -805,7 +883,7 @@ type PodIdentity struct {
 
 func (x *PodIdentity) Reset() {
 	*x = PodIdentity{}
-	mi := &file_signet_v1_signet_proto_msgTypes[7]
+	mi := &file_signet_v1_signet_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +895,7 @@ func (x *PodIdentity) String() string {
 func (*PodIdentity) ProtoMessage() {}
 
 func (x *PodIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[7]
+	mi := &file_signet_v1_signet_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +908,7 @@ func (x *PodIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodIdentity.ProtoReflect.Descriptor instead.
 func (*PodIdentity) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{7}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PodIdentity) GetNamespace() string {
@@ -910,7 +988,7 @@ type SignPodCertificateRequestRequest struct {
 
 func (x *SignPodCertificateRequestRequest) Reset() {
 	*x = SignPodCertificateRequestRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[8]
+	mi := &file_signet_v1_signet_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +1000,7 @@ func (x *SignPodCertificateRequestRequest) String() string {
 func (*SignPodCertificateRequestRequest) ProtoMessage() {}
 
 func (x *SignPodCertificateRequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[8]
+	mi := &file_signet_v1_signet_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +1013,7 @@ func (x *SignPodCertificateRequestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignPodCertificateRequestRequest.ProtoReflect.Descriptor instead.
 func (*SignPodCertificateRequestRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{8}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SignPodCertificateRequestRequest) GetSignerName() string {
@@ -1015,7 +1093,7 @@ type SignPodCertificateRequestResponse struct {
 
 func (x *SignPodCertificateRequestResponse) Reset() {
 	*x = SignPodCertificateRequestResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[9]
+	mi := &file_signet_v1_signet_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +1105,7 @@ func (x *SignPodCertificateRequestResponse) String() string {
 func (*SignPodCertificateRequestResponse) ProtoMessage() {}
 
 func (x *SignPodCertificateRequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[9]
+	mi := &file_signet_v1_signet_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +1118,7 @@ func (x *SignPodCertificateRequestResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use SignPodCertificateRequestResponse.ProtoReflect.Descriptor instead.
 func (*SignPodCertificateRequestResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{9}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SignPodCertificateRequestResponse) GetCertificateChainPem() string {
@@ -1089,7 +1167,7 @@ type GetTrustAnchorsRequest struct {
 
 func (x *GetTrustAnchorsRequest) Reset() {
 	*x = GetTrustAnchorsRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[10]
+	mi := &file_signet_v1_signet_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1101,7 +1179,7 @@ func (x *GetTrustAnchorsRequest) String() string {
 func (*GetTrustAnchorsRequest) ProtoMessage() {}
 
 func (x *GetTrustAnchorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[10]
+	mi := &file_signet_v1_signet_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1114,7 +1192,7 @@ func (x *GetTrustAnchorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTrustAnchorsRequest.ProtoReflect.Descriptor instead.
 func (*GetTrustAnchorsRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{10}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetTrustAnchorsRequest) GetSignerName() string {
@@ -1142,7 +1220,7 @@ type GetTrustAnchorsResponse struct {
 
 func (x *GetTrustAnchorsResponse) Reset() {
 	*x = GetTrustAnchorsResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[11]
+	mi := &file_signet_v1_signet_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1154,7 +1232,7 @@ func (x *GetTrustAnchorsResponse) String() string {
 func (*GetTrustAnchorsResponse) ProtoMessage() {}
 
 func (x *GetTrustAnchorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[11]
+	mi := &file_signet_v1_signet_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1167,7 +1245,7 @@ func (x *GetTrustAnchorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTrustAnchorsResponse.ProtoReflect.Descriptor instead.
 func (*GetTrustAnchorsResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{11}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetTrustAnchorsResponse) GetTrustAnchorsPem() string {
@@ -1215,7 +1293,7 @@ type TrustAnchor struct {
 
 func (x *TrustAnchor) Reset() {
 	*x = TrustAnchor{}
-	mi := &file_signet_v1_signet_proto_msgTypes[12]
+	mi := &file_signet_v1_signet_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1305,7 @@ func (x *TrustAnchor) String() string {
 func (*TrustAnchor) ProtoMessage() {}
 
 func (x *TrustAnchor) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[12]
+	mi := &file_signet_v1_signet_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1318,7 @@ func (x *TrustAnchor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrustAnchor.ProtoReflect.Descriptor instead.
 func (*TrustAnchor) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{12}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TrustAnchor) GetCertificatePem() string {
@@ -1310,7 +1388,7 @@ type ReportTrustBundleRequest struct {
 
 func (x *ReportTrustBundleRequest) Reset() {
 	*x = ReportTrustBundleRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[13]
+	mi := &file_signet_v1_signet_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1322,7 +1400,7 @@ func (x *ReportTrustBundleRequest) String() string {
 func (*ReportTrustBundleRequest) ProtoMessage() {}
 
 func (x *ReportTrustBundleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[13]
+	mi := &file_signet_v1_signet_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1335,7 +1413,7 @@ func (x *ReportTrustBundleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTrustBundleRequest.ProtoReflect.Descriptor instead.
 func (*ReportTrustBundleRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{13}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReportTrustBundleRequest) GetSignerName() string {
@@ -1375,7 +1453,7 @@ type ReportTrustBundleResponse struct {
 
 func (x *ReportTrustBundleResponse) Reset() {
 	*x = ReportTrustBundleResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[14]
+	mi := &file_signet_v1_signet_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1387,7 +1465,7 @@ func (x *ReportTrustBundleResponse) String() string {
 func (*ReportTrustBundleResponse) ProtoMessage() {}
 
 func (x *ReportTrustBundleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[14]
+	mi := &file_signet_v1_signet_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1400,7 +1478,7 @@ func (x *ReportTrustBundleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTrustBundleResponse.ProtoReflect.Descriptor instead.
 func (*ReportTrustBundleResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{14}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{15}
 }
 
 // GetAuthorityRequest names the signers to describe.
@@ -1414,7 +1492,7 @@ type GetAuthorityRequest struct {
 
 func (x *GetAuthorityRequest) Reset() {
 	*x = GetAuthorityRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[15]
+	mi := &file_signet_v1_signet_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1426,7 +1504,7 @@ func (x *GetAuthorityRequest) String() string {
 func (*GetAuthorityRequest) ProtoMessage() {}
 
 func (x *GetAuthorityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[15]
+	mi := &file_signet_v1_signet_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1439,7 +1517,7 @@ func (x *GetAuthorityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthorityRequest.ProtoReflect.Descriptor instead.
 func (*GetAuthorityRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{15}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetAuthorityRequest) GetSignerNames() []string {
@@ -1460,7 +1538,7 @@ type GetAuthorityResponse struct {
 
 func (x *GetAuthorityResponse) Reset() {
 	*x = GetAuthorityResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[16]
+	mi := &file_signet_v1_signet_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1472,7 +1550,7 @@ func (x *GetAuthorityResponse) String() string {
 func (*GetAuthorityResponse) ProtoMessage() {}
 
 func (x *GetAuthorityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[16]
+	mi := &file_signet_v1_signet_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1485,7 +1563,7 @@ func (x *GetAuthorityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthorityResponse.ProtoReflect.Descriptor instead.
 func (*GetAuthorityResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{16}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetAuthorityResponse) GetSigners() []*SignerAuthority {
@@ -1520,7 +1598,7 @@ type SignerAuthority struct {
 
 func (x *SignerAuthority) Reset() {
 	*x = SignerAuthority{}
-	mi := &file_signet_v1_signet_proto_msgTypes[17]
+	mi := &file_signet_v1_signet_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1532,7 +1610,7 @@ func (x *SignerAuthority) String() string {
 func (*SignerAuthority) ProtoMessage() {}
 
 func (x *SignerAuthority) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[17]
+	mi := &file_signet_v1_signet_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1545,7 +1623,7 @@ func (x *SignerAuthority) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignerAuthority.ProtoReflect.Descriptor instead.
 func (*SignerAuthority) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{17}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SignerAuthority) GetSignerName() string {
@@ -1613,7 +1691,7 @@ type AuthorityCA struct {
 
 func (x *AuthorityCA) Reset() {
 	*x = AuthorityCA{}
-	mi := &file_signet_v1_signet_proto_msgTypes[18]
+	mi := &file_signet_v1_signet_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1625,7 +1703,7 @@ func (x *AuthorityCA) String() string {
 func (*AuthorityCA) ProtoMessage() {}
 
 func (x *AuthorityCA) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[18]
+	mi := &file_signet_v1_signet_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1638,7 +1716,7 @@ func (x *AuthorityCA) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorityCA.ProtoReflect.Descriptor instead.
 func (*AuthorityCA) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{18}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AuthorityCA) GetAnchor() *TrustAnchor {
@@ -1708,7 +1786,7 @@ type ClusterReport struct {
 
 func (x *ClusterReport) Reset() {
 	*x = ClusterReport{}
-	mi := &file_signet_v1_signet_proto_msgTypes[19]
+	mi := &file_signet_v1_signet_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +1798,7 @@ func (x *ClusterReport) String() string {
 func (*ClusterReport) ProtoMessage() {}
 
 func (x *ClusterReport) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[19]
+	mi := &file_signet_v1_signet_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +1811,7 @@ func (x *ClusterReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterReport.ProtoReflect.Descriptor instead.
 func (*ClusterReport) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{19}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ClusterReport) GetCluster() string {
@@ -1801,7 +1879,7 @@ type Gate struct {
 
 func (x *Gate) Reset() {
 	*x = Gate{}
-	mi := &file_signet_v1_signet_proto_msgTypes[20]
+	mi := &file_signet_v1_signet_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1813,7 +1891,7 @@ func (x *Gate) String() string {
 func (*Gate) ProtoMessage() {}
 
 func (x *Gate) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[20]
+	mi := &file_signet_v1_signet_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1826,7 +1904,7 @@ func (x *Gate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gate.ProtoReflect.Descriptor instead.
 func (*Gate) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{20}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Gate) GetReady() bool {
@@ -1868,7 +1946,7 @@ type StageCARequest struct {
 
 func (x *StageCARequest) Reset() {
 	*x = StageCARequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[21]
+	mi := &file_signet_v1_signet_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1880,7 +1958,7 @@ func (x *StageCARequest) String() string {
 func (*StageCARequest) ProtoMessage() {}
 
 func (x *StageCARequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[21]
+	mi := &file_signet_v1_signet_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1893,7 +1971,7 @@ func (x *StageCARequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageCARequest.ProtoReflect.Descriptor instead.
 func (*StageCARequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{21}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StageCARequest) GetSignerName() string {
@@ -1935,7 +2013,7 @@ type StageCAResponse struct {
 
 func (x *StageCAResponse) Reset() {
 	*x = StageCAResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[22]
+	mi := &file_signet_v1_signet_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1947,7 +2025,7 @@ func (x *StageCAResponse) String() string {
 func (*StageCAResponse) ProtoMessage() {}
 
 func (x *StageCAResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[22]
+	mi := &file_signet_v1_signet_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1960,7 +2038,7 @@ func (x *StageCAResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageCAResponse.ProtoReflect.Descriptor instead.
 func (*StageCAResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{22}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StageCAResponse) GetAuthority() *SignerAuthority {
@@ -1985,7 +2063,7 @@ type ForgetAttestationBindingRequest struct {
 
 func (x *ForgetAttestationBindingRequest) Reset() {
 	*x = ForgetAttestationBindingRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[23]
+	mi := &file_signet_v1_signet_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1997,7 +2075,7 @@ func (x *ForgetAttestationBindingRequest) String() string {
 func (*ForgetAttestationBindingRequest) ProtoMessage() {}
 
 func (x *ForgetAttestationBindingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[23]
+	mi := &file_signet_v1_signet_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2010,7 +2088,7 @@ func (x *ForgetAttestationBindingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetAttestationBindingRequest.ProtoReflect.Descriptor instead.
 func (*ForgetAttestationBindingRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{23}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ForgetAttestationBindingRequest) GetSignerName() string {
@@ -2047,7 +2125,7 @@ type ForgetAttestationBindingResponse struct {
 
 func (x *ForgetAttestationBindingResponse) Reset() {
 	*x = ForgetAttestationBindingResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[24]
+	mi := &file_signet_v1_signet_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2059,7 +2137,7 @@ func (x *ForgetAttestationBindingResponse) String() string {
 func (*ForgetAttestationBindingResponse) ProtoMessage() {}
 
 func (x *ForgetAttestationBindingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[24]
+	mi := &file_signet_v1_signet_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2072,7 +2150,7 @@ func (x *ForgetAttestationBindingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetAttestationBindingResponse.ProtoReflect.Descriptor instead.
 func (*ForgetAttestationBindingResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{24}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ForgetAttestationBindingResponse) GetEk() string {
@@ -2104,7 +2182,7 @@ type ActivateCARequest struct {
 
 func (x *ActivateCARequest) Reset() {
 	*x = ActivateCARequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[25]
+	mi := &file_signet_v1_signet_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2116,7 +2194,7 @@ func (x *ActivateCARequest) String() string {
 func (*ActivateCARequest) ProtoMessage() {}
 
 func (x *ActivateCARequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[25]
+	mi := &file_signet_v1_signet_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2129,7 +2207,7 @@ func (x *ActivateCARequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateCARequest.ProtoReflect.Descriptor instead.
 func (*ActivateCARequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{25}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ActivateCARequest) GetSignerName() string {
@@ -2164,7 +2242,7 @@ type ActivateCAResponse struct {
 
 func (x *ActivateCAResponse) Reset() {
 	*x = ActivateCAResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[26]
+	mi := &file_signet_v1_signet_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2176,7 +2254,7 @@ func (x *ActivateCAResponse) String() string {
 func (*ActivateCAResponse) ProtoMessage() {}
 
 func (x *ActivateCAResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[26]
+	mi := &file_signet_v1_signet_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2189,7 +2267,7 @@ func (x *ActivateCAResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateCAResponse.ProtoReflect.Descriptor instead.
 func (*ActivateCAResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{26}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ActivateCAResponse) GetAuthority() *SignerAuthority {
@@ -2220,7 +2298,7 @@ type RetireCARequest struct {
 
 func (x *RetireCARequest) Reset() {
 	*x = RetireCARequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[27]
+	mi := &file_signet_v1_signet_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2232,7 +2310,7 @@ func (x *RetireCARequest) String() string {
 func (*RetireCARequest) ProtoMessage() {}
 
 func (x *RetireCARequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[27]
+	mi := &file_signet_v1_signet_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2245,7 +2323,7 @@ func (x *RetireCARequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireCARequest.ProtoReflect.Descriptor instead.
 func (*RetireCARequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{27}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RetireCARequest) GetSignerName() string {
@@ -2294,7 +2372,7 @@ type RetireCAResponse struct {
 
 func (x *RetireCAResponse) Reset() {
 	*x = RetireCAResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[28]
+	mi := &file_signet_v1_signet_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2306,7 +2384,7 @@ func (x *RetireCAResponse) String() string {
 func (*RetireCAResponse) ProtoMessage() {}
 
 func (x *RetireCAResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[28]
+	mi := &file_signet_v1_signet_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2319,7 +2397,7 @@ func (x *RetireCAResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireCAResponse.ProtoReflect.Descriptor instead.
 func (*RetireCAResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{28}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RetireCAResponse) GetAuthority() *SignerAuthority {
@@ -2338,7 +2416,7 @@ type ListSignersRequest struct {
 
 func (x *ListSignersRequest) Reset() {
 	*x = ListSignersRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[29]
+	mi := &file_signet_v1_signet_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2350,7 +2428,7 @@ func (x *ListSignersRequest) String() string {
 func (*ListSignersRequest) ProtoMessage() {}
 
 func (x *ListSignersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[29]
+	mi := &file_signet_v1_signet_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2363,7 +2441,7 @@ func (x *ListSignersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSignersRequest.ProtoReflect.Descriptor instead.
 func (*ListSignersRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{29}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{30}
 }
 
 // ListSignersResponse lists signer descriptions, sorted by signer name.
@@ -2377,7 +2455,7 @@ type ListSignersResponse struct {
 
 func (x *ListSignersResponse) Reset() {
 	*x = ListSignersResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[30]
+	mi := &file_signet_v1_signet_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2389,7 +2467,7 @@ func (x *ListSignersResponse) String() string {
 func (*ListSignersResponse) ProtoMessage() {}
 
 func (x *ListSignersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[30]
+	mi := &file_signet_v1_signet_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2402,7 +2480,7 @@ func (x *ListSignersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSignersResponse.ProtoReflect.Descriptor instead.
 func (*ListSignersResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{30}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListSignersResponse) GetSigners() []*SignerDescription {
@@ -2445,7 +2523,7 @@ type SignerDescription struct {
 
 func (x *SignerDescription) Reset() {
 	*x = SignerDescription{}
-	mi := &file_signet_v1_signet_proto_msgTypes[31]
+	mi := &file_signet_v1_signet_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2457,7 +2535,7 @@ func (x *SignerDescription) String() string {
 func (*SignerDescription) ProtoMessage() {}
 
 func (x *SignerDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[31]
+	mi := &file_signet_v1_signet_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2470,7 +2548,7 @@ func (x *SignerDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignerDescription.ProtoReflect.Descriptor instead.
 func (*SignerDescription) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{31}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SignerDescription) GetSignerName() string {
@@ -2576,7 +2654,7 @@ type LintGate struct {
 
 func (x *LintGate) Reset() {
 	*x = LintGate{}
-	mi := &file_signet_v1_signet_proto_msgTypes[32]
+	mi := &file_signet_v1_signet_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2588,7 +2666,7 @@ func (x *LintGate) String() string {
 func (*LintGate) ProtoMessage() {}
 
 func (x *LintGate) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[32]
+	mi := &file_signet_v1_signet_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2601,7 +2679,7 @@ func (x *LintGate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LintGate.ProtoReflect.Descriptor instead.
 func (*LintGate) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{32}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *LintGate) GetSources() []string {
@@ -2645,7 +2723,7 @@ type LintRule struct {
 
 func (x *LintRule) Reset() {
 	*x = LintRule{}
-	mi := &file_signet_v1_signet_proto_msgTypes[33]
+	mi := &file_signet_v1_signet_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2657,7 +2735,7 @@ func (x *LintRule) String() string {
 func (*LintRule) ProtoMessage() {}
 
 func (x *LintRule) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[33]
+	mi := &file_signet_v1_signet_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2670,7 +2748,7 @@ func (x *LintRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LintRule.ProtoReflect.Descriptor instead.
 func (*LintRule) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{33}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *LintRule) GetName() string {
@@ -2698,7 +2776,7 @@ type ExplainCertificateSigningRequestRequest struct {
 
 func (x *ExplainCertificateSigningRequestRequest) Reset() {
 	*x = ExplainCertificateSigningRequestRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[34]
+	mi := &file_signet_v1_signet_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2710,7 +2788,7 @@ func (x *ExplainCertificateSigningRequestRequest) String() string {
 func (*ExplainCertificateSigningRequestRequest) ProtoMessage() {}
 
 func (x *ExplainCertificateSigningRequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[34]
+	mi := &file_signet_v1_signet_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2723,7 +2801,7 @@ func (x *ExplainCertificateSigningRequestRequest) ProtoReflect() protoreflect.Me
 
 // Deprecated: Use ExplainCertificateSigningRequestRequest.ProtoReflect.Descriptor instead.
 func (*ExplainCertificateSigningRequestRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{34}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ExplainCertificateSigningRequestRequest) GetRequest() *SignCertificateSigningRequestRequest {
@@ -2748,7 +2826,7 @@ type RuleResult struct {
 
 func (x *RuleResult) Reset() {
 	*x = RuleResult{}
-	mi := &file_signet_v1_signet_proto_msgTypes[35]
+	mi := &file_signet_v1_signet_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2760,7 +2838,7 @@ func (x *RuleResult) String() string {
 func (*RuleResult) ProtoMessage() {}
 
 func (x *RuleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[35]
+	mi := &file_signet_v1_signet_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2773,7 +2851,7 @@ func (x *RuleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleResult.ProtoReflect.Descriptor instead.
 func (*RuleResult) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{35}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RuleResult) GetRule() string {
@@ -2816,7 +2894,7 @@ type ExplainCertificateSigningRequestResponse struct {
 
 func (x *ExplainCertificateSigningRequestResponse) Reset() {
 	*x = ExplainCertificateSigningRequestResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[36]
+	mi := &file_signet_v1_signet_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2828,7 +2906,7 @@ func (x *ExplainCertificateSigningRequestResponse) String() string {
 func (*ExplainCertificateSigningRequestResponse) ProtoMessage() {}
 
 func (x *ExplainCertificateSigningRequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[36]
+	mi := &file_signet_v1_signet_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2841,7 +2919,7 @@ func (x *ExplainCertificateSigningRequestResponse) ProtoReflect() protoreflect.M
 
 // Deprecated: Use ExplainCertificateSigningRequestResponse.ProtoReflect.Descriptor instead.
 func (*ExplainCertificateSigningRequestResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{36}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ExplainCertificateSigningRequestResponse) GetAllowed() bool {
@@ -2888,7 +2966,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[37]
+	mi := &file_signet_v1_signet_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2900,7 +2978,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[37]
+	mi := &file_signet_v1_signet_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2913,7 +2991,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{37}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{38}
 }
 
 // GetServerInfoResponse is the server's build.
@@ -2931,7 +3009,7 @@ type GetServerInfoResponse struct {
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[38]
+	mi := &file_signet_v1_signet_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2943,7 +3021,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[38]
+	mi := &file_signet_v1_signet_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2956,7 +3034,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{38}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetServerInfoResponse) GetVersion() string {
@@ -2995,7 +3073,7 @@ type FindRecordsRequest struct {
 
 func (x *FindRecordsRequest) Reset() {
 	*x = FindRecordsRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[39]
+	mi := &file_signet_v1_signet_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3007,7 +3085,7 @@ func (x *FindRecordsRequest) String() string {
 func (*FindRecordsRequest) ProtoMessage() {}
 
 func (x *FindRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[39]
+	mi := &file_signet_v1_signet_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3020,7 +3098,7 @@ func (x *FindRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindRecordsRequest.ProtoReflect.Descriptor instead.
 func (*FindRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{39}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *FindRecordsRequest) GetObjectUid() string {
@@ -3055,7 +3133,7 @@ type FindRecordsResponse struct {
 
 func (x *FindRecordsResponse) Reset() {
 	*x = FindRecordsResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[40]
+	mi := &file_signet_v1_signet_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3067,7 +3145,7 @@ func (x *FindRecordsResponse) String() string {
 func (*FindRecordsResponse) ProtoMessage() {}
 
 func (x *FindRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[40]
+	mi := &file_signet_v1_signet_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3080,7 +3158,7 @@ func (x *FindRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindRecordsResponse.ProtoReflect.Descriptor instead.
 func (*FindRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{40}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *FindRecordsResponse) GetRecords() []*LedgerRecord {
@@ -3133,7 +3211,7 @@ type LedgerRecord struct {
 
 func (x *LedgerRecord) Reset() {
 	*x = LedgerRecord{}
-	mi := &file_signet_v1_signet_proto_msgTypes[41]
+	mi := &file_signet_v1_signet_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3145,7 +3223,7 @@ func (x *LedgerRecord) String() string {
 func (*LedgerRecord) ProtoMessage() {}
 
 func (x *LedgerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[41]
+	mi := &file_signet_v1_signet_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3158,7 +3236,7 @@ func (x *LedgerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerRecord.ProtoReflect.Descriptor instead.
 func (*LedgerRecord) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{41}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *LedgerRecord) GetSeq() uint64 {
@@ -3282,7 +3360,7 @@ type GetCheckpointRequest struct {
 
 func (x *GetCheckpointRequest) Reset() {
 	*x = GetCheckpointRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[42]
+	mi := &file_signet_v1_signet_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3294,7 +3372,7 @@ func (x *GetCheckpointRequest) String() string {
 func (*GetCheckpointRequest) ProtoMessage() {}
 
 func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[42]
+	mi := &file_signet_v1_signet_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3307,7 +3385,7 @@ func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*GetCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{42}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{43}
 }
 
 // GetCheckpointResponse holds the latest signed checkpoint.
@@ -3325,7 +3403,7 @@ type GetCheckpointResponse struct {
 
 func (x *GetCheckpointResponse) Reset() {
 	*x = GetCheckpointResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[43]
+	mi := &file_signet_v1_signet_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3337,7 +3415,7 @@ func (x *GetCheckpointResponse) String() string {
 func (*GetCheckpointResponse) ProtoMessage() {}
 
 func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[43]
+	mi := &file_signet_v1_signet_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3350,7 +3428,7 @@ func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*GetCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{43}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetCheckpointResponse) GetSignedCheckpoint() []byte {
@@ -3386,7 +3464,7 @@ type ProveInclusionRequest struct {
 
 func (x *ProveInclusionRequest) Reset() {
 	*x = ProveInclusionRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[44]
+	mi := &file_signet_v1_signet_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3398,7 +3476,7 @@ func (x *ProveInclusionRequest) String() string {
 func (*ProveInclusionRequest) ProtoMessage() {}
 
 func (x *ProveInclusionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[44]
+	mi := &file_signet_v1_signet_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3411,7 +3489,7 @@ func (x *ProveInclusionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProveInclusionRequest.ProtoReflect.Descriptor instead.
 func (*ProveInclusionRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{44}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ProveInclusionRequest) GetSerialNumber() string {
@@ -3460,7 +3538,7 @@ type ProveInclusionResponse struct {
 
 func (x *ProveInclusionResponse) Reset() {
 	*x = ProveInclusionResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[45]
+	mi := &file_signet_v1_signet_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3472,7 +3550,7 @@ func (x *ProveInclusionResponse) String() string {
 func (*ProveInclusionResponse) ProtoMessage() {}
 
 func (x *ProveInclusionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[45]
+	mi := &file_signet_v1_signet_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3485,7 +3563,7 @@ func (x *ProveInclusionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProveInclusionResponse.ProtoReflect.Descriptor instead.
 func (*ProveInclusionResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{45}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ProveInclusionResponse) GetSeq() uint64 {
@@ -3529,7 +3607,7 @@ type ProveConsistencyRequest struct {
 
 func (x *ProveConsistencyRequest) Reset() {
 	*x = ProveConsistencyRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[46]
+	mi := &file_signet_v1_signet_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3541,7 +3619,7 @@ func (x *ProveConsistencyRequest) String() string {
 func (*ProveConsistencyRequest) ProtoMessage() {}
 
 func (x *ProveConsistencyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[46]
+	mi := &file_signet_v1_signet_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3554,7 +3632,7 @@ func (x *ProveConsistencyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProveConsistencyRequest.ProtoReflect.Descriptor instead.
 func (*ProveConsistencyRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{46}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ProveConsistencyRequest) GetOldSize() int64 {
@@ -3585,7 +3663,7 @@ type ProveConsistencyResponse struct {
 
 func (x *ProveConsistencyResponse) Reset() {
 	*x = ProveConsistencyResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[47]
+	mi := &file_signet_v1_signet_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3597,7 +3675,7 @@ func (x *ProveConsistencyResponse) String() string {
 func (*ProveConsistencyResponse) ProtoMessage() {}
 
 func (x *ProveConsistencyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[47]
+	mi := &file_signet_v1_signet_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3610,7 +3688,7 @@ func (x *ProveConsistencyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProveConsistencyResponse.ProtoReflect.Descriptor instead.
 func (*ProveConsistencyResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{47}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ProveConsistencyResponse) GetProof() [][]byte {
@@ -3647,7 +3725,7 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\x10KubernetesObject\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
-	"\tnamespace\x18\x03 \x01(\tR\tnamespace\"\xad\x02\n" +
+	"\tnamespace\x18\x03 \x01(\tR\tnamespace\"\xec\x02\n" +
 	"$SignCertificateSigningRequestRequest\x12\x1f\n" +
 	"\vsigner_name\x18\x01 \x01(\tR\n" +
 	"signerName\x12\x18\n" +
@@ -3655,14 +3733,18 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\x06usages\x18\x03 \x03(\tR\x06usages\x122\n" +
 	"\x12expiration_seconds\x18\x04 \x01(\x05H\x00R\x11expirationSeconds\x88\x01\x01\x122\n" +
 	"\trequester\x18\x05 \x01(\v2\x14.signet.v1.RequesterR\trequester\x123\n" +
-	"\x06object\x18\x06 \x01(\v2\x1b.signet.v1.KubernetesObjectR\x06objectB\x15\n" +
-	"\x13_expiration_seconds\"\xf4\x01\n" +
+	"\x06object\x18\x06 \x01(\v2\x1b.signet.v1.KubernetesObjectR\x06object\x12=\n" +
+	"\x0enode_addresses\x18\a \x03(\v2\x16.signet.v1.NodeAddressR\rnodeAddressesB\x15\n" +
+	"\x13_expiration_seconds\";\n" +
+	"\vNodeAddress\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"\xf4\x01\n" +
 	"%SignCertificateSigningRequestResponse\x122\n" +
 	"\x15certificate_chain_pem\x18\x01 \x01(\tR\x13certificateChainPem\x12#\n" +
 	"\rserial_number\x18\x02 \x01(\tR\fserialNumber\x129\n" +
 	"\n" +
 	"not_before\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tnotBefore\x127\n" +
-	"\tnot_after\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\"\xa1\x02\n" +
+	"\tnot_after\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\"\xe0\x02\n" +
 	"\x18VerifyAttestationRequest\x12\x1f\n" +
 	"\vsigner_name\x18\x01 \x01(\tR\n" +
 	"signerName\x12\x18\n" +
@@ -3670,7 +3752,8 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\x06usages\x18\x03 \x03(\tR\x06usages\x122\n" +
 	"\x12expiration_seconds\x18\x04 \x01(\x05H\x00R\x11expirationSeconds\x88\x01\x01\x122\n" +
 	"\trequester\x18\x05 \x01(\v2\x14.signet.v1.RequesterR\trequester\x123\n" +
-	"\x06object\x18\x06 \x01(\v2\x1b.signet.v1.KubernetesObjectR\x06objectB\x15\n" +
+	"\x06object\x18\x06 \x01(\v2\x1b.signet.v1.KubernetesObjectR\x06object\x12=\n" +
+	"\x0enode_addresses\x18\a \x03(\v2\x16.signet.v1.NodeAddressR\rnodeAddressesB\x15\n" +
 	"\x13_expiration_seconds\"\xb1\x01\n" +
 	"\x19VerifyAttestationResponse\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x0e\n" +
@@ -3967,7 +4050,7 @@ func file_signet_v1_signet_proto_rawDescGZIP() []byte {
 }
 
 var file_signet_v1_signet_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_signet_v1_signet_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_signet_v1_signet_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_signet_v1_signet_proto_goTypes = []any{
 	(ErrorReason)(0),                                 // 0: signet.v1.ErrorReason
 	(AnchorState)(0),                                 // 1: signet.v1.AnchorState
@@ -3975,140 +4058,143 @@ var file_signet_v1_signet_proto_goTypes = []any{
 	(*ExtraValue)(nil),                               // 3: signet.v1.ExtraValue
 	(*KubernetesObject)(nil),                         // 4: signet.v1.KubernetesObject
 	(*SignCertificateSigningRequestRequest)(nil),     // 5: signet.v1.SignCertificateSigningRequestRequest
-	(*SignCertificateSigningRequestResponse)(nil),    // 6: signet.v1.SignCertificateSigningRequestResponse
-	(*VerifyAttestationRequest)(nil),                 // 7: signet.v1.VerifyAttestationRequest
-	(*VerifyAttestationResponse)(nil),                // 8: signet.v1.VerifyAttestationResponse
-	(*PodIdentity)(nil),                              // 9: signet.v1.PodIdentity
-	(*SignPodCertificateRequestRequest)(nil),         // 10: signet.v1.SignPodCertificateRequestRequest
-	(*SignPodCertificateRequestResponse)(nil),        // 11: signet.v1.SignPodCertificateRequestResponse
-	(*GetTrustAnchorsRequest)(nil),                   // 12: signet.v1.GetTrustAnchorsRequest
-	(*GetTrustAnchorsResponse)(nil),                  // 13: signet.v1.GetTrustAnchorsResponse
-	(*TrustAnchor)(nil),                              // 14: signet.v1.TrustAnchor
-	(*ReportTrustBundleRequest)(nil),                 // 15: signet.v1.ReportTrustBundleRequest
-	(*ReportTrustBundleResponse)(nil),                // 16: signet.v1.ReportTrustBundleResponse
-	(*GetAuthorityRequest)(nil),                      // 17: signet.v1.GetAuthorityRequest
-	(*GetAuthorityResponse)(nil),                     // 18: signet.v1.GetAuthorityResponse
-	(*SignerAuthority)(nil),                          // 19: signet.v1.SignerAuthority
-	(*AuthorityCA)(nil),                              // 20: signet.v1.AuthorityCA
-	(*ClusterReport)(nil),                            // 21: signet.v1.ClusterReport
-	(*Gate)(nil),                                     // 22: signet.v1.Gate
-	(*StageCARequest)(nil),                           // 23: signet.v1.StageCARequest
-	(*StageCAResponse)(nil),                          // 24: signet.v1.StageCAResponse
-	(*ForgetAttestationBindingRequest)(nil),          // 25: signet.v1.ForgetAttestationBindingRequest
-	(*ForgetAttestationBindingResponse)(nil),         // 26: signet.v1.ForgetAttestationBindingResponse
-	(*ActivateCARequest)(nil),                        // 27: signet.v1.ActivateCARequest
-	(*ActivateCAResponse)(nil),                       // 28: signet.v1.ActivateCAResponse
-	(*RetireCARequest)(nil),                          // 29: signet.v1.RetireCARequest
-	(*RetireCAResponse)(nil),                         // 30: signet.v1.RetireCAResponse
-	(*ListSignersRequest)(nil),                       // 31: signet.v1.ListSignersRequest
-	(*ListSignersResponse)(nil),                      // 32: signet.v1.ListSignersResponse
-	(*SignerDescription)(nil),                        // 33: signet.v1.SignerDescription
-	(*LintGate)(nil),                                 // 34: signet.v1.LintGate
-	(*LintRule)(nil),                                 // 35: signet.v1.LintRule
-	(*ExplainCertificateSigningRequestRequest)(nil),  // 36: signet.v1.ExplainCertificateSigningRequestRequest
-	(*RuleResult)(nil),                               // 37: signet.v1.RuleResult
-	(*ExplainCertificateSigningRequestResponse)(nil), // 38: signet.v1.ExplainCertificateSigningRequestResponse
-	(*GetServerInfoRequest)(nil),                     // 39: signet.v1.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil),                    // 40: signet.v1.GetServerInfoResponse
-	(*FindRecordsRequest)(nil),                       // 41: signet.v1.FindRecordsRequest
-	(*FindRecordsResponse)(nil),                      // 42: signet.v1.FindRecordsResponse
-	(*LedgerRecord)(nil),                             // 43: signet.v1.LedgerRecord
-	(*GetCheckpointRequest)(nil),                     // 44: signet.v1.GetCheckpointRequest
-	(*GetCheckpointResponse)(nil),                    // 45: signet.v1.GetCheckpointResponse
-	(*ProveInclusionRequest)(nil),                    // 46: signet.v1.ProveInclusionRequest
-	(*ProveInclusionResponse)(nil),                   // 47: signet.v1.ProveInclusionResponse
-	(*ProveConsistencyRequest)(nil),                  // 48: signet.v1.ProveConsistencyRequest
-	(*ProveConsistencyResponse)(nil),                 // 49: signet.v1.ProveConsistencyResponse
-	nil,                                              // 50: signet.v1.Requester.ExtraEntry
-	nil,                                              // 51: signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
-	(*timestamppb.Timestamp)(nil),                    // 52: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),                      // 53: google.protobuf.Duration
+	(*NodeAddress)(nil),                              // 6: signet.v1.NodeAddress
+	(*SignCertificateSigningRequestResponse)(nil),    // 7: signet.v1.SignCertificateSigningRequestResponse
+	(*VerifyAttestationRequest)(nil),                 // 8: signet.v1.VerifyAttestationRequest
+	(*VerifyAttestationResponse)(nil),                // 9: signet.v1.VerifyAttestationResponse
+	(*PodIdentity)(nil),                              // 10: signet.v1.PodIdentity
+	(*SignPodCertificateRequestRequest)(nil),         // 11: signet.v1.SignPodCertificateRequestRequest
+	(*SignPodCertificateRequestResponse)(nil),        // 12: signet.v1.SignPodCertificateRequestResponse
+	(*GetTrustAnchorsRequest)(nil),                   // 13: signet.v1.GetTrustAnchorsRequest
+	(*GetTrustAnchorsResponse)(nil),                  // 14: signet.v1.GetTrustAnchorsResponse
+	(*TrustAnchor)(nil),                              // 15: signet.v1.TrustAnchor
+	(*ReportTrustBundleRequest)(nil),                 // 16: signet.v1.ReportTrustBundleRequest
+	(*ReportTrustBundleResponse)(nil),                // 17: signet.v1.ReportTrustBundleResponse
+	(*GetAuthorityRequest)(nil),                      // 18: signet.v1.GetAuthorityRequest
+	(*GetAuthorityResponse)(nil),                     // 19: signet.v1.GetAuthorityResponse
+	(*SignerAuthority)(nil),                          // 20: signet.v1.SignerAuthority
+	(*AuthorityCA)(nil),                              // 21: signet.v1.AuthorityCA
+	(*ClusterReport)(nil),                            // 22: signet.v1.ClusterReport
+	(*Gate)(nil),                                     // 23: signet.v1.Gate
+	(*StageCARequest)(nil),                           // 24: signet.v1.StageCARequest
+	(*StageCAResponse)(nil),                          // 25: signet.v1.StageCAResponse
+	(*ForgetAttestationBindingRequest)(nil),          // 26: signet.v1.ForgetAttestationBindingRequest
+	(*ForgetAttestationBindingResponse)(nil),         // 27: signet.v1.ForgetAttestationBindingResponse
+	(*ActivateCARequest)(nil),                        // 28: signet.v1.ActivateCARequest
+	(*ActivateCAResponse)(nil),                       // 29: signet.v1.ActivateCAResponse
+	(*RetireCARequest)(nil),                          // 30: signet.v1.RetireCARequest
+	(*RetireCAResponse)(nil),                         // 31: signet.v1.RetireCAResponse
+	(*ListSignersRequest)(nil),                       // 32: signet.v1.ListSignersRequest
+	(*ListSignersResponse)(nil),                      // 33: signet.v1.ListSignersResponse
+	(*SignerDescription)(nil),                        // 34: signet.v1.SignerDescription
+	(*LintGate)(nil),                                 // 35: signet.v1.LintGate
+	(*LintRule)(nil),                                 // 36: signet.v1.LintRule
+	(*ExplainCertificateSigningRequestRequest)(nil),  // 37: signet.v1.ExplainCertificateSigningRequestRequest
+	(*RuleResult)(nil),                               // 38: signet.v1.RuleResult
+	(*ExplainCertificateSigningRequestResponse)(nil), // 39: signet.v1.ExplainCertificateSigningRequestResponse
+	(*GetServerInfoRequest)(nil),                     // 40: signet.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),                    // 41: signet.v1.GetServerInfoResponse
+	(*FindRecordsRequest)(nil),                       // 42: signet.v1.FindRecordsRequest
+	(*FindRecordsResponse)(nil),                      // 43: signet.v1.FindRecordsResponse
+	(*LedgerRecord)(nil),                             // 44: signet.v1.LedgerRecord
+	(*GetCheckpointRequest)(nil),                     // 45: signet.v1.GetCheckpointRequest
+	(*GetCheckpointResponse)(nil),                    // 46: signet.v1.GetCheckpointResponse
+	(*ProveInclusionRequest)(nil),                    // 47: signet.v1.ProveInclusionRequest
+	(*ProveInclusionResponse)(nil),                   // 48: signet.v1.ProveInclusionResponse
+	(*ProveConsistencyRequest)(nil),                  // 49: signet.v1.ProveConsistencyRequest
+	(*ProveConsistencyResponse)(nil),                 // 50: signet.v1.ProveConsistencyResponse
+	nil,                                              // 51: signet.v1.Requester.ExtraEntry
+	nil,                                              // 52: signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
+	(*timestamppb.Timestamp)(nil),                    // 53: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),                      // 54: google.protobuf.Duration
 }
 var file_signet_v1_signet_proto_depIdxs = []int32{
-	50, // 0: signet.v1.Requester.extra:type_name -> signet.v1.Requester.ExtraEntry
+	51, // 0: signet.v1.Requester.extra:type_name -> signet.v1.Requester.ExtraEntry
 	2,  // 1: signet.v1.SignCertificateSigningRequestRequest.requester:type_name -> signet.v1.Requester
 	4,  // 2: signet.v1.SignCertificateSigningRequestRequest.object:type_name -> signet.v1.KubernetesObject
-	52, // 3: signet.v1.SignCertificateSigningRequestResponse.not_before:type_name -> google.protobuf.Timestamp
-	52, // 4: signet.v1.SignCertificateSigningRequestResponse.not_after:type_name -> google.protobuf.Timestamp
-	2,  // 5: signet.v1.VerifyAttestationRequest.requester:type_name -> signet.v1.Requester
-	4,  // 6: signet.v1.VerifyAttestationRequest.object:type_name -> signet.v1.KubernetesObject
-	4,  // 7: signet.v1.SignPodCertificateRequestRequest.object:type_name -> signet.v1.KubernetesObject
-	9,  // 8: signet.v1.SignPodCertificateRequestRequest.pod:type_name -> signet.v1.PodIdentity
-	51, // 9: signet.v1.SignPodCertificateRequestRequest.unverified_user_annotations:type_name -> signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
-	52, // 10: signet.v1.SignPodCertificateRequestResponse.not_before:type_name -> google.protobuf.Timestamp
-	52, // 11: signet.v1.SignPodCertificateRequestResponse.not_after:type_name -> google.protobuf.Timestamp
-	52, // 12: signet.v1.SignPodCertificateRequestResponse.begin_refresh_at:type_name -> google.protobuf.Timestamp
-	14, // 13: signet.v1.GetTrustAnchorsResponse.anchors:type_name -> signet.v1.TrustAnchor
-	1,  // 14: signet.v1.TrustAnchor.state:type_name -> signet.v1.AnchorState
-	52, // 15: signet.v1.TrustAnchor.since:type_name -> google.protobuf.Timestamp
-	52, // 16: signet.v1.TrustAnchor.not_after:type_name -> google.protobuf.Timestamp
-	19, // 17: signet.v1.GetAuthorityResponse.signers:type_name -> signet.v1.SignerAuthority
-	20, // 18: signet.v1.SignerAuthority.cas:type_name -> signet.v1.AuthorityCA
-	21, // 19: signet.v1.SignerAuthority.clusters:type_name -> signet.v1.ClusterReport
-	53, // 20: signet.v1.SignerAuthority.min_propagation_delay:type_name -> google.protobuf.Duration
-	22, // 21: signet.v1.SignerAuthority.activation:type_name -> signet.v1.Gate
-	14, // 22: signet.v1.AuthorityCA.anchor:type_name -> signet.v1.TrustAnchor
-	52, // 23: signet.v1.AuthorityCA.last_leaf_not_after:type_name -> google.protobuf.Timestamp
-	22, // 24: signet.v1.AuthorityCA.retirement:type_name -> signet.v1.Gate
-	52, // 25: signet.v1.ClusterReport.reported_at:type_name -> google.protobuf.Timestamp
-	52, // 26: signet.v1.ClusterReport.last_seen:type_name -> google.protobuf.Timestamp
-	52, // 27: signet.v1.ClusterReport.staged_published_at:type_name -> google.protobuf.Timestamp
-	52, // 28: signet.v1.Gate.not_before:type_name -> google.protobuf.Timestamp
-	19, // 29: signet.v1.StageCAResponse.authority:type_name -> signet.v1.SignerAuthority
-	19, // 30: signet.v1.ActivateCAResponse.authority:type_name -> signet.v1.SignerAuthority
-	19, // 31: signet.v1.RetireCAResponse.authority:type_name -> signet.v1.SignerAuthority
-	33, // 32: signet.v1.ListSignersResponse.signers:type_name -> signet.v1.SignerDescription
-	53, // 33: signet.v1.SignerDescription.max_lifetime:type_name -> google.protobuf.Duration
-	34, // 34: signet.v1.SignerDescription.lint:type_name -> signet.v1.LintGate
-	35, // 35: signet.v1.LintGate.excluded:type_name -> signet.v1.LintRule
-	35, // 36: signet.v1.LintGate.accepted:type_name -> signet.v1.LintRule
-	5,  // 37: signet.v1.ExplainCertificateSigningRequestRequest.request:type_name -> signet.v1.SignCertificateSigningRequestRequest
-	37, // 38: signet.v1.ExplainCertificateSigningRequestResponse.rules:type_name -> signet.v1.RuleResult
-	53, // 39: signet.v1.ExplainCertificateSigningRequestResponse.lifetime:type_name -> google.protobuf.Duration
-	43, // 40: signet.v1.FindRecordsResponse.records:type_name -> signet.v1.LedgerRecord
-	52, // 41: signet.v1.LedgerRecord.time:type_name -> google.protobuf.Timestamp
-	52, // 42: signet.v1.LedgerRecord.not_before:type_name -> google.protobuf.Timestamp
-	52, // 43: signet.v1.LedgerRecord.not_after:type_name -> google.protobuf.Timestamp
-	3,  // 44: signet.v1.Requester.ExtraEntry.value:type_name -> signet.v1.ExtraValue
-	5,  // 45: signet.v1.SignerService.SignCertificateSigningRequest:input_type -> signet.v1.SignCertificateSigningRequestRequest
-	10, // 46: signet.v1.SignerService.SignPodCertificateRequest:input_type -> signet.v1.SignPodCertificateRequestRequest
-	12, // 47: signet.v1.SignerService.GetTrustAnchors:input_type -> signet.v1.GetTrustAnchorsRequest
-	31, // 48: signet.v1.SignerService.ListSigners:input_type -> signet.v1.ListSignersRequest
-	36, // 49: signet.v1.SignerService.ExplainCertificateSigningRequest:input_type -> signet.v1.ExplainCertificateSigningRequestRequest
-	15, // 50: signet.v1.SignerService.ReportTrustBundle:input_type -> signet.v1.ReportTrustBundleRequest
-	39, // 51: signet.v1.SignerService.GetServerInfo:input_type -> signet.v1.GetServerInfoRequest
-	7,  // 52: signet.v1.SignerService.VerifyAttestation:input_type -> signet.v1.VerifyAttestationRequest
-	41, // 53: signet.v1.LedgerService.FindRecords:input_type -> signet.v1.FindRecordsRequest
-	44, // 54: signet.v1.LedgerService.GetCheckpoint:input_type -> signet.v1.GetCheckpointRequest
-	46, // 55: signet.v1.LedgerService.ProveInclusion:input_type -> signet.v1.ProveInclusionRequest
-	48, // 56: signet.v1.LedgerService.ProveConsistency:input_type -> signet.v1.ProveConsistencyRequest
-	17, // 57: signet.v1.AuthorityService.GetAuthority:input_type -> signet.v1.GetAuthorityRequest
-	23, // 58: signet.v1.AuthorityService.StageCA:input_type -> signet.v1.StageCARequest
-	27, // 59: signet.v1.AuthorityService.ActivateCA:input_type -> signet.v1.ActivateCARequest
-	29, // 60: signet.v1.AuthorityService.RetireCA:input_type -> signet.v1.RetireCARequest
-	25, // 61: signet.v1.AuthorityService.ForgetAttestationBinding:input_type -> signet.v1.ForgetAttestationBindingRequest
-	6,  // 62: signet.v1.SignerService.SignCertificateSigningRequest:output_type -> signet.v1.SignCertificateSigningRequestResponse
-	11, // 63: signet.v1.SignerService.SignPodCertificateRequest:output_type -> signet.v1.SignPodCertificateRequestResponse
-	13, // 64: signet.v1.SignerService.GetTrustAnchors:output_type -> signet.v1.GetTrustAnchorsResponse
-	32, // 65: signet.v1.SignerService.ListSigners:output_type -> signet.v1.ListSignersResponse
-	38, // 66: signet.v1.SignerService.ExplainCertificateSigningRequest:output_type -> signet.v1.ExplainCertificateSigningRequestResponse
-	16, // 67: signet.v1.SignerService.ReportTrustBundle:output_type -> signet.v1.ReportTrustBundleResponse
-	40, // 68: signet.v1.SignerService.GetServerInfo:output_type -> signet.v1.GetServerInfoResponse
-	8,  // 69: signet.v1.SignerService.VerifyAttestation:output_type -> signet.v1.VerifyAttestationResponse
-	42, // 70: signet.v1.LedgerService.FindRecords:output_type -> signet.v1.FindRecordsResponse
-	45, // 71: signet.v1.LedgerService.GetCheckpoint:output_type -> signet.v1.GetCheckpointResponse
-	47, // 72: signet.v1.LedgerService.ProveInclusion:output_type -> signet.v1.ProveInclusionResponse
-	49, // 73: signet.v1.LedgerService.ProveConsistency:output_type -> signet.v1.ProveConsistencyResponse
-	18, // 74: signet.v1.AuthorityService.GetAuthority:output_type -> signet.v1.GetAuthorityResponse
-	24, // 75: signet.v1.AuthorityService.StageCA:output_type -> signet.v1.StageCAResponse
-	28, // 76: signet.v1.AuthorityService.ActivateCA:output_type -> signet.v1.ActivateCAResponse
-	30, // 77: signet.v1.AuthorityService.RetireCA:output_type -> signet.v1.RetireCAResponse
-	26, // 78: signet.v1.AuthorityService.ForgetAttestationBinding:output_type -> signet.v1.ForgetAttestationBindingResponse
-	62, // [62:79] is the sub-list for method output_type
-	45, // [45:62] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	6,  // 3: signet.v1.SignCertificateSigningRequestRequest.node_addresses:type_name -> signet.v1.NodeAddress
+	53, // 4: signet.v1.SignCertificateSigningRequestResponse.not_before:type_name -> google.protobuf.Timestamp
+	53, // 5: signet.v1.SignCertificateSigningRequestResponse.not_after:type_name -> google.protobuf.Timestamp
+	2,  // 6: signet.v1.VerifyAttestationRequest.requester:type_name -> signet.v1.Requester
+	4,  // 7: signet.v1.VerifyAttestationRequest.object:type_name -> signet.v1.KubernetesObject
+	6,  // 8: signet.v1.VerifyAttestationRequest.node_addresses:type_name -> signet.v1.NodeAddress
+	4,  // 9: signet.v1.SignPodCertificateRequestRequest.object:type_name -> signet.v1.KubernetesObject
+	10, // 10: signet.v1.SignPodCertificateRequestRequest.pod:type_name -> signet.v1.PodIdentity
+	52, // 11: signet.v1.SignPodCertificateRequestRequest.unverified_user_annotations:type_name -> signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
+	53, // 12: signet.v1.SignPodCertificateRequestResponse.not_before:type_name -> google.protobuf.Timestamp
+	53, // 13: signet.v1.SignPodCertificateRequestResponse.not_after:type_name -> google.protobuf.Timestamp
+	53, // 14: signet.v1.SignPodCertificateRequestResponse.begin_refresh_at:type_name -> google.protobuf.Timestamp
+	15, // 15: signet.v1.GetTrustAnchorsResponse.anchors:type_name -> signet.v1.TrustAnchor
+	1,  // 16: signet.v1.TrustAnchor.state:type_name -> signet.v1.AnchorState
+	53, // 17: signet.v1.TrustAnchor.since:type_name -> google.protobuf.Timestamp
+	53, // 18: signet.v1.TrustAnchor.not_after:type_name -> google.protobuf.Timestamp
+	20, // 19: signet.v1.GetAuthorityResponse.signers:type_name -> signet.v1.SignerAuthority
+	21, // 20: signet.v1.SignerAuthority.cas:type_name -> signet.v1.AuthorityCA
+	22, // 21: signet.v1.SignerAuthority.clusters:type_name -> signet.v1.ClusterReport
+	54, // 22: signet.v1.SignerAuthority.min_propagation_delay:type_name -> google.protobuf.Duration
+	23, // 23: signet.v1.SignerAuthority.activation:type_name -> signet.v1.Gate
+	15, // 24: signet.v1.AuthorityCA.anchor:type_name -> signet.v1.TrustAnchor
+	53, // 25: signet.v1.AuthorityCA.last_leaf_not_after:type_name -> google.protobuf.Timestamp
+	23, // 26: signet.v1.AuthorityCA.retirement:type_name -> signet.v1.Gate
+	53, // 27: signet.v1.ClusterReport.reported_at:type_name -> google.protobuf.Timestamp
+	53, // 28: signet.v1.ClusterReport.last_seen:type_name -> google.protobuf.Timestamp
+	53, // 29: signet.v1.ClusterReport.staged_published_at:type_name -> google.protobuf.Timestamp
+	53, // 30: signet.v1.Gate.not_before:type_name -> google.protobuf.Timestamp
+	20, // 31: signet.v1.StageCAResponse.authority:type_name -> signet.v1.SignerAuthority
+	20, // 32: signet.v1.ActivateCAResponse.authority:type_name -> signet.v1.SignerAuthority
+	20, // 33: signet.v1.RetireCAResponse.authority:type_name -> signet.v1.SignerAuthority
+	34, // 34: signet.v1.ListSignersResponse.signers:type_name -> signet.v1.SignerDescription
+	54, // 35: signet.v1.SignerDescription.max_lifetime:type_name -> google.protobuf.Duration
+	35, // 36: signet.v1.SignerDescription.lint:type_name -> signet.v1.LintGate
+	36, // 37: signet.v1.LintGate.excluded:type_name -> signet.v1.LintRule
+	36, // 38: signet.v1.LintGate.accepted:type_name -> signet.v1.LintRule
+	5,  // 39: signet.v1.ExplainCertificateSigningRequestRequest.request:type_name -> signet.v1.SignCertificateSigningRequestRequest
+	38, // 40: signet.v1.ExplainCertificateSigningRequestResponse.rules:type_name -> signet.v1.RuleResult
+	54, // 41: signet.v1.ExplainCertificateSigningRequestResponse.lifetime:type_name -> google.protobuf.Duration
+	44, // 42: signet.v1.FindRecordsResponse.records:type_name -> signet.v1.LedgerRecord
+	53, // 43: signet.v1.LedgerRecord.time:type_name -> google.protobuf.Timestamp
+	53, // 44: signet.v1.LedgerRecord.not_before:type_name -> google.protobuf.Timestamp
+	53, // 45: signet.v1.LedgerRecord.not_after:type_name -> google.protobuf.Timestamp
+	3,  // 46: signet.v1.Requester.ExtraEntry.value:type_name -> signet.v1.ExtraValue
+	5,  // 47: signet.v1.SignerService.SignCertificateSigningRequest:input_type -> signet.v1.SignCertificateSigningRequestRequest
+	11, // 48: signet.v1.SignerService.SignPodCertificateRequest:input_type -> signet.v1.SignPodCertificateRequestRequest
+	13, // 49: signet.v1.SignerService.GetTrustAnchors:input_type -> signet.v1.GetTrustAnchorsRequest
+	32, // 50: signet.v1.SignerService.ListSigners:input_type -> signet.v1.ListSignersRequest
+	37, // 51: signet.v1.SignerService.ExplainCertificateSigningRequest:input_type -> signet.v1.ExplainCertificateSigningRequestRequest
+	16, // 52: signet.v1.SignerService.ReportTrustBundle:input_type -> signet.v1.ReportTrustBundleRequest
+	40, // 53: signet.v1.SignerService.GetServerInfo:input_type -> signet.v1.GetServerInfoRequest
+	8,  // 54: signet.v1.SignerService.VerifyAttestation:input_type -> signet.v1.VerifyAttestationRequest
+	42, // 55: signet.v1.LedgerService.FindRecords:input_type -> signet.v1.FindRecordsRequest
+	45, // 56: signet.v1.LedgerService.GetCheckpoint:input_type -> signet.v1.GetCheckpointRequest
+	47, // 57: signet.v1.LedgerService.ProveInclusion:input_type -> signet.v1.ProveInclusionRequest
+	49, // 58: signet.v1.LedgerService.ProveConsistency:input_type -> signet.v1.ProveConsistencyRequest
+	18, // 59: signet.v1.AuthorityService.GetAuthority:input_type -> signet.v1.GetAuthorityRequest
+	24, // 60: signet.v1.AuthorityService.StageCA:input_type -> signet.v1.StageCARequest
+	28, // 61: signet.v1.AuthorityService.ActivateCA:input_type -> signet.v1.ActivateCARequest
+	30, // 62: signet.v1.AuthorityService.RetireCA:input_type -> signet.v1.RetireCARequest
+	26, // 63: signet.v1.AuthorityService.ForgetAttestationBinding:input_type -> signet.v1.ForgetAttestationBindingRequest
+	7,  // 64: signet.v1.SignerService.SignCertificateSigningRequest:output_type -> signet.v1.SignCertificateSigningRequestResponse
+	12, // 65: signet.v1.SignerService.SignPodCertificateRequest:output_type -> signet.v1.SignPodCertificateRequestResponse
+	14, // 66: signet.v1.SignerService.GetTrustAnchors:output_type -> signet.v1.GetTrustAnchorsResponse
+	33, // 67: signet.v1.SignerService.ListSigners:output_type -> signet.v1.ListSignersResponse
+	39, // 68: signet.v1.SignerService.ExplainCertificateSigningRequest:output_type -> signet.v1.ExplainCertificateSigningRequestResponse
+	17, // 69: signet.v1.SignerService.ReportTrustBundle:output_type -> signet.v1.ReportTrustBundleResponse
+	41, // 70: signet.v1.SignerService.GetServerInfo:output_type -> signet.v1.GetServerInfoResponse
+	9,  // 71: signet.v1.SignerService.VerifyAttestation:output_type -> signet.v1.VerifyAttestationResponse
+	43, // 72: signet.v1.LedgerService.FindRecords:output_type -> signet.v1.FindRecordsResponse
+	46, // 73: signet.v1.LedgerService.GetCheckpoint:output_type -> signet.v1.GetCheckpointResponse
+	48, // 74: signet.v1.LedgerService.ProveInclusion:output_type -> signet.v1.ProveInclusionResponse
+	50, // 75: signet.v1.LedgerService.ProveConsistency:output_type -> signet.v1.ProveConsistencyResponse
+	19, // 76: signet.v1.AuthorityService.GetAuthority:output_type -> signet.v1.GetAuthorityResponse
+	25, // 77: signet.v1.AuthorityService.StageCA:output_type -> signet.v1.StageCAResponse
+	29, // 78: signet.v1.AuthorityService.ActivateCA:output_type -> signet.v1.ActivateCAResponse
+	31, // 79: signet.v1.AuthorityService.RetireCA:output_type -> signet.v1.RetireCAResponse
+	27, // 80: signet.v1.AuthorityService.ForgetAttestationBinding:output_type -> signet.v1.ForgetAttestationBindingResponse
+	64, // [64:81] is the sub-list for method output_type
+	47, // [47:64] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_signet_v1_signet_proto_init() }
@@ -4117,14 +4203,14 @@ func file_signet_v1_signet_proto_init() {
 		return
 	}
 	file_signet_v1_signet_proto_msgTypes[3].OneofWrappers = []any{}
-	file_signet_v1_signet_proto_msgTypes[5].OneofWrappers = []any{}
+	file_signet_v1_signet_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_signet_v1_signet_proto_rawDesc), len(file_signet_v1_signet_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   50,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   3,
 		},
