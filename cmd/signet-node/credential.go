@@ -21,6 +21,7 @@ import (
 // nodeFlags are the settings of the agent.
 type nodeFlags struct {
 	tpm, attestURL, attestCA, nodeName, providerID, signerName string
+	servingSignerName                                          string
 	bootstrapKubeconfig, cacheDir                              string
 	renewFraction                                              float64
 	lifetime, timeout                                          time.Duration
@@ -48,6 +49,9 @@ func (f *nodeFlags) agent() (*nodeagent.Agent, func(), error) {
 			return nil, nil, fmt.Errorf("%w: %s is required", errUsage, name)
 		}
 	}
+	if f.renewFraction <= 0 || f.renewFraction >= 1 {
+		return nil, nil, fmt.Errorf("%w: --renew-fraction %v is not between 0 and 1 (exclusive)", errUsage, f.renewFraction)
+	}
 	roots, err := readRoots(f.attestCA)
 	if err != nil {
 		return nil, nil, err
@@ -73,7 +77,8 @@ func (f *nodeFlags) agent() (*nodeagent.Agent, func(), error) {
 	}
 	a, err := nodeagent.New(nodeagent.Config{
 		TPM: tpm, AttestURL: f.attestURL, AttestRoots: roots, NodeName: node, ProviderID: provider, SignerName: f.signerName,
-		Bootstrap: bootstrap, CacheDir: f.cacheDir, RenewFraction: f.renewFraction, Lifetime: f.lifetime,
+		ServingSignerName: f.servingSignerName,
+		Bootstrap:         bootstrap, CacheDir: f.cacheDir, RenewFraction: f.renewFraction, Lifetime: f.lifetime,
 		Log: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	})
 	if err != nil {

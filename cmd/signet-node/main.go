@@ -9,7 +9,10 @@
 //	    exec:
 //	      apiVersion: client.authentication.k8s.io/v1
 //	      command: /usr/local/bin/signet-node
-//	      args: [credential, --config, /etc/signet/node.yaml]
+//	      args: [credential, --tpm, /dev/tpmrm0,
+//	             --attest-url, https://signet.example.com:8444, --attest-ca, /etc/signet/server-ca.crt,
+//	             --signer-name, example.com/kube-apiserver-client-kubelet-tpm,
+//	             --bootstrap-kubeconfig, /etc/kubernetes/bootstrap-kubelet.conf]
 //	      interactiveMode: Never
 //
 // `signet-node ek` prints the fingerprint of the TPM's endorsement key, for the signing
@@ -40,7 +43,7 @@ func main() {
 	}
 }
 
-// newRoot builds the command line: credential and ek.
+// newRoot builds the command line: credential, serving and ek.
 func newRoot(out, errOut io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "signet-node",
@@ -51,7 +54,7 @@ func newRoot(out, errOut io.Writer) *cobra.Command {
 	}
 	root.SetOut(out)
 	root.SetErr(errOut)
-	root.AddCommand(newCredentialCmd(), newEKCmd())
+	root.AddCommand(newCredentialCmd(), newServingCmd(), newEKCmd())
 	return root
 }
 

@@ -188,11 +188,19 @@ func ApproverRules(signerNames []string) []rbacv1.PolicyRule {
 	}
 }
 
-// AddApprovingWatcher is AddWatcher with ApproverRules for approverSignerNames.
+// NodeAddressRules returns the RBAC rule signet-watcher needs to forward node addresses
+// (nodeAddresses): get on nodes.
+func NodeAddressRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{{APIGroups: []string{corev1.GroupName}, Resources: []string{"nodes"}, Verbs: []string{"get"}}}
+}
+
+// AddApprovingWatcher is AddWatcher with ApproverRules for approverSignerNames and
+// NodeAddressRules.
 func (c *Cluster) AddApprovingWatcher(name string, signerNames, approverSignerNames []string) (*User, error) {
 	rules := append(SignerRules(signerNames), PodCertificateSignerRules()...)
 	rules = append(rules, TrustBundleRules(signerNames)...)
 	rules = append(rules, ApproverRules(approverSignerNames)...)
+	rules = append(rules, NodeAddressRules()...)
 	return c.addUserWithRules("watcher", name, nil, rules)
 }
 

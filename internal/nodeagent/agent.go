@@ -26,6 +26,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"slices"
 	"time"
 
 	"github.com/google/go-tpm/tpm2/transport"
@@ -59,8 +61,10 @@ type Config struct {
 	AttestRoots *x509.CertPool
 	// NodeName is the node's name; ProviderID its provider ID, carried in the request.
 	NodeName, ProviderID string
-	// SignerName is the attested signer, e.g. example.com/kube-apiserver-client-kubelet-tpm.
-	SignerName string
+	// SignerName is the attested client signer, e.g.
+	// example.com/kube-apiserver-client-kubelet-tpm; ServingSignerName the attested serving
+	// signer (kubelet-serving-tpm), for Serving.
+	SignerName, ServingSignerName string
 	// Bootstrap is how to reach the API server with the bootstrap credentials, for a node
 	// with no valid certificate. A renewal authenticates with the current certificate.
 	Bootstrap *rest.Config
@@ -120,35 +124,95 @@ func (a *Agent) Credential(ctx context.Context) (*Credential, error) {
 		return nil, err
 	}
 	defer unlock()
+	return a.current(ctx, clientKind, nil)
+}
+
+// Serving returns the node's serving certificate for the names dns and ips, as Credential
+// does: the cached one (in CacheDir, serving.crt and serving.key, where the kubelet's
+// --tls-cert-file and --tls-private-key-file point) until its renewal point or until the names
+// change, else a new one through attestation, requested as the node with its client
+// certificate (obtained first, if need be) for Config.ServingSignerName.
+func (a *Agent) Serving(ctx context.Context, dns []string, ips []net.IP) (*Credential, error) {
+	if a.cfg.ServingSignerName == "" {
+		return nil, errors.New("no serving signer name")
+	}
+	if len(dns)+len(ips) == 0 {
+		return nil, errors.New("a serving certificate needs at least one DNS name or IP address")
+	}
+	unlock, err := lock(a.cfg.CacheDir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	client, err := a.current(ctx, clientKind, nil)
+	if err != nil {
+		return nil, fmt.Errorf("obtaining the node's client certificate, to ask for its serving certificate: %w", err)
+	}
+	return a.current(ctx, servingKind, &servingRequest{dns: dns, ips: ips, client: client})
+}
+
+// servingRequest is what a serving certificate is asked for with: its names, and the node's
+// client credential to ask with.
+type servingRequest struct {
+	dns    []string
+	ips    []net.IP
+	client *Credential
+}
+
+// current returns the cached credential of kind until its renewal point (and, for a serving
+// certificate, while it has exactly the names asked for), else obtains a new one, keeping the
+// cached one through failed renewals while it is valid. The caller holds the lock.
+func (a *Agent) current(ctx context.Context, k kind, srv *servingRequest) (*Credential, error) {
 	now := a.cfg.Clock.Now()
-	cur := readCache(a.cfg.CacheDir, a.cfg.RenewFraction)
-	if cur != nil && now.Before(cur.RenewAt) {
+	cur := readCache(a.cfg.CacheDir, k, a.cfg.RenewFraction)
+	if cur != nil && now.Before(cur.RenewAt) && (srv == nil || sameNames(cur, srv)) {
 		return cur, nil
 	}
-	valid := cur != nil && now.Before(cur.NotAfter)
-	next, err := a.obtain(ctx, cur, valid)
+	valid := cur != nil && now.Before(cur.NotAfter) && (srv == nil || sameNames(cur, srv))
+	next, err := a.obtain(ctx, k, cur, valid, srv)
 	if err != nil {
-		f := readFailures(a.cfg.CacheDir)
+		f := readFailures(a.cfg.CacheDir, k)
 		f.Count++
 		f.Last = now
-		writeFailures(a.cfg.CacheDir, f)
+		writeFailures(a.cfg.CacheDir, k, f)
 		if !valid {
 			return nil, err
 		}
 		wait := min(backoffBase<<min(f.Count-1, 10), backoffMax)
 		retry := *cur
 		retry.RenewAt = minTime(now.Add(wait), cur.NotAfter)
-		a.cfg.Log.Warn("renewing the node's client certificate failed; the current one stays in use", "error", err.Error(),
+		a.cfg.Log.Warn("renewing a node certificate failed; the current one stays in use", "certificate", string(k), "error", err.Error(),
 			"failures", f.Count, "retry_at", retry.RenewAt, "not_after", cur.NotAfter)
 		return &retry, nil
 	}
-	if err := writeCache(a.cfg.CacheDir, next); err != nil {
+	if err := writeCache(a.cfg.CacheDir, k, next); err != nil {
 		return nil, err
 	}
-	writeFailures(a.cfg.CacheDir, failures{})
-	a.cfg.Log.Info("node client certificate obtained through TPM attestation", "node", a.cfg.NodeName,
+	writeFailures(a.cfg.CacheDir, k, failures{})
+	a.cfg.Log.Info("node certificate obtained through TPM attestation", "certificate", string(k), "node", a.cfg.NodeName,
 		"not_after", next.NotAfter, "renew_at", next.RenewAt)
 	return next, nil
+}
+
+// sameNames reports whether the cached serving certificate has exactly the names asked for.
+func sameNames(cur *Credential, srv *servingRequest) bool {
+	leaf, err := cur.leaf()
+	if err != nil {
+		return false
+	}
+	want := slices.Clone(srv.dns)
+	slices.Sort(want)
+	have := slices.Clone(leaf.DNSNames)
+	slices.Sort(have)
+	if !slices.Equal(want, have) || len(srv.ips) != len(leaf.IPAddresses) {
+		return false
+	}
+	for _, ip := range srv.ips {
+		if !slices.ContainsFunc(leaf.IPAddresses, ip.Equal) {
+			return false
+		}
+	}
+	return true
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -159,14 +223,25 @@ func minTime(a, b time.Time) time.Time {
 }
 
 // obtain runs one attestation and request: the exchange, the key and request, the TPM's
-// evidence, the CertificateSigningRequest (as the node when cur is valid, else with the
-// bootstrap credentials), and the wait for its certificate.
-func (a *Agent) obtain(ctx context.Context, cur *Credential, renew bool) (*Credential, error) {
-	full, key, err := a.attestedRequest(ctx)
+// evidence, the CertificateSigningRequest, and the wait for its certificate. A client
+// certificate is asked for as the node when cur is valid (a renewal), else with the
+// bootstrap credentials; a serving certificate always as the node, with srv.client.
+func (a *Agent) obtain(ctx context.Context, k kind, cur *Credential, renew bool, srv *servingRequest) (*Credential, error) {
+	signer := a.cfg.SignerName
+	usages := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}
+	var dns []string
+	var ips []net.IP
+	as, asNode := cur, renew
+	if k == servingKind {
+		signer, dns, ips = a.cfg.ServingSignerName, srv.dns, srv.ips
+		usages = []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth}
+		as, asNode = srv.client, true
+	}
+	full, key, err := a.attestedRequest(ctx, dns, ips)
 	if err != nil {
 		return nil, err
 	}
-	client, err := a.kubeClient(cur, renew)
+	client, err := a.kubeClient(as, asNode)
 	if err != nil {
 		return nil, err
 	}
@@ -174,12 +249,11 @@ func (a *Agent) obtain(ctx context.Context, cur *Credential, renew bool) (*Crede
 	if a.cfg.Lifetime > 0 {
 		duration = &a.cfg.Lifetime
 	}
-	usages := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}
-	name, uid, err := csrutil.RequestCertificateWithContext(ctx, client, full, "", a.cfg.SignerName, duration, usages, key)
+	name, uid, err := csrutil.RequestCertificateWithContext(ctx, client, full, "", signer, duration, usages, key)
 	if err != nil {
 		return nil, fmt.Errorf("creating the CertificateSigningRequest: %w", err)
 	}
-	a.cfg.Log.Info("CertificateSigningRequest created; waiting for approval and signing", "csr", name, "signer", a.cfg.SignerName)
+	a.cfg.Log.Info("CertificateSigningRequest created; waiting for approval and signing", "csr", name, "signer", signer)
 	certPEM, err := csrutil.WaitForCertificate(ctx, client, name, uid)
 	if err != nil {
 		return nil, fmt.Errorf("waiting for the certificate of CertificateSigningRequest %s: %w", name, err)
@@ -193,7 +267,7 @@ func (a *Agent) obtain(ctx context.Context, cur *Credential, renew bool) (*Crede
 
 // attestedRequest runs the attestation exchange and returns the request, with its evidence,
 // for a new key.
-func (a *Agent) attestedRequest(ctx context.Context) ([]byte, *ecdsa.PrivateKey, error) {
+func (a *Agent) attestedRequest(ctx context.Context, dns []string, ips []net.IP) ([]byte, *ecdsa.PrivateKey, error) {
 	node := nodetpm.New(a.cfg.TPM)
 	keys, err := node.Keys()
 	if err != nil {
@@ -216,7 +290,8 @@ func (a *Agent) attestedRequest(ctx context.Context) ([]byte, *ecdsa.PrivateKey,
 	if err != nil {
 		return nil, nil, err
 	}
-	tmpl := &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:node:" + a.cfg.NodeName, Organization: []string{"system:nodes"}}}
+	tmpl := &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:node:" + a.cfg.NodeName, Organization: []string{"system:nodes"}},
+		DNSNames: dns, IPAddresses: ips}
 	if a.cfg.ProviderID != "" {
 		ext, err := attestation.ProviderIDExtension(a.cfg.ProviderID)
 		if err != nil {

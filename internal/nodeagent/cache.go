@@ -16,13 +16,33 @@ import (
 	"github.com/signet-pki/signet/internal/atomicfile"
 )
 
-// Files of the cache directory.
+// kind is a certificate the agent keeps: the kubelet's client or serving certificate. Its
+// files in the cache directory are <kind>.crt, <kind>.key and <kind>-failures.json.
+type kind string
+
 const (
-	certFile     = "client.crt"
-	keyFile      = "client.key"
-	failuresFile = "failures.json"
-	lockFile     = ".lock"
+	clientKind  kind = "client"
+	servingKind kind = "serving"
 )
+
+// lockFile is the cache directory's lock.
+const lockFile = ".lock"
+
+// CertFile and KeyFile are the paths of the certificate and key of kind in dir: what the
+// kubelet's --tls-cert-file and --tls-private-key-file name for the serving certificate.
+func CertFile(dir string, serving bool) string {
+	return filepath.Join(dir, string(kindOf(serving))+".crt")
+}
+func KeyFile(dir string, serving bool) string {
+	return filepath.Join(dir, string(kindOf(serving))+".key")
+}
+
+func kindOf(serving bool) kind {
+	if serving {
+		return servingKind
+	}
+	return clientKind
+}
 
 // Credential is a client certificate and its key, as the agent hands it to the kubelet.
 type Credential struct {
@@ -31,6 +51,15 @@ type Credential struct {
 	// RenewAt is when the agent attests again for a new certificate: the ExecCredential's
 	// expiration, so that client-go calls the agent again then.
 	RenewAt time.Time
+}
+
+// leaf parses the credential's certificate.
+func (c *Credential) leaf() (*x509.Certificate, error) {
+	pair, err := tls.X509KeyPair(c.CertPEM, c.KeyPEM)
+	if err != nil {
+		return nil, err
+	}
+	return x509.ParseCertificate(pair.Certificate[0])
 }
 
 // lock takes the cache directory's lock (an exclusive flock, held by the open file): the
@@ -52,9 +81,9 @@ func lock(dir string) (unlock func(), err error) {
 
 // readCache returns the cached credential, nil when there is none or it does not load (a
 // torn or foreign file is not trusted: the agent attests again).
-func readCache(dir string, renewFraction float64) *Credential {
-	certPEM, err1 := os.ReadFile(filepath.Join(dir, certFile))
-	keyPEM, err2 := os.ReadFile(filepath.Join(dir, keyFile))
+func readCache(dir string, k kind, renewFraction float64) *Credential {
+	certPEM, err1 := os.ReadFile(filepath.Join(dir, string(k)+".crt"))
+	keyPEM, err2 := os.ReadFile(filepath.Join(dir, string(k)+".key"))
 	if err1 != nil || err2 != nil {
 		return nil
 	}
@@ -82,11 +111,11 @@ func newCredential(certPEM, keyPEM []byte, renewFraction float64) (*Credential, 
 
 // writeCache stores a credential: the key first (0600), then the certificate, each replaced
 // atomically.
-func writeCache(dir string, c *Credential) error {
-	if err := atomicfile.Write(filepath.Join(dir, keyFile), c.KeyPEM, 0o600); err != nil {
+func writeCache(dir string, k kind, c *Credential) error {
+	if err := atomicfile.Write(filepath.Join(dir, string(k)+".key"), c.KeyPEM, 0o600); err != nil {
 		return fmt.Errorf("writing the key: %w", err)
 	}
-	if err := atomicfile.Write(filepath.Join(dir, certFile), c.CertPEM, 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, string(k)+".crt"), c.CertPEM, 0o644); err != nil {
 		return fmt.Errorf("writing the certificate: %w", err)
 	}
 	return nil
@@ -98,22 +127,23 @@ type failures struct {
 	Last  time.Time `json:"last"`
 }
 
-func readFailures(dir string) failures {
+func readFailures(dir string, k kind) failures {
 	var f failures
-	data, err := os.ReadFile(filepath.Join(dir, failuresFile))
+	data, err := os.ReadFile(filepath.Join(dir, string(k)+"-failures.json"))
 	if err == nil {
 		_ = json.Unmarshal(data, &f)
 	}
 	return f
 }
 
-func writeFailures(dir string, f failures) {
+func writeFailures(dir string, k kind, f failures) {
+	path := filepath.Join(dir, string(k)+"-failures.json")
 	if f.Count == 0 {
-		if err := os.Remove(filepath.Join(dir, failuresFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return
 		}
 		return
 	}
 	data, _ := json.Marshal(f)
-	_ = atomicfile.Write(filepath.Join(dir, failuresFile), data, 0o600)
+	_ = atomicfile.Write(path, data, 0o600)
 }

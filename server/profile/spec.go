@@ -90,7 +90,8 @@ type Spec struct {
 	// (nil: every default), refused otherwise.
 	PodIdentity *PodIdentitySpec `json:"podIdentity,omitempty"`
 	// Bootstrap configures who, besides the node itself, may obtain a node's client
-	// certificate; only on kube-apiserver-client-kubelet (nil: every default).
+	// certificate; only on the kubelet client profiles (kube-apiserver-client-kubelet,
+	// kubelet-client-tpm, kubelet-client-insecure; nil: every default).
 	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
 	// BindSANsToNode, on kubelet-serving, accepts only DNS and IP SANs that are among the
 	// node's own addresses (Node status.addresses, which the watcher forwards for the signer
@@ -99,7 +100,7 @@ type Spec struct {
 	BindSANsToNode bool `json:"bindSANsToNode,omitempty"`
 }
 
-// BootstrapSpec configures the bootstrap rule of kube-apiserver-client-kubelet: a requester
+// BootstrapSpec configures the bootstrap rule of the kubelet client profiles: a requester
 // in one of Groups may obtain a client certificate for any system:node:<name>, as a kubelet
 // joining with a bootstrap token does (requester system:bootstrap:<token id>, group
 // system:bootstrappers). The authority over a first node certificate is the approver (the
@@ -256,7 +257,7 @@ func (s Spec) compile() (compiled, error) {
 	return c, nil
 }
 
-// validateBootstrap checks the bootstrap settings: only on kube-apiserver-client-kubelet,
+// validateBootstrap checks the bootstrap settings: only on the kubelet client profiles,
 // groups not with disabled, each group plain, not duplicated and not a group every node or
 // user is in.
 func (s Spec) validateBootstrap() []error {

@@ -3,10 +3,12 @@ package integration
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +18,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,8 +40,11 @@ import (
 	"github.com/signet-pki/signet/watcher/tpmapprover"
 )
 
-// attestedSigner is the TPM-attested kubelet client signer of these tests.
-const attestedSigner = "signet.test/kube-apiserver-client-kubelet-tpm"
+// The TPM-attested kubelet signers of these tests.
+const (
+	attestedSigner        = "signet.test/kube-apiserver-client-kubelet-tpm"
+	attestedServingSigner = "signet.test/kubelet-serving-tpm"
+)
 
 // attestedSignet is a signing server for attestedSigner with attestation on, trusting EK
 // certificates that chain to the manufacturer roots (the manufactured swtpm's local CA), and
@@ -62,16 +68,26 @@ func attestedSignet(t *testing.T, roots ...*x509.Certificate) (*signet, *control
 		t.Fatal(err)
 	}
 	s.cfg.Attestation = config.Attestation{Address: freeAddress(t), EKRootsFile: rootsFile}
+	s.cfg.Signers = append(s.cfg.Signers, config.Signer{Name: attestedServingSigner, Key: s.cfg.Signers[0].Key, Certificate: s.cfg.Signers[0].Certificate,
+		MaxLifetime: s.cfg.Signers[0].MaxLifetime, Rotation: s.cfg.Signers[0].Rotation, Profile: profile.Spec{Name: profile.NameKubeletServingTPM}})
+	for i := range s.cfg.Clients {
+		if !slices.Contains(s.cfg.Clients[i].Signers, "*") {
+			s.cfg.Clients[i].Signers = append(s.cfg.Clients[i].Signers, attestedServingSigner)
+		}
+	}
 	if err := s.cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	s.startServer()
-	u, err := c.AddApprovingWatcher("watcher-attested", []string{attestedSigner}, []string{attestedSigner})
+	both := []string{attestedSigner, attestedServingSigner}
+	u, err := c.AddApprovingWatcher("watcher-attested", both, both)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wcfg := s.watcherConfig(s.addr)
-	wcfg.TPMApprover.SignerNames = []string{attestedSigner}
+	wcfg.SignerNames = both
+	wcfg.TPMApprover.SignerNames = both
+	wcfg.NodeAddresses.SignerNames = []string{attestedServingSigner}
 	runWatcher(t, wcfg, u.Client())
 	return s, c
 }
@@ -88,7 +104,7 @@ func (s *signet) agentFor(t *testing.T, tpm *swtpmtest.Manufactured, nodeName st
 	roots.AddCert(readCert(t, filepath.Join(s.state, devpki.TLSCACert)))
 	cfg := nodeagent.Config{
 		TPM: conn, AttestURL: "https://" + s.cfg.Attestation.Address, AttestRoots: roots,
-		NodeName: nodeName, ProviderID: "tpm://" + nodeName, SignerName: attestedSigner,
+		NodeName: nodeName, ProviderID: "tpm://" + nodeName, SignerName: attestedSigner, ServingSignerName: attestedServingSigner,
 		Bootstrap: boot, CacheDir: cacheDir, Lifetime: time.Hour,
 		Log: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
 	}
@@ -152,6 +168,25 @@ func TestAttestedNodeJoins(t *testing.T) {
 	}
 	if mine := csrsOf(t, admin, "system:node:attested-node-a"); len(mine) != 1 || conditionReason(mine[0], certificatesv1.CertificateApproved) != tpmapprover.ReasonVerified {
 		t.Fatalf("the renewal CSR, made as the node: %+v", mine)
+	}
+
+	// Its serving certificate, for the Node's own addresses, which the watcher forwards; a
+	// foreign IP is denied by the approver, naming it.
+	createNode(t, admin, "attested-node-a", corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.0.0.7"},
+		corev1.NodeAddress{Type: corev1.NodeHostName, Address: "attested-node-a"})
+	agentA := s.agentFor(t, tpm, "attested-node-a", boot, cacheA)
+	srv, err := agentA.Serving(ctx, []string{"attested-node-a"}, []net.IP{net.ParseIP("10.0.0.7")})
+	if err != nil {
+		t.Fatalf("obtaining the serving certificate: %v", err)
+	}
+	if leaf, err := tls.X509KeyPair(srv.CertPEM, srv.KeyPEM); err != nil || len(leaf.Leaf.IPAddresses) != 1 || !leaf.Leaf.IPAddresses[0].Equal(net.ParseIP("10.0.0.7")) {
+		t.Fatalf("serving certificate: %v", err)
+	}
+	if _, err := agentA.Serving(ctx, []string{"attested-node-a"}, []net.IP{net.ParseIP("10.9.9.9")}); err == nil {
+		t.Fatal("a serving certificate for a foreign IP was issued")
+	}
+	if msg := waitDeniedOf(t, admin, attestedServingSigner, "system:node:attested-node-a", "PolicyViolation"); !strings.Contains(msg, "IP address 10.9.9.9 is not one of the node's addresses") {
+		t.Fatalf("serving denial %q does not name the foreign IP", msg)
 	}
 
 	// The same TPM asking as another node: the approver denies it, naming the binding.
@@ -232,6 +267,20 @@ func checkNodeCertificate(t *testing.T, s *signet, cred *nodeagent.Credential, n
 	return leaf
 }
 
+// createNode creates a Node with status addresses, as a kubelet registering would.
+func createNode(t *testing.T, admin kubernetes.Interface, name string, addrs ...corev1.NodeAddress) {
+	t.Helper()
+	ctx := context.Background()
+	n, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Status.Addresses = addrs
+	if _, err := admin.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // grantNodesCSRs lets the group system:nodes create CSRs (system:node-bootstrapper), as a
 // cluster lets its kubelets renew.
 func grantNodesCSRs(t *testing.T, c *controlplane.Cluster) {
@@ -250,13 +299,19 @@ func grantNodesCSRs(t *testing.T, c *controlplane.Cluster) {
 // csrsOf lists the CSRs of attestedSigner created by username.
 func csrsOf(t *testing.T, admin kubernetes.Interface, username string) []certificatesv1.CertificateSigningRequest {
 	t.Helper()
+	return csrsOfSigner(t, admin, attestedSigner, username)
+}
+
+// csrsOfSigner lists the CSRs of signer created by username.
+func csrsOfSigner(t *testing.T, admin kubernetes.Interface, signer, username string) []certificatesv1.CertificateSigningRequest {
+	t.Helper()
 	list, err := admin.CertificatesV1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []certificatesv1.CertificateSigningRequest
 	for _, c := range list.Items {
-		if c.Spec.SignerName == attestedSigner && c.Spec.Username == username {
+		if c.Spec.SignerName == signer && c.Spec.Username == username {
 			out = append(out, c)
 		}
 	}
@@ -273,13 +328,19 @@ func conditionReason(csr certificatesv1.CertificateSigningRequest, typ certifica
 	return ""
 }
 
-// waitDenied waits for a CSR of username denied with reason, not seen denied before, and
-// returns its message.
+// waitDenied waits for a CSR of attestedSigner by username denied with reason, not seen
+// denied before, and returns its message.
 func waitDenied(t *testing.T, admin kubernetes.Interface, username, reason string) string {
+	t.Helper()
+	return waitDeniedOf(t, admin, attestedSigner, username, reason)
+}
+
+// waitDeniedOf is waitDenied for signer.
+func waitDeniedOf(t *testing.T, admin kubernetes.Interface, signer, username, reason string) string {
 	t.Helper()
 	var msg string
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		for _, c := range csrsOf(t, admin, username) {
+		for _, c := range csrsOfSigner(t, admin, signer, username) {
 			for _, cond := range c.Status.Conditions {
 				if cond.Type == certificatesv1.CertificateDenied && cond.Reason == reason && !seenDenied[c.Name] {
 					seenDenied[c.Name], msg = true, cond.Message
