@@ -74,6 +74,18 @@ func TestClassify(t *testing.T) {
 			info("POLICY_VIOLATION", signetv1.ErrorDomain), false, "PolicyViolation", "group system:masters is forbidden", true},
 		{"empty message", codes.InvalidArgument, "",
 			nil, false, ReasonSignerRefused, "signing server answered InvalidArgument", true},
+		{"signer not allowed (PermissionDenied) is final by its reason", codes.PermissionDenied, "client watcher-1 may not use example.com/x",
+			info("SIGNER_NOT_ALLOWED", signetv1.ErrorDomain), false, "SignerNotAllowed", "client watcher-1 may not use example.com/x", true},
+		{"unknown signer (NotFound) is final by its reason", codes.NotFound, "the server does not serve example.com/x",
+			info("UNKNOWN_SIGNER", signetv1.ErrorDomain), false, "UnknownSigner", "the server does not serve example.com/x", true},
+		{"a transient reason under a final code is transient", codes.FailedPrecondition, "the CA key cannot be used now",
+			info("KEY_UNAVAILABLE", signetv1.ErrorDomain), false, "KeyUnavailable", "the CA key cannot be used now", false},
+		{"a reason newer than the contract is judged by the code (final)", codes.FailedPrecondition, "no",
+			info("SOME_FUTURE_REASON", signetv1.ErrorDomain), false, "SomeFutureReason", "no", true},
+		{"a reason newer than the contract is judged by the code (transient)", codes.Unavailable, "later",
+			info("SOME_FUTURE_REASON", signetv1.ErrorDomain), false, "SomeFutureReason", "later", false},
+		{"UNSPECIFIED is judged by the code", codes.InvalidArgument, "no",
+			info("UNSPECIFIED", signetv1.ErrorDomain), false, "Unspecified", "no", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,5 +113,42 @@ func TestClassifyNonStatusErrors(t *testing.T) {
 	}
 	if reason, message, terminal := Classify(nil); reason != "" || message != "" || terminal {
 		t.Errorf("Classify(nil) = (%q, %q, %v)", reason, message, terminal)
+	}
+}
+
+// TestClassifyFollowsFinal: for every reason of the contract, a status carrying it is
+// terminal iff signetv1.Final says so, whichever code it comes with.
+func TestClassifyFollowsFinal(t *testing.T) {
+	for v := range signetv1.ErrorReason_name {
+		r := signetv1.ErrorReason(v)
+		if r == signetv1.ErrorReason_ERROR_REASON_UNSPECIFIED {
+			continue
+		}
+		for _, code := range []codes.Code{codes.InvalidArgument, codes.FailedPrecondition, codes.Unavailable, codes.PermissionDenied} {
+			err := statusError(t, code, "m", &errdetails.ErrorInfo{Reason: signetv1.ReasonName(r), Domain: signetv1.ErrorDomain})
+			reason, _, terminal := Classify(err)
+			if terminal != signetv1.Final(r) || reason != signetv1.ConditionReason(signetv1.ReasonName(r)) {
+				t.Errorf("Classify(%s, %s) = %q, terminal %v; want %q, terminal %v",
+					code, r, reason, terminal, signetv1.ConditionReason(signetv1.ReasonName(r)), signetv1.Final(r))
+			}
+		}
+	}
+}
+
+// TestClassifyTransientError: a *TransientError, wrapped or not, is transient with its own
+// reason and message, reads as Unavailable to status.Code, and unwraps to its cause.
+func TestClassifyTransientError(t *testing.T) {
+	cause := errors.New("the ledger shrank")
+	err := fmt.Errorf("signing CSR csr-1: %w", &TransientError{
+		Reason: "LedgerWitnessAlarm", Message: "signing paused by the ledger witness: the ledger shrank", Err: cause})
+	reason, message, terminal := Classify(err)
+	if reason != "LedgerWitnessAlarm" || message != "signing paused by the ledger witness: the ledger shrank" || terminal {
+		t.Errorf("Classify(TransientError) = (%q, %q, %v)", reason, message, terminal)
+	}
+	if !errors.Is(err, cause) {
+		t.Error("a TransientError does not unwrap to its cause")
+	}
+	if st, _ := status.FromError(err); st.Code() != codes.Unavailable || len(st.Details()) != 0 {
+		t.Errorf("status of a TransientError = %s with %v, want Unavailable without details", st.Code(), st.Details())
 	}
 }

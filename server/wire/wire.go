@@ -14,9 +14,11 @@ import (
 
 // Answer is how one reason is answered.
 type Answer struct {
-	// Code is the gRPC status code. InvalidArgument and FailedPrecondition are final for a
-	// client (a retry gets the same answer); ResourceExhausted, Unavailable and Internal
-	// are not.
+	// Code is the gRPC status code. It agrees with signetv1.Final(Reason), so that a client
+	// reading only the code judges as one reading the reason: a final reason is answered
+	// InvalidArgument, FailedPrecondition, NotFound or PermissionDenied (a retry gets the same
+	// answer), a transient one ResourceExhausted, Unavailable or Internal
+	// (TestCodeAgreesWithFinal).
 	Code codes.Code
 	// Reason is the google.rpc.ErrorInfo reason (domain signetv1.ErrorDomain).
 	Reason signetv1.ErrorReason
@@ -25,7 +27,8 @@ type Answer struct {
 	HTTPStatus int
 	// RetryAfter is how many seconds a client should wait before sending the same request
 	// again (the webhook's Retry-After): set on every answer a retry may get past (429, 500,
-	// 503), 0 when a retry cannot help because the request must change.
+	// 503: the reasons signetv1.Final says are not final), 0 when a retry cannot help because
+	// the request must change.
 	RetryAfter int
 }
 
@@ -42,7 +45,9 @@ const (
 )
 
 // entry is one reason's gRPC code, ErrorInfo reason and Retry-After; the HTTP status is
-// derived from the code.
+// derived from the code. Whether the reason is final is signetv1.Final's decision, not the
+// table's: the code and Retry-After of each entry are checked against it
+// (TestCodeAgreesWithFinal).
 type entry struct {
 	code       codes.Code
 	reason     signetv1.ErrorReason

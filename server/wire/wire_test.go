@@ -66,3 +66,37 @@ func TestHTTPStatusIsTheCanonicalPair(t *testing.T) {
 		}
 	}
 }
+
+// TestCodeAgreesWithFinal: every reason's gRPC code and Retry-After say what
+// signetv1.Final(reason) says, so that a client that reads only the code (an older one, or
+// one of another language) retries exactly what a client reading the reason retries: a final
+// reason is never answered with a code a client retries, a transient one never with a code a
+// client gives up on, and only a transient one carries Retry-After.
+func TestCodeAgreesWithFinal(t *testing.T) {
+	t.Parallel()
+	finalCodes := map[codes.Code]bool{
+		codes.InvalidArgument: true, codes.FailedPrecondition: true, codes.NotFound: true, codes.PermissionDenied: true,
+	}
+	transientCodes := map[codes.Code]bool{
+		codes.ResourceExhausted: true, codes.Unavailable: true, codes.Internal: true,
+	}
+	for _, r := range decision.Reasons {
+		a := wire.For(r)
+		final := signetv1.Final(a.Reason)
+		if _, known := signetv1.FinalName(signetv1.ReasonName(a.Reason)); !known {
+			t.Errorf("%s: ErrorInfo reason %s has no finality in the contract", r, a.Reason)
+		}
+		switch {
+		case final && !finalCodes[a.Code]:
+			t.Errorf("%s is final but answered %s, a code clients retry", r, a.Code)
+		case !final && !transientCodes[a.Code]:
+			t.Errorf("%s is transient but answered %s, a code clients give up on", r, a.Code)
+		}
+		if (a.RetryAfter > 0) == final {
+			t.Errorf("%s: final %v with Retry-After %d", r, final, a.RetryAfter)
+		}
+	}
+	if a := wire.For("NO_SUCH_REASON"); signetv1.Final(a.Reason) || !transientCodes[a.Code] {
+		t.Errorf("an unknown reason is answered %s %s, want a transient answer", a.Code, a.Reason)
+	}
+}

@@ -39,6 +39,86 @@ func ParseReason(name string) (ErrorReason, bool) {
 	return ErrorReason(v), ok
 }
 
+// finality is the one decision, for every ErrorReason, of whether it is final: true when a
+// retry of the same request can never succeed (the request, the caller's rights or what it
+// holds must change first), false when a later try, on this server or another, can. The
+// server's answer table (server/wire) chooses each reason's gRPC code and Retry-After from
+// it, and clients (signerclient.Classify) fail or retry an object by it. Every ErrorReason
+// has an entry (TestFinalDecidesEveryReason).
+var finality = map[ErrorReason]bool{
+	// Never sent; decides nothing (FinalName reports it unknown, so a client falls back on
+	// the gRPC code). Not final: nothing is known against the request.
+	ErrorReason_ERROR_REASON_UNSPECIFIED: false,
+	// The PKCS#10 request or another field cannot be parsed: the same bytes never will.
+	ErrorReason_ERROR_REASON_MALFORMED_REQUEST: true,
+	// The request's signature does not verify (no proof of possession): it never will.
+	ErrorReason_ERROR_REASON_INVALID_SIGNATURE: true,
+	// The key type or size is not accepted: the requester must use another key.
+	ErrorReason_ERROR_REASON_UNSUPPORTED_KEY: true,
+	// The signer's policy refuses the request: the request must change.
+	ErrorReason_ERROR_REASON_POLICY_VIOLATION: true,
+	// The server does not serve this signer name: its configuration, not a retry, cures it.
+	ErrorReason_ERROR_REASON_UNKNOWN_SIGNER: true,
+	// The caller may not use this signer: its authorization, not a retry, cures it.
+	ErrorReason_ERROR_REASON_SIGNER_NOT_ALLOWED: true,
+	// The server failed; the request may succeed on retry.
+	ErrorReason_ERROR_REASON_INTERNAL: false,
+	// A rate limit is exhausted; it refills, and a retry later succeeds.
+	ErrorReason_ERROR_REASON_RATE_LIMITED: false,
+	// The object UID was already used with a different request: the same key gets the same
+	// refusal for ever.
+	ErrorReason_ERROR_REASON_IDEMPOTENCY_CONFLICT: true,
+	// The certificate the request would produce fails the lint gate: it would again.
+	ErrorReason_ERROR_REASON_LINT_FAILED: true,
+	// The decision could not be recorded durably; the ledger recovers and a retry succeeds.
+	ErrorReason_ERROR_REASON_LEDGER_UNAVAILABLE: false,
+	// The request carries unverified user annotations the signer does not recognise.
+	ErrorReason_ERROR_REASON_UNKNOWN_ANNOTATION: true,
+	// The CA key cannot be used now; the server re-opens it by itself.
+	ErrorReason_ERROR_REASON_KEY_UNAVAILABLE: false,
+	// The call needs the admin role, which the caller does not have.
+	ErrorReason_ERROR_REASON_ADMIN_REQUIRED: true,
+	// The rotation step cannot be taken in the signer's current state: the same call is
+	// refused until that state changes (the message says what is missing and, when time alone
+	// will fix it, from when); an operator takes the step again then, nothing retries it.
+	ErrorReason_ERROR_REASON_ROTATION_REFUSED: true,
+	// The CA given to stage cannot be used: another CA must be given.
+	ErrorReason_ERROR_REASON_INVALID_CA: true,
+	// This server's ledger needs an operator and a restart; the request itself is fine, and
+	// another server, or this one once restarted, can take it.
+	ErrorReason_ERROR_REASON_LEDGER_RESTART_REQUIRED: false,
+	// Nothing the caller may see matches what it asked for: asking again finds nothing more.
+	ErrorReason_ERROR_REASON_NOT_FOUND: true,
+	// The record exists and a checkpoint covers it within a second: a retry succeeds.
+	ErrorReason_ERROR_REASON_CHECKPOINT_PENDING: false,
+	// The caller holds a checkpoint larger than the server's latest: a ledger that lost
+	// records is a finding to audit, not a wait.
+	ErrorReason_ERROR_REASON_LEDGER_BEHIND: true,
+	// The TPM evidence fails a check, or was already used; evidence is single-use, so the
+	// node must attest again and send a new request.
+	ErrorReason_ERROR_REASON_ATTESTATION_FAILED: true,
+}
+
+// Final reports whether r is final: a retry of the same request can never succeed, so a
+// client should give up on it (a watcher marks the object Failed or Denied) rather than retry.
+// It is false for the transient reasons (RATE_LIMITED, INTERNAL, LEDGER_UNAVAILABLE,
+// KEY_UNAVAILABLE, LEDGER_RESTART_REQUIRED, CHECKPOINT_PENDING), for UNSPECIFIED and for a
+// value that is no ErrorReason. The decision of each reason, with why, is the table finality.
+func Final(r ErrorReason) bool { return finality[r] }
+
+// FinalName is Final for an ErrorInfo reason (ReasonName, with or without ERROR_REASON_):
+// final is Final of the reason, and known whether name is an ErrorReason that decides
+// anything. known is false for a name that is no ErrorReason (a newer server's, another
+// domain's) and for UNSPECIFIED, which no server sends: a client then judges by the gRPC code.
+func FinalName(name string) (final, known bool) {
+	r, ok := ParseReason(name)
+	if !ok || r == ErrorReason_ERROR_REASON_UNSPECIFIED {
+		return false, false
+	}
+	final, known = finality[r]
+	return final, known
+}
+
 // ConditionReason converts an ErrorInfo reason (UPPER_SNAKE, with or without ERROR_REASON_)
 // to the TitleCase form Kubernetes condition reasons take: "UNSUPPORTED_KEY" →
 // "UnsupportedKey". Any character other than an ASCII letter or digit separates words and is

@@ -82,3 +82,69 @@ func TestCanonicalBundle(t *testing.T) {
 		t.Fatal("BundleHash is not the SHA-256 of the text")
 	}
 }
+
+// TestFinalDecidesEveryReason: every ErrorReason has a deliberate finality, the one written
+// here; a new enum value without one (in the contract's table and here) fails.
+func TestFinalDecidesEveryReason(t *testing.T) {
+	t.Parallel()
+	want := map[string]bool{
+		"UNSPECIFIED":             false,
+		"MALFORMED_REQUEST":       true,
+		"INVALID_SIGNATURE":       true,
+		"UNSUPPORTED_KEY":         true,
+		"POLICY_VIOLATION":        true,
+		"UNKNOWN_SIGNER":          true,
+		"SIGNER_NOT_ALLOWED":      true,
+		"INTERNAL":                false,
+		"RATE_LIMITED":            false,
+		"IDEMPOTENCY_CONFLICT":    true,
+		"LINT_FAILED":             true,
+		"LEDGER_UNAVAILABLE":      false,
+		"UNKNOWN_ANNOTATION":      true,
+		"KEY_UNAVAILABLE":         false,
+		"ADMIN_REQUIRED":          true,
+		"ROTATION_REFUSED":        true,
+		"INVALID_CA":              true,
+		"LEDGER_RESTART_REQUIRED": false,
+		"NOT_FOUND":               true,
+		"CHECKPOINT_PENDING":      false,
+		"LEDGER_BEHIND":           true,
+		"ATTESTATION_FAILED":      true,
+	}
+	for v := range signetv1.ErrorReason_name {
+		r := signetv1.ErrorReason(v)
+		name := signetv1.ReasonName(r)
+		wantFinal, decided := want[name]
+		if !decided {
+			t.Errorf("%s: no finality decided in this test; decide it in contract.go's table and here", r)
+			continue
+		}
+		if got := signetv1.Final(r); got != wantFinal {
+			t.Errorf("Final(%s) = %v, want %v", r, got, wantFinal)
+		}
+		wantKnown := r != signetv1.ErrorReason_ERROR_REASON_UNSPECIFIED
+		for _, n := range []string{name, r.String()} {
+			if final, known := signetv1.FinalName(n); final != wantFinal || known != wantKnown {
+				t.Errorf("FinalName(%q) = %v, %v; want %v, %v (a reason without a decision in contract.go's table is unknown)",
+					n, final, known, wantFinal, wantKnown)
+			}
+		}
+	}
+	if len(want) != len(signetv1.ErrorReason_name) {
+		t.Errorf("this test decides %d reasons, signet.v1 has %d", len(want), len(signetv1.ErrorReason_name))
+	}
+}
+
+// TestFinalOfUnknownReasons: a value or name that is no ErrorReason is not final, and a
+// name is unknown, so that a client judges it by the gRPC code.
+func TestFinalOfUnknownReasons(t *testing.T) {
+	t.Parallel()
+	if signetv1.Final(signetv1.ErrorReason(99)) {
+		t.Error("Final(99) = true, want false")
+	}
+	for _, name := range []string{"", "NO_SUCH_REASON", "LEDGER_WITNESS_ALARM", "ERROR_REASON_"} {
+		if final, known := signetv1.FinalName(name); final || known {
+			t.Errorf("FinalName(%q) = %v, %v; want false, false", name, final, known)
+		}
+	}
+}
