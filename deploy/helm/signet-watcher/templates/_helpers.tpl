@@ -67,6 +67,14 @@ trustBundles:
   period: {{ . }}
   {{- end }}
 {{- end }}
+{{- with .Values.tpmApprover.signerNames }}
+tpmApprover:
+  signerNames: {{ toJson . }}
+{{- end }}
+{{- with .Values.nodeAddresses.signerNames }}
+nodeAddresses:
+  signerNames: {{ toJson . }}
+{{- end }}
 metricsAddress: ":9465"
 leaderElection:
   enabled: true
