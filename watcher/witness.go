@@ -8,14 +8,10 @@ import (
 	"os"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/signet-pki/signet/ledgerproof"
-	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/signerclient"
 	"github.com/signet-pki/signet/watcher/leader"
 	"github.com/signet-pki/signet/watcher/witness"
@@ -138,22 +134,25 @@ func newWitness(d controllerDeps) (*witness.Witness, error) {
 	return witness.New(d.kube.CoreV1(), d.client, opts)
 }
 
-// pausedStatus is the error of a signing call the witness pauses: unavailable, with reason
-// LEDGER_WITNESS_ALARM. The witness builds it once per alarm (witness.Options.Pause).
+// ReasonLedgerWitnessAlarm is the condition reason (and Warning Event reason) of an object
+// whose signing the ledger witness pauses.
+const ReasonLedgerWitnessAlarm = "LedgerWitnessAlarm"
+
+// pausedStatus is the error of a signing call the witness pauses: a
+// *signerclient.TransientError with reason LedgerWitnessAlarm, which signerclient.Classify
+// reads as transient (and status.Code as Unavailable); it unwraps to cause. The witness
+// builds it once per alarm (witness.Options.Pause).
 func pausedStatus(cause error) error {
-	st, err := status.New(codes.Unavailable, "signing paused by the ledger witness: "+cause.Error()).
-		WithDetails(&errdetails.ErrorInfo{Reason: "LEDGER_WITNESS_ALARM", Domain: signetv1.ErrorDomain})
-	if err != nil {
-		return cause
+	return &signerclient.TransientError{
+		Reason: ReasonLedgerWitnessAlarm, Message: "signing paused by the ledger witness: " + cause.Error(), Err: cause,
 	}
-	return st.Err()
 }
 
 // gatedSigner is the signing server's client as the signing controllers use it: a call waits
 // for the witness's first check of the leader term (or its context's end), then, while the
-// witness pauses signing (its alarm is raised, or the call gave up waiting), fails as
-// unavailable with reason LEDGER_WITNESS_ALARM (the objects wait with back-off, up to the
-// give-up deadlines, and are not failed).
+// witness pauses signing (its alarm is raised, or the call gave up waiting), fails with
+// pausedStatus, transient with reason LedgerWitnessAlarm (the objects wait with back-off, up
+// to the give-up deadlines, and are not failed).
 type gatedSigner struct {
 	*signerclient.Client
 	witness   *witness.Witness // nil: no witness

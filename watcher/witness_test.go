@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"io/fs"
 	"net/http/httptest"
 	"os"
@@ -14,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/client-go/kubernetes/fake"
@@ -27,7 +27,7 @@ import (
 
 // TestGatedSignerBeforeFirstCheck: a signing call waits for the witness's first check; one
 // whose context ends first fails as Unavailable (retried, not failed), with reason
-// LEDGER_WITNESS_ALARM, without reaching the server.
+// LedgerWitnessAlarm, without reaching the server.
 func TestGatedSignerBeforeFirstCheck(t *testing.T) {
 	c := &Config{LedgerWitness: LedgerWitnessConfig{PublicKeyFiles: []string{writeKey(t)}, Namespace: "signet-system"}}
 	c.LedgerWitness.defaults()
@@ -47,16 +47,11 @@ func TestGatedSignerBeforeFirstCheck(t *testing.T) {
 	if !ok || st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "has not checked") {
 		t.Fatalf("SignPCR before the first check = %v, want Unavailable naming the pending check", err)
 	}
-	if reason, _, terminal := signerclient.Classify(err); terminal {
-		t.Errorf("Classify = %s, terminal; want a retry", reason)
+	if reason, _, terminal := signerclient.Classify(err); terminal || reason != ReasonLedgerWitnessAlarm {
+		t.Errorf("Classify = %s, terminal %v; want %s, a retry", reason, terminal, ReasonLedgerWitnessAlarm)
 	}
-	var found bool
-	for _, d := range st.Details() {
-		info, ok := d.(*errdetails.ErrorInfo)
-		found = found || ok && info.GetReason() == "LEDGER_WITNESS_ALARM"
-	}
-	if !found {
-		t.Errorf("details = %v, want reason LEDGER_WITNESS_ALARM", st.Details())
+	if !errors.Is(err, witness.ErrNotChecked) {
+		t.Errorf("SignPCR before the first check = %v, want it to wrap witness.ErrNotChecked", err)
 	}
 }
 
