@@ -13,8 +13,11 @@
 //
 // Errors are gRPC status codes carrying a google.rpc.ErrorInfo detail whose reason is one of
 // the ErrorReason names below without the ERROR_REASON_ prefix (for example "UNSUPPORTED_KEY")
-// and whose domain is "signet.dev". Terminal refusals (retrying cannot help) use
-// INVALID_ARGUMENT or FAILED_PRECONDITION; every other code may succeed on retry.
+// and whose domain is "signet.dev". Whether a retry of the same request can succeed is the
+// reason's: Final(reason) in the Go package's contract.go (a final reason is answered
+// INVALID_ARGUMENT, FAILED_PRECONDITION, NOT_FOUND or PERMISSION_DENIED; a transient one
+// RESOURCE_EXHAUSTED, UNAVAILABLE or INTERNAL). Without a known reason, INVALID_ARGUMENT and
+// FAILED_PRECONDITION are terminal and every other code may succeed on retry.
 
 package signetv1
 
