@@ -47,8 +47,9 @@ func (e *TransientError) GRPCStatus() *status.Status { return status.New(codes.U
 //     reason the contract knows is terminal iff signetv1.Final(reason), whatever its gRPC
 //     code: so RATE_LIMITED and LEDGER_RESTART_REQUIRED (a server whose ledger needs an
 //     operator; FailedPrecondition from older servers) are transient, the object staying
-//     pending rather than failed for what its requester did not do, and SIGNER_NOT_ALLOWED,
-//     UNKNOWN_SIGNER (PermissionDenied, NotFound) are terminal. Any other status (no
+//     pending rather than failed for what its requester did not do, and so are
+//     SIGNER_NOT_ALLOWED and UNKNOWN_SIGNER (the watcher's configuration against the
+//     server's, which a roll-out fixes). Any other status (no
 //     ErrorInfo, another domain, a reason newer than the contract, UNSPECIFIED) is terminal
 //     iff its code is InvalidArgument, FailedPrecondition or ResourceExhausted (gRPC's own
 //     "message larger than max": the same request can never fit);

@@ -57,10 +57,12 @@ var finality = map[ErrorReason]bool{
 	ErrorReason_ERROR_REASON_UNSUPPORTED_KEY: true,
 	// The signer's policy refuses the request: the request must change.
 	ErrorReason_ERROR_REASON_POLICY_VIOLATION: true,
-	// The server does not serve this signer name: its configuration, not a retry, cures it.
-	ErrorReason_ERROR_REASON_UNKNOWN_SIGNER: true,
-	// The caller may not use this signer: its authorization, not a retry, cures it.
-	ErrorReason_ERROR_REASON_SIGNER_NOT_ALLOWED: true,
+	// The server does not serve this signer name. Not final: it is the caller's configuration
+	// against the server's, not the request, and a fix of either (a roll-out in progress)
+	// lets the same request through; a forwarder waits, within its object's deadline.
+	ErrorReason_ERROR_REASON_UNKNOWN_SIGNER: false,
+	// The caller may not use this signer: not final, as UNKNOWN_SIGNER.
+	ErrorReason_ERROR_REASON_SIGNER_NOT_ALLOWED: false,
 	// The server failed; the request may succeed on retry.
 	ErrorReason_ERROR_REASON_INTERNAL: false,
 	// A rate limit is exhausted; it refills, and a retry later succeeds.
@@ -76,8 +78,9 @@ var finality = map[ErrorReason]bool{
 	ErrorReason_ERROR_REASON_UNKNOWN_ANNOTATION: true,
 	// The CA key cannot be used now; the server re-opens it by itself.
 	ErrorReason_ERROR_REASON_KEY_UNAVAILABLE: false,
-	// The call needs the admin role, which the caller does not have.
-	ErrorReason_ERROR_REASON_ADMIN_REQUIRED: true,
+	// The call needs the admin role, which the caller does not have: not final, as
+	// UNKNOWN_SIGNER (a grant cures it).
+	ErrorReason_ERROR_REASON_ADMIN_REQUIRED: false,
 	// The rotation step cannot be taken in the signer's current state: the same call is
 	// refused until that state changes (the message says what is missing and, when time alone
 	// will fix it, from when); an operator takes the step again then, nothing retries it.
@@ -102,8 +105,10 @@ var finality = map[ErrorReason]bool{
 // Final reports whether r is final: a retry of the same request can never succeed, so a
 // client should give up on it (a watcher marks the object Failed or Denied) rather than retry.
 // It is false for the transient reasons (RATE_LIMITED, INTERNAL, LEDGER_UNAVAILABLE,
-// KEY_UNAVAILABLE, LEDGER_RESTART_REQUIRED, CHECKPOINT_PENDING), for UNSPECIFIED and for a
-// value that is no ErrorReason. The decision of each reason, with why, is the table finality.
+// KEY_UNAVAILABLE, LEDGER_RESTART_REQUIRED, CHECKPOINT_PENDING), for the reasons about the
+// caller's configuration rather than the request (UNKNOWN_SIGNER, SIGNER_NOT_ALLOWED,
+// ADMIN_REQUIRED: a configuration change lets the same request through), for UNSPECIFIED and
+// for a value that is no ErrorReason. The decision of each reason, with why, is the table finality.
 func Final(r ErrorReason) bool { return finality[r] }
 
 // FinalName is Final for an ErrorInfo reason (ReasonName, with or without ERROR_REASON_):
