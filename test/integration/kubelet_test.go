@@ -237,12 +237,18 @@ func waitIssued(t *testing.T, admin kubernetes.Interface, name string, alive fun
 // and its kubelet port.
 func waitForNode(t *testing.T, admin kubernetes.Interface, alive func() error) *corev1.Node {
 	t.Helper()
+	return waitForNodeNamed(t, admin, e2eNode, alive)
+}
+
+// waitForNodeNamed is waitForNode for the node called name.
+func waitForNodeNamed(t *testing.T, admin kubernetes.Interface, name string, alive func() error) *corev1.Node {
+	t.Helper()
 	var node *corev1.Node
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		if err := alive(); err != nil {
 			return false, err
 		}
-		n, err := admin.CoreV1().Nodes().Get(ctx, e2eNode, metav1.GetOptions{})
+		n, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
@@ -250,7 +256,7 @@ func waitForNode(t *testing.T, admin kubernetes.Interface, alive func() error) *
 		return internalIP(n) != "" && n.Status.DaemonEndpoints.KubeletEndpoint.Port != 0, nil
 	})
 	if err != nil {
-		t.Fatalf("node %s not registered with an InternalIP and kubelet port: %v (last: %+v)", e2eNode, err, node)
+		t.Fatalf("node %s not registered with an InternalIP and kubelet port: %v (last: %+v)", name, err, node)
 	}
 	return node
 }
@@ -294,7 +300,7 @@ func checkKubeletServes(t *testing.T, admin kubernetes.Interface, node *corev1.N
 	if !bytes.Equal(presented.Raw, issued.Raw) {
 		t.Errorf("the kubelet presents serial %s, not the serving certificate Signet issued (serial %s)", presented.SerialNumber, issued.SerialNumber)
 	}
-	body, err := admin.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", e2eNode, "proxy", "healthz").DoRaw(context.Background())
+	body, err := admin.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node.Name, "proxy", "healthz").DoRaw(context.Background())
 	if err != nil || string(body) != "ok" {
 		t.Errorf("apiserver → kubelet /healthz through the node proxy: %q, %v; want \"ok\" over TLS verified with Signet's serving CA", body, err)
 	}

@@ -160,6 +160,10 @@ type kubeletOptions struct {
 	// --kubelet-client-certificate).
 	clientCAFile string
 	port         int
+	// kubeconfig, if set, is a kubeconfig the kubelet uses as it is, such as one whose user
+	// is an exec credential plugin (signet-node): no bootstrap kubeconfig, no client
+	// certificate rotation by the kubelet.
+	kubeconfig string
 }
 
 // kubeletFiles are where a kubelet started by startKubelet keeps its credentials.
@@ -186,7 +190,12 @@ func startKubelet(t *testing.T, o kubeletOptions) (*controlplane.Process, kubele
 	root := filepath.Join(o.dir, "kubelet")
 	files := kubeletFiles{kubeconfig: filepath.Join(root, "kubelet.conf"), certDir: filepath.Join(root, "pki")}
 	bootstrapKubeconfig := filepath.Join(root, "bootstrap-kubelet.conf")
-	writeKubeconfig(t, bootstrapKubeconfig, o.bootstrap)
+	rotate := o.kubeconfig == ""
+	if rotate {
+		writeKubeconfig(t, bootstrapKubeconfig, o.bootstrap)
+	} else {
+		files.kubeconfig = o.kubeconfig
+	}
 	config := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 containerRuntimeEndpoint: %q
@@ -200,7 +209,7 @@ readOnlyPort: 0
 healthzPort: 0
 podLogsDir: %q
 volumePluginDir: %q
-rotateCertificates: true
+rotateCertificates: %t
 serverTLSBootstrap: true
 authentication:
   anonymous: {enabled: false}
@@ -208,16 +217,18 @@ authentication:
   x509: {clientCAFile: %q}
 authorization:
   mode: Webhook
-`, o.runtime, o.port, filepath.Join(root, "pod-logs"), filepath.Join(root, "volume-plugins"), o.clientCAFile)
+`, o.runtime, o.port, filepath.Join(root, "pod-logs"), filepath.Join(root, "volume-plugins"), rotate, o.clientCAFile)
 	writeFile(t, filepath.Join(root, "config.yaml"), []byte(config))
 	args := []string{
 		"--config=" + filepath.Join(root, "config.yaml"),
-		"--bootstrap-kubeconfig=" + bootstrapKubeconfig,
 		"--kubeconfig=" + files.kubeconfig,
 		"--cert-dir=" + files.certDir,
 		"--root-dir=" + filepath.Join(root, "root"),
 		"--hostname-override=" + o.nodeName,
 		"--v=2",
+	}
+	if rotate {
+		args = append(args, "--bootstrap-kubeconfig="+bootstrapKubeconfig)
 	}
 	return startProcess(t, "kubelet", path, args, o.dir), files
 }
