@@ -7,7 +7,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
+	"github.com/signet-pki/signet/objectrequest"
 )
 
 // Attested is what a server verified of a CertificateSigningRequest's TPM evidence.
@@ -27,9 +27,7 @@ type Attested struct {
 func (c *Client) VerifyAttestation(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, nodeAddresses ...corev1.NodeAddress) (Attested, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	r := BuildRequest(csr)
-	resp, err := c.rpc.VerifyAttestation(ctx, &signetv1.VerifyAttestationRequest{SignerName: r.GetSignerName(), Request: r.GetRequest(),
-		Usages: r.GetUsages(), ExpirationSeconds: r.ExpirationSeconds, Requester: r.GetRequester(), Object: r.GetObject(), NodeAddresses: NodeAddresses(nodeAddresses)})
+	resp, err := c.rpc.VerifyAttestation(ctx, objectrequest.VerifyAttestation(csr, nodeAddresses))
 	if err != nil {
 		return Attested{}, fmt.Errorf("verifying the attestation of CSR %s: %w", csr.Name, err)
 	}

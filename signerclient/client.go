@@ -1,9 +1,9 @@
 // Package signerclient is the gRPC client of the Signet signing servers, shared by the
 // watcher, signetctl, the bench and any tool that signs through Signet: it dials
-// every endpoint with mTLS, spreads calls over the healthy ones (fail-over), turns a
-// CertificateSigningRequest into a SignCertificateSigningRequestRequest and a
-// PodCertificateRequest (v1 or v1beta1) into a SignPodCertificateRequestRequest, and
-// classifies the server's errors as terminal or transient.
+// every endpoint with mTLS, spreads calls over the healthy ones (fail-over), signs
+// CertificateSigningRequests and PodCertificateRequests (v1 or v1beta1) with the requests
+// objectrequest builds from them, and classifies the server's errors as terminal or
+// transient.
 package signerclient
 
 import (
@@ -30,6 +30,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/signet-pki/signet/objectrequest"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 )
 
@@ -272,8 +273,8 @@ type Issued struct {
 func (c *Client) SignCSR(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, nodeAddresses ...corev1.NodeAddress) (Issued, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	req := BuildRequest(csr)
-	req.NodeAddresses = NodeAddresses(nodeAddresses)
+	req := objectrequest.CSR(csr)
+	req.NodeAddresses = objectrequest.NodeAddresses(nodeAddresses)
 	resp, err := c.rpc.SignCertificateSigningRequest(ctx, req)
 	if err != nil {
 		return Issued{}, fmt.Errorf("signing CSR %s: %w", csr.Name, err)
@@ -315,49 +316,10 @@ func (c *Client) Close() error {
 	return c.conn.Close()
 }
 
-// BuildRequest turns csr into the request the server expects: the spec's signer name,
-// PKCS#10 request, usages, optional expirationSeconds and requester identity, and the
-// object's UID and name (the server derives its idempotency key from them).
+// BuildRequest is objectrequest.CSR.
+//
+// Deprecated: use objectrequest.CSR. Kept only for the tests that still call it
+// (server/webhook_test.go, cmd/signetctl/explain_test.go); remove it once they do not.
 func BuildRequest(csr *certificatesv1.CertificateSigningRequest) *signetv1.SignCertificateSigningRequestRequest {
-	spec := &csr.Spec
-	usages := make([]string, 0, len(spec.Usages))
-	for _, u := range spec.Usages {
-		usages = append(usages, string(u))
-	}
-	var extra map[string]*signetv1.ExtraValue
-	if len(spec.Extra) > 0 {
-		extra = make(map[string]*signetv1.ExtraValue, len(spec.Extra))
-		for k, v := range spec.Extra {
-			extra[k] = &signetv1.ExtraValue{Values: append([]string(nil), v...)}
-		}
-	}
-	req := &signetv1.SignCertificateSigningRequestRequest{
-		SignerName: spec.SignerName,
-		Request:    spec.Request,
-		Usages:     usages,
-		Requester: &signetv1.Requester{
-			Username: spec.Username,
-			Uid:      spec.UID,
-			Groups:   append([]string(nil), spec.Groups...),
-			Extra:    extra,
-		},
-		Object: &signetv1.KubernetesObject{
-			Uid:  string(csr.UID),
-			Name: csr.Name,
-		},
-	}
-	if spec.ExpirationSeconds != nil {
-		seconds := *spec.ExpirationSeconds
-		req.ExpirationSeconds = &seconds
-	}
-	return req
-}
-
-// NodeAddresses converts a Node's status.addresses to the wire's.
-func NodeAddresses(addrs []corev1.NodeAddress) []*signetv1.NodeAddress {
-	var out []*signetv1.NodeAddress
-	for _, a := range addrs {
-		out = append(out, &signetv1.NodeAddress{Type: string(a.Type), Address: a.Address})
-	}
-	return out
+	return objectrequest.CSR(csr)
 }

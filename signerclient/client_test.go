@@ -23,6 +23,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/signet-pki/signet/internal/mtlstest"
+	"github.com/signet-pki/signet/objectrequest"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 )
 
@@ -42,37 +43,6 @@ func testCSR() *certificatesv1.CertificateSigningRequest {
 			Groups:            []string{"system:nodes", "system:authenticated"},
 			Extra:             map[string]certificatesv1.ExtraValue{"scopes": {"a", "b"}},
 		},
-	}
-}
-
-func TestBuildRequest(t *testing.T) {
-	seconds := int32(3600)
-	want := &signetv1.SignCertificateSigningRequestRequest{
-		SignerName:        "example.com/serving",
-		Request:           []byte("-----BEGIN CERTIFICATE REQUEST-----\n..."),
-		Usages:            []string{"digital signature", "server auth"},
-		ExpirationSeconds: &seconds,
-		Requester: &signetv1.Requester{
-			Username: "system:node:n1",
-			Uid:      "user-uid",
-			Groups:   []string{"system:nodes", "system:authenticated"},
-			Extra:    map[string]*signetv1.ExtraValue{"scopes": {Values: []string{"a", "b"}}},
-		},
-		Object: &signetv1.KubernetesObject{Uid: "0b6c1b3e-uid", Name: "csr-1"},
-	}
-	if got := BuildRequest(testCSR()); !proto.Equal(got, want) {
-		t.Errorf("BuildRequest() =\n%v\nwant\n%v", got, want)
-	}
-
-	csr := testCSR()
-	csr.Spec.ExpirationSeconds = nil
-	csr.Spec.Extra = nil
-	got := BuildRequest(csr)
-	if got.ExpirationSeconds != nil {
-		t.Errorf("ExpirationSeconds = %d, want absent", *got.ExpirationSeconds)
-	}
-	if got.Requester.Extra != nil {
-		t.Errorf("Extra = %v, want nil", got.Requester.Extra)
 	}
 }
 
@@ -170,7 +140,7 @@ func TestSignCSROverMTLS(t *testing.T) {
 			if fake.clientCN != "watcher-1" {
 				t.Errorf("server saw client %q, want watcher-1", fake.clientCN)
 			}
-			if last := fake.requests[len(fake.requests)-1]; !proto.Equal(last, BuildRequest(testCSR())) {
+			if last := fake.requests[len(fake.requests)-1]; !proto.Equal(last, objectrequest.CSR(testCSR())) {
 				t.Errorf("server got %v", last)
 			}
 		})

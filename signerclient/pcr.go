@@ -4,109 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 
-	certificatesv1 "k8s.io/api/certificates/v1"
-	certificatesv1beta1 "k8s.io/api/certificates/v1beta1"
-	"k8s.io/apimachinery/pkg/types"
-
+	"github.com/signet-pki/signet/objectrequest"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 )
 
-// PCR is a PodCertificateRequest of either served API version (certificates.k8s.io/v1, or
-// v1beta1 on Kubernetes 1.35–1.36) as the signing server needs it: the object's identity and
-// its spec. Byte slices and the annotation map are shared with the object it was read from
-// and must not be modified.
-type PCR struct {
-	// UID, Namespace and Name identify the object; the UID is the server's idempotency key.
-	UID             types.UID
-	Namespace, Name string
-
-	// SignerName is spec.signerName.
-	SignerName string
-	// The pod identity the certificate is for, as the spec names it.
-	PodName            string
-	PodUID             types.UID
-	ServiceAccountName string
-	ServiceAccountUID  types.UID
-	NodeName           types.NodeName
-	NodeUID            types.UID
-	// MaxExpirationSeconds is spec.maxExpirationSeconds (the API server defaults it to 86400);
-	// nil is sent as 0.
-	MaxExpirationSeconds *int32
-	// StubPKCS10Request is spec.stubPKCS10Request (DER): the key and its proof of possession.
-	StubPKCS10Request []byte
-	// PKIXPublicKey and ProofOfPossession are the v1beta1 alternative to StubPKCS10Request.
-	PKIXPublicKey, ProofOfPossession []byte
-	// UnverifiedUserAnnotations is spec.unverifiedUserAnnotations.
-	UnverifiedUserAnnotations map[string]string
-}
-
-// PCRFromV1 reads a certificates.k8s.io/v1 PodCertificateRequest.
-func PCRFromV1(pcr *certificatesv1.PodCertificateRequest) PCR {
-	s := &pcr.Spec
-	return PCR{
-		UID: pcr.UID, Namespace: pcr.Namespace, Name: pcr.Name,
-		SignerName: s.SignerName,
-		PodName:    s.PodName, PodUID: s.PodUID,
-		ServiceAccountName: s.ServiceAccountName, ServiceAccountUID: s.ServiceAccountUID,
-		NodeName: s.NodeName, NodeUID: s.NodeUID,
-		MaxExpirationSeconds:      s.MaxExpirationSeconds,
-		StubPKCS10Request:         s.StubPKCS10Request,
-		UnverifiedUserAnnotations: s.UnverifiedUserAnnotations,
-	}
-}
-
-// PCRFromV1beta1 reads a certificates.k8s.io/v1beta1 PodCertificateRequest, whose key is
-// named either by stubPKCS10Request or (before 1.36) by pkixPublicKey and proofOfPossession;
-// whichever is set is forwarded, and the server checks that exactly one is.
-func PCRFromV1beta1(pcr *certificatesv1beta1.PodCertificateRequest) PCR {
-	s := &pcr.Spec
-	return PCR{
-		UID: pcr.UID, Namespace: pcr.Namespace, Name: pcr.Name,
-		SignerName: s.SignerName,
-		PodName:    s.PodName, PodUID: s.PodUID,
-		ServiceAccountName: s.ServiceAccountName, ServiceAccountUID: s.ServiceAccountUID,
-		NodeName: s.NodeName, NodeUID: s.NodeUID,
-		MaxExpirationSeconds:      s.MaxExpirationSeconds,
-		StubPKCS10Request:         s.StubPKCS10Request,
-		PKIXPublicKey:             s.PKIXPublicKey,
-		ProofOfPossession:         s.ProofOfPossession,
-		UnverifiedUserAnnotations: s.UnverifiedUserAnnotations,
-	}
-}
-
-// BuildPCRRequest turns pcr into the request the server expects: the signer name, the
-// object's identity (the server derives its idempotency key from the UID), the pod identity,
-// the key (stub PKCS#10, or PKIX key and proof of possession), the maximum lifetime and the
-// unverified user annotations (copied).
-func BuildPCRRequest(pcr PCR) *signetv1.SignPodCertificateRequestRequest {
-	req := &signetv1.SignPodCertificateRequestRequest{
-		SignerName: pcr.SignerName,
-		Object: &signetv1.KubernetesObject{
-			Uid:       string(pcr.UID),
-			Name:      pcr.Name,
-			Namespace: pcr.Namespace,
-		},
-		Pod: &signetv1.PodIdentity{
-			Namespace:          pcr.Namespace,
-			PodName:            pcr.PodName,
-			PodUid:             string(pcr.PodUID),
-			ServiceAccountName: pcr.ServiceAccountName,
-			ServiceAccountUid:  string(pcr.ServiceAccountUID),
-			NodeName:           string(pcr.NodeName),
-			NodeUid:            string(pcr.NodeUID),
-		},
-		StubPkcs10Request:         pcr.StubPKCS10Request,
-		PkixPublicKey:             pcr.PKIXPublicKey,
-		ProofOfPossession:         pcr.ProofOfPossession,
-		UnverifiedUserAnnotations: maps.Clone(pcr.UnverifiedUserAnnotations),
-	}
-	if pcr.MaxExpirationSeconds != nil {
-		req.MaxExpirationSeconds = *pcr.MaxExpirationSeconds
-	}
-	return req
-}
+// PCR is objectrequest.PCR.
+//
+// Deprecated: use objectrequest.PCR. Kept only for the test that still names it
+// (watcher/witness_test.go); remove it once it does not.
+type PCR = objectrequest.PCR
 
 // SignPCR asks the server to issue a certificate for pcr and returns the PEM chain for
 // status.certificateChain, leaf first, with the leaf's serial number and the times for
@@ -114,10 +21,10 @@ func BuildPCRRequest(pcr PCR) *signetv1.SignPodCertificateRequestRequest {
 // is bounded by the client's RPC timeout. An answer without a chain or without any of the
 // three times is an error (transient: the API server would refuse such a status). Errors
 // wrap the gRPC status; see Classify.
-func (c *Client) SignPCR(ctx context.Context, pcr PCR) (Issued, error) {
+func (c *Client) SignPCR(ctx context.Context, pcr objectrequest.PCR) (Issued, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	resp, err := c.rpc.SignPodCertificateRequest(ctx, BuildPCRRequest(pcr))
+	resp, err := c.rpc.SignPodCertificateRequest(ctx, objectrequest.PodRequest(pcr))
 	if err != nil {
 		return Issued{}, fmt.Errorf("signing PodCertificateRequest %s/%s: %w", pcr.Namespace, pcr.Name, err)
 	}

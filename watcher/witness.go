@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/signet-pki/signet/ledgerproof"
+	"github.com/signet-pki/signet/objectrequest"
 	"github.com/signet-pki/signet/signerclient"
 	"github.com/signet-pki/signet/watcher/leader"
 	"github.com/signet-pki/signet/watcher/witness"
@@ -181,7 +182,7 @@ func (g gatedSigner) SignCSR(ctx context.Context, csr *certificatesv1.Certificat
 }
 
 // SignPCR signs unless the witness pauses signing.
-func (g gatedSigner) SignPCR(ctx context.Context, pcr signerclient.PCR) (signerclient.Issued, error) {
+func (g gatedSigner) SignPCR(ctx context.Context, pcr objectrequest.PCR) (signerclient.Issued, error) {
 	if err := g.blocked(ctx); err != nil {
 		return signerclient.Issued{}, err
 	}

@@ -11,8 +11,8 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/signet-pki/signet/objectrequest"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
-	"github.com/signet-pki/signet/signerclient"
 )
 
 // explainCommand is "signetctl explain": a dry run of a request against a signer.
@@ -121,7 +121,7 @@ func (o *explainOptions) request(cmd *cobra.Command, conn *connFlags, pos []stri
 		if err != nil {
 			return nil, inputError("%v", err)
 		}
-		return signerclient.BuildRequest(csr), nil // what the watcher would forward
+		return objectrequest.CSR(csr), nil // what the watcher would forward
 	}
 	switch {
 	case set("context"):

@@ -11,7 +11,7 @@ import (
 
 // The parts of a request its handler needs: a message field that is absent is refused as
 // MALFORMED_REQUEST naming it, before anything reads it. Every client Signet ships sends them
-// (signerclient.BuildRequest and BuildPodRequest, signetctl explain).
+// (built by objectrequest: CSR, VerifyAttestation and PodRequest; signetctl explain).
 
 // missing is the refusal of an absent field, saying what it should hold.
 func missing(field, what string) error {

@@ -33,7 +33,7 @@ func (s *Service) SignCertificateSigningRequest(ctx context.Context, req *signet
 }
 
 // CSRFromProto converts the wire request to the core's. The webhook converts the objects it is
-// posted through it too (after signerclient.BuildRequest), so both front doors ask the same.
+// posted through it too (after objectrequest.CSR), so both front doors ask the same.
 // Absent parts (a nil req, requester or object) convert to their zero values.
 func CSRFromProto(req *signetv1.SignCertificateSigningRequestRequest) decision.CSR {
 	r := issuance.Request{

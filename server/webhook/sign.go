@@ -14,11 +14,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	sigsjson "sigs.k8s.io/json"
 
+	"github.com/signet-pki/signet/objectrequest"
 	"github.com/signet-pki/signet/server/access"
 	"github.com/signet-pki/signet/server/decision"
 	"github.com/signet-pki/signet/server/issuance"
 	"github.com/signet-pki/signet/server/signerapi"
-	"github.com/signet-pki/signet/signerclient"
 )
 
 // The object the webhook accepts and answers.
@@ -238,8 +238,8 @@ func hasCondition(csr *certificatesv1.CertificateSigningRequest, t certificatesv
 }
 
 // CSRRequest is the core's request for csr: the request the watcher forwards for it
-// (signerclient.BuildRequest: spec and requester fields, object UID and name), converted as the
+// (objectrequest.CSR: spec and requester fields, object UID and name), converted as the
 // gRPC service converts it.
 func CSRRequest(csr *certificatesv1.CertificateSigningRequest) decision.CSR {
-	return signerapi.CSRFromProto(signerclient.BuildRequest(csr))
+	return signerapi.CSRFromProto(objectrequest.CSR(csr))
 }

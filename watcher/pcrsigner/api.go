@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 
-	"github.com/signet-pki/signet/signerclient"
+	"github.com/signet-pki/signet/objectrequest"
 	"github.com/signet-pki/signet/watcher/internal/workloop"
 	"github.com/signet-pki/signet/watcher/kubeclient"
 )
@@ -77,7 +77,7 @@ type request struct {
 	// object is the typed object (cached or read from the API server); never mutated.
 	object runtime.Object
 	// pcr is the object's identity and spec, as sent to the signing server.
-	pcr signerclient.PCR
+	pcr objectrequest.PCR
 	// status is the object's status (v1beta1's has the same fields), shared with the cached
 	// object: read only (updateStatus changes a deep copy of the object).
 	status certificatesv1.PodCertificateRequestStatus
@@ -130,7 +130,7 @@ func newVersionClient(kube kubeclient.Interface, version APIVersion) (versionCli
 type v1Client struct{ kube kubeclient.Interface }
 
 func fromV1(o *certificatesv1.PodCertificateRequest) *request {
-	return &request{object: o, pcr: signerclient.PCRFromV1(o), status: o.Status,
+	return &request{object: o, pcr: objectrequest.PCRFromV1(o), status: o.Status,
 		created: o.CreationTimestamp.Time, generation: o.Generation}
 }
 
@@ -165,7 +165,7 @@ func (c v1Client) updateStatus(ctx context.Context, r *request, apply func(*cert
 type v1beta1Client struct{ kube kubeclient.Interface }
 
 func fromV1beta1(o *certificatesv1beta1.PodCertificateRequest) *request {
-	return &request{object: o, pcr: signerclient.PCRFromV1beta1(o),
+	return &request{object: o, pcr: objectrequest.PCRFromV1beta1(o),
 		status:  certificatesv1.PodCertificateRequestStatus(o.Status), // same fields; shared, read only
 		created: o.CreationTimestamp.Time, generation: o.Generation}
 }

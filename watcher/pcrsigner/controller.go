@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/signet-pki/signet/objectrequest"
 	"github.com/signet-pki/signet/signerclient"
 	"github.com/signet-pki/signet/watcher/internal/workloop"
 	"github.com/signet-pki/signet/watcher/kubeclient"
@@ -28,7 +29,7 @@ import (
 // Signer issues the certificate of one PodCertificateRequest. Its errors are classified
 // with signerclient.Classify.
 type Signer interface {
-	SignPCR(ctx context.Context, pcr signerclient.PCR) (signerclient.Issued, error)
+	SignPCR(ctx context.Context, pcr objectrequest.PCR) (signerclient.Issued, error)
 }
 
 // Options configures a Controller.

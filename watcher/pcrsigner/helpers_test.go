@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/signet-pki/signet/objectrequest"
 	"github.com/signet-pki/signet/signerclient"
 	"github.com/signet-pki/signet/watcher/internal/looptest"
 	"github.com/signet-pki/signet/watcher/internal/workloop"
@@ -47,10 +48,10 @@ var pcrGVR = certificatesv1.SchemeGroupVersion.WithResource("podcertificatereque
 type fakeSigner struct {
 	mu    sync.Mutex
 	errs  []error
-	calls []signerclient.PCR
+	calls []objectrequest.PCR
 }
 
-func (s *fakeSigner) SignPCR(_ context.Context, pcr signerclient.PCR) (signerclient.Issued, error) {
+func (s *fakeSigner) SignPCR(_ context.Context, pcr objectrequest.PCR) (signerclient.Issued, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls = append(s.calls, pcr)
