@@ -33,12 +33,12 @@ import (
 	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/internal/testpki"
 	"github.com/signet-pki/signet/keystore/pemfile"
+	"github.com/signet-pki/signet/objectrequest"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/access"
 	"github.com/signet-pki/signet/server/config"
 	"github.com/signet-pki/signet/server/ledger"
 	"github.com/signet-pki/signet/server/webhook/webhooktest"
-	"github.com/signet-pki/signet/signerclient"
 )
 
 // webhookServer is a signet-server serving the dev PKI with the webhook on.
@@ -273,7 +273,7 @@ func TestWebhookRefusesLikeGRPC(t *testing.T) {
 			}
 			grpcCSR := csr.DeepCopy()
 			grpcCSR.UID = types.UID(uid + "-grpc")
-			_, err := grpcClient.SignCertificateSigningRequest(callContext(t), signerclient.BuildRequest(grpcCSR))
+			_, err := grpcClient.SignCertificateSigningRequest(callContext(t), objectrequest.CSR(grpcCSR))
 			st := status.Convert(err)
 			wantStatus(t, err, st.Code(), tt.reason)
 			if got := strings.ToUpper(st.Code().String()); strings.ReplaceAll(body.Error.Status, "_", "") != got {

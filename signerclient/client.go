@@ -315,11 +315,3 @@ var errEmptyChain = errors.New("server returned an empty certificate chain")
 func (c *Client) Close() error {
 	return c.conn.Close()
 }
-
-// BuildRequest is objectrequest.CSR.
-//
-// Deprecated: use objectrequest.CSR. Kept only for the tests that still call it
-// (server/webhook_test.go, cmd/signetctl/explain_test.go); remove it once they do not.
-func BuildRequest(csr *certificatesv1.CertificateSigningRequest) *signetv1.SignCertificateSigningRequestRequest {
-	return objectrequest.CSR(csr)
-}

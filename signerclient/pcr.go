@@ -9,12 +9,6 @@ import (
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 )
 
-// PCR is objectrequest.PCR.
-//
-// Deprecated: use objectrequest.PCR. Kept only for the test that still names it
-// (watcher/witness_test.go); remove it once it does not.
-type PCR = objectrequest.PCR
-
 // SignPCR asks the server to issue a certificate for pcr and returns the PEM chain for
 // status.certificateChain, leaf first, with the leaf's serial number and the times for
 // status.notBefore, notAfter and beginRefreshAt exactly as the server reports them. The call

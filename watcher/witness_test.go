@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/signet-pki/signet/objectrequest"
 	"github.com/signet-pki/signet/signerclient"
 	"github.com/signet-pki/signet/watcher/leader"
 	"github.com/signet-pki/signet/watcher/metrics"
@@ -42,7 +43,7 @@ func TestGatedSignerBeforeFirstCheck(t *testing.T) {
 	g := gatedSigner{witness: w}
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	_, err = g.SignPCR(ctx, signerclient.PCR{})
+	_, err = g.SignPCR(ctx, objectrequest.PCR{})
 	st, ok := status.FromError(err)
 	if !ok || st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "has not checked") {
 		t.Fatalf("SignPCR before the first check = %v, want Unavailable naming the pending check", err)

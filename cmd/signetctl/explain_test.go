@@ -17,10 +17,10 @@ import (
 	"github.com/signet-pki/signet/internal/controlplane/controlplanetest"
 	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/internal/testpki"
+	"github.com/signet-pki/signet/objectrequest"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/config"
 	"github.com/signet-pki/signet/server/profile"
-	"github.com/signet-pki/signet/signerclient"
 )
 
 // csrFile writes a P-256 CSR for CN=alice to a temporary file.
@@ -146,7 +146,7 @@ func TestRequestFromCSR(t *testing.T) {
 			Extra:             map[string]certificatesv1.ExtraValue{"scopes": {"a", "b"}},
 		},
 	}
-	req := signerclient.BuildRequest(csr)
+	req := objectrequest.CSR(csr)
 	if req.GetSignerName() != "signet.dev/dev" || string(req.GetRequest()) != "pem" || strings.Join(req.GetUsages(), ",") != "digital signature,client auth" ||
 		req.GetExpirationSeconds() != 600 || req.GetRequester().GetUsername() != "bob" || req.GetRequester().GetUid() != "user-uid" ||
 		strings.Join(req.GetRequester().GetGroups(), ",") != "g1,system:authenticated" ||
