@@ -53,6 +53,9 @@ type Activation struct {
 	Nonce []byte `json:"nonce"`
 	// Expires is when the ticket expires.
 	Expires time.Time `json:"expires"`
+	// QuotePCRs are the PCRs of the SHA-256 bank the node must quote with its AK and the
+	// nonce, when the server has a boot-state policy; none otherwise.
+	QuotePCRs []int `json:"quotePCRs,omitempty"`
 }
 
 // Trust is what an EK must chain to or be listed in.

@@ -33,6 +33,7 @@ const (
 	CheckNonce        Check = "nonce"
 	CheckCertifySig   Check = "certification signature"
 	CheckBinding      Check = "binding signature"
+	CheckBootState    Check = "boot state"
 	CheckProviderID   Check = "provider ID"
 	// The checks a server makes with its state, after Verify.
 	CheckChallenge  Check = "challenge"

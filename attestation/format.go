@@ -67,6 +67,13 @@ type Evidence struct {
 	// BindingSignature is the binding key's TPMT_SIGNATURE over BindingDigest(nonce, the
 	// request's public key).
 	BindingSignature []byte `json:"bindingSignature"`
+	// Quote, QuoteSignature and PCRValues are the boot state, when the server's boot-state
+	// policy asks for it (Activation.QuotePCRs): TPM2_Quote's TPMS_ATTEST over those PCRs of
+	// the SHA-256 bank with the ticket's nonce, the AK's TPMT_SIGNATURE over it, and the
+	// values the node read, ascending by index.
+	Quote          []byte     `json:"quote,omitempty"`
+	QuoteSignature []byte     `json:"quoteSignature,omitempty"`
+	PCRValues      []PCRValue `json:"pcrValues,omitempty"`
 }
 
 // Attested is an attested request as the server receives it, split into its parts.

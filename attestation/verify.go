@@ -25,6 +25,8 @@ type VerifyOptions struct {
 	// Skew is how far a ticket's issue time may be after Now (the clocks of the servers of a
 	// fleet differ); zero allows none.
 	Skew time.Duration
+	// Boot is the boot-state policy; nil checks no boot state.
+	Boot *BootPolicy
 }
 
 // NodeIdentity is what verified evidence establishes about the node that sent it.
@@ -41,6 +43,8 @@ type NodeIdentity struct {
 	TicketExpires time.Time
 	// ProviderID is the request's provider ID.
 	ProviderID string
+	// BootState names the reference set the boot state matched; empty without a policy.
+	BootState string
 }
 
 // bindingLabel starts every binding digest, so that a binding signature cannot be taken for
@@ -79,6 +83,9 @@ func BindingDigest(nonce, spki []byte) []byte {
 //   - certification signature: the AK signed CertifyInfo;
 //   - binding signature: the binding key signed BindingDigest(nonce, the request's key), so
 //     the TPM vouches for this request's key in this exchange;
+//   - boot state, when opts.Boot is set: the AK quoted exactly the policy's PCRs of the
+//     SHA-256 bank with the ticket's nonce, the values the node reported are the quoted ones,
+//     and they equal one of the policy's reference sets;
 //   - provider ID: the request carries one (ProviderID).
 //
 // Verify cannot know whether the ticket was spent before, or whether the EK is bound to
@@ -118,13 +125,17 @@ func Verify(att *Attested, csr *x509.CertificateRequest, opts VerifyOptions) (No
 	if err := verifyDigestSignature(key.key, BindingDigest(t.Nonce[:], spki), ev.BindingSignature); err != nil {
 		return NodeIdentity{}, refuse(CheckBinding, "the binding key did not sign this request's key with the ticket's nonce: %v", err)
 	}
+	boot, err := checkBootState(ev, k.ak, t.Nonce[:], opts.Boot)
+	if err != nil {
+		return NodeIdentity{}, err
+	}
 	providerID, err := ProviderID(csr)
 	if err != nil {
 		return NodeIdentity{}, err
 	}
 	return NodeIdentity{
 		Node: t.Node, EK: k.EK, EKTrust: k.EKTrust, AKName: k.AKName,
-		Ticket: hex.EncodeToString(t.ID[:]), TicketExpires: t.Expires, ProviderID: providerID,
+		Ticket: hex.EncodeToString(t.ID[:]), TicketExpires: t.Expires, ProviderID: providerID, BootState: boot,
 	}, nil
 }
 

@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 
 	"golang.org/x/time/rate"
+	"sigs.k8s.io/yaml"
 
 	"github.com/signet-pki/signet/attestation"
 	"github.com/signet-pki/signet/internal/filereload"
@@ -32,8 +34,12 @@ func (s *Server) newAttestation() error {
 	if err != nil {
 		return err
 	}
+	boot, err := loadBootPolicy(ac.BootState)
+	if err != nil {
+		return err
+	}
 	challengeTTL, ticketTTL := ac.TTLs()
-	s.attest, err = attest.New(attest.Options{Trust: trust, ChallengeTTL: challengeTTL, TicketTTL: ticketTTL, Log: s.log})
+	s.attest, err = attest.New(attest.Options{Trust: trust, Boot: boot, ChallengeTTL: challengeTTL, TicketTTL: ticketTTL, Log: s.log})
 	if err != nil {
 		return err
 	}
@@ -93,6 +99,43 @@ func loadTrust(ac config.Attestation) (attestation.Trust, error) {
 		trust.AllowedEKs = allowed
 	}
 	return trust, nil
+}
+
+// loadBootPolicy reads the boot-state policy's reference file; nil without a policy.
+func loadBootPolicy(b *config.BootState) (*attestation.BootPolicy, error) {
+	if b == nil {
+		return nil, nil
+	}
+	data, err := os.ReadFile(b.ReferenceFile)
+	if err != nil {
+		return nil, fmt.Errorf("attestation.bootState.referenceFile: %w", err)
+	}
+	var file struct {
+		References []struct {
+			Name string            `json:"name"`
+			PCRs map[string]string `json:"pcrs"`
+		} `json:"references"`
+	}
+	if err := yaml.UnmarshalStrict(data, &file); err != nil {
+		return nil, fmt.Errorf("attestation.bootState.referenceFile %s: %w", b.ReferenceFile, err)
+	}
+	p := &attestation.BootPolicy{PCRs: b.PCRs}
+	for i, r := range file.References {
+		ref := attestation.BootReference{Name: r.Name, PCRs: map[int][]byte{}}
+		for k, v := range r.PCRs {
+			idx, err := strconv.Atoi(k)
+			d, herr := hex.DecodeString(strings.TrimSpace(v))
+			if err != nil || herr != nil {
+				return nil, fmt.Errorf("attestation.bootState.referenceFile %s: references[%d].pcrs[%q]: want a PCR index and 64 hex digits", b.ReferenceFile, i, k)
+			}
+			ref.PCRs[idx] = d
+		}
+		p.References = append(p.References, ref)
+	}
+	if err := attestation.CheckBootPolicy(*p); err != nil {
+		return nil, fmt.Errorf("attestation.bootState (%s): %w", b.ReferenceFile, err)
+	}
+	return p, nil
 }
 
 // readAllowList reads EK fingerprints, one per line: 64 hex digits, "#" starts a comment.

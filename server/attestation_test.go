@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -169,7 +171,15 @@ func (s *testServer) attestWith(t *testing.T, node *nodetpm.TPM, nodeName string
 	if err != nil {
 		t.Fatal(err)
 	}
-	full, err := attestation.Encode(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), nodetpm.Evidence(keys, act.Ticket, c))
+	ev := nodetpm.Evidence(keys, act.Ticket, c)
+	if len(act.QuotePCRs) > 0 {
+		q, err := node.Quote(act.Nonce, act.QuotePCRs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev = nodetpm.WithQuote(ev, q)
+	}
+	full, err := attestation.Encode(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), ev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,6 +479,52 @@ func TestAttestedServingCertificate(t *testing.T) {
 	_, err = client.SignCertificateSigningRequest(callContext(t), serving(s.attestWith(t, node, "node-a", []string{"node-a"}, nil), "uid-3", nil))
 	wantStatus(t, err, codes.FailedPrecondition, "POLICY_VIOLATION")
 	if !strings.Contains(err.Error(), "no node addresses came with the request") {
+		t.Fatalf("refusal %v", err)
+	}
+}
+
+// TestAttestedBootState: with attestation.bootState on, the endpoint asks the node to quote
+// the policy's PCRs, a node whose values are a reference set is signed (the grounds name the
+// set), and the same node after a change of those PCRs (an update the reference file does not
+// list yet) is refused by the boot-state check.
+func TestAttestedBootState(t *testing.T) {
+	node := nodeTPM(t)
+	pcr16 := tpm2.AuthHandle{Handle: tpm2.TPMHandle(16), Auth: tpm2.PasswordAuth(nil)}
+	if _, err := (tpm2.PCRReset{PCRHandle: pcr16}).Execute(simTPM); err != nil {
+		t.Fatal(err)
+	}
+	q, err := node.Quote([]byte("read"), []int{16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := filepath.Join(t.TempDir(), "boot-references.yaml")
+	if err := os.WriteFile(refs, []byte("references:\n- name: fw-2026-11\n  pcrs: {\"16\": \""+hex.EncodeToString(q.Values[0].Digest)+"\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, func(cfg *config.Config) {
+		attestedConfig(t, node)(cfg)
+		cfg.Attestation.BootState = &config.BootState{PCRs: []int{16}, ReferenceFile: refs}
+	})
+	client := signetv1.NewSignerServiceClient(s.dial(t, s.clientTLS(t, s.devClient(t))))
+	if _, err := client.SignCertificateSigningRequest(callContext(t), kubeletClientRequest(tpmSigner, s.attestAs(t, node, "node-a"), "uid-1")); err != nil {
+		t.Fatalf("signing with a reference boot state: %v", err)
+	}
+	var grounds string
+	for _, r := range records(t, s.dir+"/ledger") {
+		if r.Decision == ledger.Issued {
+			grounds = r.Grounds
+		}
+	}
+	if !strings.Contains(grounds, `boot state "fw-2026-11"`) {
+		t.Fatalf("issued grounds %q do not name the boot state", grounds)
+	}
+	m := sha256.Sum256([]byte("a new bootloader"))
+	if _, err := (tpm2.PCRExtend{PCRHandle: pcr16, Digests: tpm2.TPMLDigestValues{Digests: []tpm2.TPMTHA{{HashAlg: tpm2.TPMAlgSHA256, Digest: m[:]}}}}).Execute(simTPM); err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.SignCertificateSigningRequest(callContext(t), kubeletClientRequest(tpmSigner, s.attestAs(t, node, "node-a"), "uid-2"))
+	wantStatus(t, err, codes.FailedPrecondition, "ATTESTATION_FAILED")
+	if !strings.Contains(err.Error(), "boot state: the boot state matches none of the 1 reference sets") {
 		t.Fatalf("refusal %v", err)
 	}
 }

@@ -323,3 +323,59 @@ func (n *TPM) primary(hierarchy tpm2.TPMHandle, template tpm2.TPMTPublic, what s
 func (n *TPM) flush(h tpm2.TPMHandle) {
 	_, _ = tpm2.FlushContext{FlushHandle: h}.Execute(n.t)
 }
+
+// Quoted is the boot state the TPM reports for a request.
+type Quoted struct {
+	Quote, Signature []byte
+	Values           []attestation.PCRValue
+}
+
+// Quote reads pcrs of the SHA-256 bank and has the AK quote them with nonce as qualifying
+// data (TPM2_Quote), for a server whose boot-state policy asks for them.
+func (n *TPM) Quote(nonce []byte, pcrs []int) (*Quoted, error) {
+	ak, err := n.primary(tpm2.TPMRHOwner, AKTemplate, "attestation key")
+	if err != nil {
+		return nil, err
+	}
+	defer n.flush(ak.ObjectHandle)
+	return QuoteWith(n.t, tpm2.AuthHandle{Handle: ak.ObjectHandle, Name: ak.Name, Auth: tpm2.PasswordAuth(nil)}, nonce, pcrs)
+}
+
+// QuoteWith is Quote with the AK already loaded.
+func QuoteWith(t transport.TPM, ak tpm2.AuthHandle, nonce []byte, pcrs []int) (*Quoted, error) {
+	var q Quoted
+	for _, idx := range pcrs {
+		rsp, err := tpm2.PCRRead{PCRSelectionIn: selection([]int{idx})}.Execute(t)
+		if err != nil {
+			return nil, fmt.Errorf("reading PCR %d: %w", idx, err)
+		}
+		if len(rsp.PCRValues.Digests) != 1 {
+			return nil, fmt.Errorf("reading PCR %d: the TPM returned %d values", idx, len(rsp.PCRValues.Digests))
+		}
+		q.Values = append(q.Values, attestation.PCRValue{Index: idx, Digest: rsp.PCRValues.Digests[0].Buffer})
+	}
+	rsp, err := tpm2.Quote{SignHandle: ak, QualifyingData: tpm2.TPM2BData{Buffer: nonce},
+		InScheme: tpm2.TPMTSigScheme{Scheme: tpm2.TPMAlgNull}, PCRSelect: selection(pcrs)}.Execute(t)
+	if err != nil {
+		return nil, fmt.Errorf("quoting PCRs %v: %w", pcrs, err)
+	}
+	q.Quote, q.Signature = rsp.Quoted.Bytes(), tpm2.Marshal(rsp.Signature)
+	return &q, nil
+}
+
+// selection is pcrs of the SHA-256 bank.
+func selection(pcrs []int) tpm2.TPMLPCRSelection {
+	idx := make([]uint, len(pcrs))
+	for i, p := range pcrs {
+		idx[i] = uint(p)
+	}
+	return tpm2.TPMLPCRSelection{PCRSelections: []tpm2.TPMSPCRSelection{{Hash: tpm2.TPMAlgSHA256, PCRSelect: tpm2.PCClientCompatible.PCRs(idx...)}}}
+}
+
+// WithQuote adds the boot state to the evidence.
+func WithQuote(ev attestation.Evidence, q *Quoted) attestation.Evidence {
+	if q != nil {
+		ev.Quote, ev.QuoteSignature, ev.PCRValues = q.Quote, q.Signature, q.Values
+	}
+	return ev
+}

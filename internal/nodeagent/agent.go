@@ -311,7 +311,15 @@ func (a *Agent) attestedRequest(ctx context.Context, dns []string, ips []net.IP)
 	if err != nil {
 		return nil, nil, err
 	}
-	full, err := attestation.Encode(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), nodetpm.Evidence(keys, act.Ticket, certified))
+	ev := nodetpm.Evidence(keys, act.Ticket, certified)
+	if len(act.QuotePCRs) > 0 {
+		q, err := node.Quote(act.Nonce, act.QuotePCRs)
+		if err != nil {
+			return nil, nil, err
+		}
+		ev = nodetpm.WithQuote(ev, q)
+	}
+	full, err := attestation.Encode(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), ev)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -32,6 +32,8 @@ const (
 type Options struct {
 	// Trust is what an EK must chain to or be listed in.
 	Trust attestation.Trust
+	// Boot is the boot-state policy; nil checks no boot state.
+	Boot *attestation.BootPolicy
 	// ChallengeTTL is how long a node has to activate a challenge (default 1m); TicketTTL how
 	// long it has to use the ticket in a request (default 5m).
 	ChallengeTTL, TicketTTL time.Duration
@@ -120,7 +122,11 @@ func (s *Service) Activate(req attestation.ActivationRequest) (attestation.Activ
 	if err != nil {
 		return attestation.Activation{}, p.Keys, err
 	}
-	return attestation.Activation{Ticket: t.Seal(s.ticketKey), Nonce: t.Nonce[:], Expires: t.Expires}, p.Keys, nil
+	act := attestation.Activation{Ticket: t.Seal(s.ticketKey), Nonce: t.Nonce[:], Expires: t.Expires}
+	if s.opts.Boot != nil {
+		act.QuotePCRs = s.opts.Boot.PCRs
+	}
+	return act, p.Keys, nil
 }
 
 // Verify checks the evidence of a request for node: attestation.Verify, then the ticket's
@@ -145,7 +151,7 @@ var spentTicket = &attestation.Failure{Check: attestation.CheckTicketUsed,
 
 func (s *Service) verify(att *attestation.Attested, csr *x509.CertificateRequest, node, holder string, spend bool) (attestation.NodeIdentity, bool, error) {
 	now := s.opts.Clock.Now()
-	id, err := attestation.Verify(att, csr, attestation.VerifyOptions{Trust: s.opts.Trust, TicketKey: s.ticketKey, Node: node, Now: now})
+	id, err := attestation.Verify(att, csr, attestation.VerifyOptions{Trust: s.opts.Trust, TicketKey: s.ticketKey, Node: node, Now: now, Boot: s.opts.Boot})
 	if err != nil {
 		return id, false, err
 	}

@@ -33,6 +33,21 @@ type Attestation struct {
 	// address (default 5) and the challenges for one endorsement key (default 1).
 	PerSourceRate float64 `json:"perSourceRate,omitempty"`
 	PerEKRate     float64 `json:"perEKRate,omitempty"`
+	// BootState is the optional boot-state policy (off when nil): the node quotes these PCRs
+	// with its AK and the ticket's nonce, and their values must equal one of the reference
+	// sets in ReferenceFile. Exact PCR values change with every firmware, bootloader or
+	// kernel update: update the reference file with each roll-out (docs/attestation.md).
+	BootState *BootState `json:"bootState,omitempty"`
+}
+
+// BootState configures the boot-state policy of attestation.
+type BootState struct {
+	// PCRs are the PCR indices of the SHA-256 bank to quote, ascending, each 0–23.
+	PCRs []int `json:"pcrs"`
+	// ReferenceFile is a YAML or JSON file of accepted sets:
+	// {references: [{name: fw-2026-11, pcrs: {"0": "<64 hex digits>", "7": "…"}}, …]}; quote
+	// the digests, or YAML may read one as a number.
+	ReferenceFile string `json:"referenceFile"`
 }
 
 // TTLs returns the challenge and ticket lifetimes, zero when unset (the defaults of
@@ -70,6 +85,9 @@ func (a Attestation) validate(signers []Signer, taken ...string) []error {
 	}
 	if a.EKRootsFile == "" && a.EKAllowListFile == "" {
 		errs = append(errs, errors.New("attestation: set ekRootsFile (TPM manufacturers' roots), ekAllowListFile (endorsement keys accepted without a certificate), or both; with neither no node can attest"))
+	}
+	if b := a.BootState; b != nil && (len(b.PCRs) == 0 || b.ReferenceFile == "") {
+		errs = append(errs, errors.New("attestation.bootState: pcrs and referenceFile are both required"))
 	}
 	if get(a.ChallengeTTL) < 0 || get(a.TicketTTL) < 0 || a.PerSourceRate < 0 || a.PerEKRate < 0 {
 		errs = append(errs, errors.New("attestation: challengeTTL, ticketTTL, perSourceRate and perEKRate must not be negative"))

@@ -465,6 +465,9 @@ func (c *Config) signerNames() []string {
 func (c *Config) resolvePaths(dir string) {
 	paths := []*string{&c.TLS.CertFile, &c.TLS.KeyFile, &c.TLS.ClientCAFile, &c.Ledger.Dir, &c.Ledger.Checkpoint.WitnessedFile,
 		&c.Attestation.EKRootsFile, &c.Attestation.EKAllowListFile}
+	if c.Attestation.BootState != nil {
+		paths = append(paths, &c.Attestation.BootState.ReferenceFile)
+	}
 	paths = append(paths, keyPath(&c.Ledger.Checkpoint.Key)...)
 	for i := range c.Signers {
 		s := &c.Signers[i]

@@ -136,8 +136,12 @@ func (c *Core) VerifyAttestation(ctx context.Context, identity string, req CSR) 
 func (c *Core) recordBound(ctx context.Context, d decisionContext, id attestation.NodeIdentity) error {
 	rec := d.record(ledger.Bound)
 	rec.Node, rec.EK = id.Node, id.EK
-	rec.Message = clip(fmt.Sprintf("trust on first use: endorsement key %s (%s) bound to node %q, attestation key %s, provider ID %q",
-		id.EK, id.EKTrust, id.Node, id.AKName, id.ProviderID), recordMessageBytes)
+	msg := fmt.Sprintf("trust on first use: endorsement key %s (%s) bound to node %q, attestation key %s, provider ID %q",
+		id.EK, id.EKTrust, id.Node, id.AKName, id.ProviderID)
+	if id.BootState != "" {
+		msg += fmt.Sprintf(", boot state %q", id.BootState)
+	}
+	rec.Message = clip(msg, recordMessageBytes)
 	if _, err := c.appendRecord(ctx, rec); err != nil {
 		return fmt.Errorf("%w: recording the binding of node %q to its endorsement key: %w", errLedgerUnavailable, id.Node, err)
 	}

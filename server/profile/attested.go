@@ -100,6 +100,9 @@ func attestedNodeRule() rule {
 			return fmt.Sprintf("the evidence proves node %q, the common name is %q", a.Node, in.csr.Subject.CommonName), issuance.ErrPolicyViolation
 		}
 		grounds := fmt.Sprintf("attested: node %q, EK %s (%s), AK %s, provider ID %q", a.Node, a.EK, a.EKTrust, a.AKName, a.ProviderID)
+		if a.BootState != "" {
+			grounds += fmt.Sprintf(", boot state %q", a.BootState)
+		}
 		if in.grounds != "" {
 			grounds = in.grounds + "; " + grounds
 		}
