@@ -59,7 +59,7 @@ func TestSplit(t *testing.T) {
 		{"an unsupported version", join(csrPEM, provider, block(attestation.BlockData, evidenceJSON(t, "version", "signet.tpm/v9"))), attestation.CheckVersion,
 			`version "signet.tpm/v9" is not supported; supported: ` + attestation.VersionV1},
 		{"no version", join(csrPEM, provider, block(attestation.BlockData, evidenceJSON(t, "version", nil))), attestation.CheckVersion, "has no version; supported: " + attestation.VersionV1},
-		{"an unknown field", join(csrPEM, provider, block(attestation.BlockData, evidenceJSON(t, "quote", "x"))), attestation.CheckFormat, `unknown field "quote"`},
+		{"an unknown field", join(csrPEM, provider, block(attestation.BlockData, evidenceJSON(t, "bootLog", "x"))), attestation.CheckFormat, `unknown field "bootLog"`},
 		{"a missing field", join(csrPEM, provider, block(attestation.BlockData, evidenceJSON(t, "certifyInfo", nil))), attestation.CheckFormat, "has no certifyInfo"},
 		{"not JSON", join(csrPEM, provider, block(attestation.BlockData, []byte("{"))), attestation.CheckFormat, "not a JSON object"},
 		{"trailing JSON", join(csrPEM, provider, block(attestation.BlockData, append(evidenceJSON(t, "", nil), []byte("{}")...))), attestation.CheckFormat, ""},

@@ -2,13 +2,13 @@ package server_test
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"io"
