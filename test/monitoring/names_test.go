@@ -77,6 +77,8 @@ func exported(t *testing.T) series {
 	sm.WatchTLSCertificate(func() *x509.Certificate { return cert })
 	sm.ObserveTLSClientRefused(servermetrics.TLSRefusedExpired)
 	sm.ObserveWebhookRequest(http.StatusOK, time.Millisecond)
+	sm.SetInsecure(signer)
+	sm.ObserveAttestation("challenge", "ok")
 
 	wm := watchermetrics.New([]string{signer}, []string{"signed"}, []string{"signed"}, []string{"Forbidden"})
 	wm.ObserveRPC("SignCertificateSigningRequest", codes.Unavailable, time.Millisecond)
