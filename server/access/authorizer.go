@@ -38,7 +38,37 @@ type Client struct {
 	// Admin gives the client the admin role for its signers: it may rotate their CAs
 	// (signet.v1.AuthorityService). Off by default.
 	Admin bool `json:"admin,omitempty"`
+	// Role says whose requests the client sends: "forwarder" (the default: the watcher, the
+	// webhook's clients) forwards requests that others made, and the server takes their
+	// requester from the message; "principal" asks for itself, and the server takes the
+	// requester from what it verified, the client's identity (and Groups), never from the
+	// message.
+	Role Role `json:"role,omitempty"`
+	// Groups are a principal's groups, its requester's groups. Only with role principal.
+	Groups []string `json:"groups,omitempty"`
 }
+
+// Role is whose requests a client sends.
+type Role string
+
+// The roles of a client.
+const (
+	// RoleForwarder forwards requests that others made (the default).
+	RoleForwarder Role = "forwarder"
+	// RolePrincipal asks for itself.
+	RolePrincipal Role = "principal"
+)
+
+// Caller is a verified client as the decision core sees it: its identity and its role.
+type Caller struct {
+	Identity string
+	Role     Role
+	// Groups are a principal's groups.
+	Groups []string
+}
+
+// Principal reports whether the caller asks for itself.
+func (c Caller) Principal() bool { return c.Role == RolePrincipal }
 
 // Identity names the client a certificate belongs to: its first URI SAN, else its subject
 // common name, else "" (which is never a configured identity).
@@ -59,6 +89,8 @@ type Authorizer struct {
 	signers map[string][]string
 	// admins are the identities with the admin role.
 	admins map[string]bool
+	// principals are the identities with role principal, with their groups.
+	principals map[string][]string
 }
 
 // NewAuthorizer validates clients against the served signer names and returns an Authorizer.
@@ -71,7 +103,7 @@ func NewAuthorizer(clients []Client, servedSigners []string) (*Authorizer, error
 		served[s] = true
 	}
 	all := slices.Sorted(maps.Keys(served))
-	a := &Authorizer{signers: make(map[string][]string, len(clients)), admins: map[string]bool{}}
+	a := &Authorizer{signers: make(map[string][]string, len(clients)), admins: map[string]bool{}, principals: map[string][]string{}}
 	var errs []error
 	for i, c := range clients {
 		at := fmt.Sprintf("clients[%d]", i)
@@ -92,9 +124,18 @@ func NewAuthorizer(clients []Client, servedSigners []string) (*Authorizer, error
 				errs = append(errs, fmt.Errorf("%s.rateLimit: %w", at, err))
 			}
 		}
+		switch {
+		case c.Role != "" && c.Role != RoleForwarder && c.Role != RolePrincipal:
+			errs = append(errs, fmt.Errorf("%s.role: %q is not %s or %s", at, c.Role, RoleForwarder, RolePrincipal))
+		case len(c.Groups) > 0 && c.Role != RolePrincipal:
+			errs = append(errs, fmt.Errorf("%s.groups: only for role %s (a forwarder's requesters bring their own groups)", at, RolePrincipal))
+		}
 		if _, dup := a.signers[c.Identity]; !dup {
 			a.signers[c.Identity] = names
 			a.admins[c.Identity] = c.Admin
+			if c.Role == RolePrincipal {
+				a.principals[c.Identity] = slices.Clone(c.Groups)
+			}
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -183,6 +224,18 @@ func (a *Authorizer) Allowed(identity, signerName string) bool {
 	}
 	_, found := slices.BinarySearch(a.signers[identity], signerName)
 	return found
+}
+
+// Caller returns the caller of a verified identity: its role (forwarder unless configured
+// principal) and a principal's groups.
+func (a *Authorizer) Caller(identity string) Caller {
+	if a == nil {
+		return Caller{Identity: identity, Role: RoleForwarder}
+	}
+	if groups, ok := a.principals[identity]; ok {
+		return Caller{Identity: identity, Role: RolePrincipal, Groups: slices.Clone(groups)}
+	}
+	return Caller{Identity: identity, Role: RoleForwarder}
 }
 
 // Admin reports whether the client identity has the admin role for signerName: it may use

@@ -227,3 +227,34 @@ func leaf(t *testing.T, ca *testpki.Authority, tmpl *x509.Certificate) tls.Certi
 	cert := ca.Sign(t, tmpl, key.Public())
 	return tls.Certificate{Certificate: [][]byte{cert.Raw}, PrivateKey: key, Leaf: cert}
 }
+
+func TestCallerRole(t *testing.T) {
+	served := []string{"example.com/a"}
+	a, err := NewAuthorizer([]Client{
+		{Identity: "watcher", Signers: []string{"*"}},
+		{Identity: "tool", Signers: []string{"*"}, Role: RolePrincipal, Groups: []string{"ops"}},
+		{Identity: "fwd", Signers: []string{"*"}, Role: RoleForwarder},
+	}, served)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]Caller{
+		"watcher": {Identity: "watcher", Role: RoleForwarder},
+		"fwd":     {Identity: "fwd", Role: RoleForwarder},
+		"tool":    {Identity: "tool", Role: RolePrincipal, Groups: []string{"ops"}},
+		"nobody":  {Identity: "nobody", Role: RoleForwarder},
+	} {
+		if got := a.Caller(id); got.Identity != want.Identity || got.Role != want.Role || !slices.Equal(got.Groups, want.Groups) {
+			t.Errorf("Caller(%s) = %+v, want %+v", id, got, want)
+		}
+	}
+	for _, bad := range []Client{
+		{Identity: "x", Role: "admin"},
+		{Identity: "x", Groups: []string{"ops"}},
+		{Identity: "x", Role: RoleForwarder, Groups: []string{"ops"}},
+	} {
+		if _, err := NewAuthorizer([]Client{bad}, served); err == nil {
+			t.Errorf("NewAuthorizer accepted %+v", bad)
+		}
+	}
+}

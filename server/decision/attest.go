@@ -1,6 +1,7 @@
 package decision
 
 import (
+	"cmp"
 	"context"
 	"crypto/x509"
 	"encoding/hex"
@@ -104,9 +105,10 @@ func holder(d decisionContext) string {
 // recorded as SignCSR's are. It returns the verified identity and whether signing will bind
 // the EK to the node for the first time.
 func (c *Core) VerifyAttestation(ctx context.Context, identity string, req CSR) (attestation.NodeIdentity, bool, error) {
+	req, callerErr := asCaller(c.Caller(identity), req)
 	r := req.Request
 	d := c.newDecision(identity, issuance.KindCertificateSigningRequest, r.SignerName, req.Object, r.Requester.Username)
-	sg, err := c.admit(ctx, d, func() error { return checkCSR(req) })
+	sg, err := c.admit(ctx, d, func() error { return cmp.Or(callerErr, checkCSR(req)) })
 	if err != nil {
 		return attestation.NodeIdentity{}, false, err
 	}

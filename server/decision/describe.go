@@ -52,7 +52,8 @@ func (c *Core) Signers(identity string) []NamedSigner {
 // costs, so it spends rate-limit tokens as one does (see admit) and checks the same limits;
 // the error is a refusal by those, or by authorization.
 func (c *Core) Explain(identity string, req CSR) (issuance.Explanation, error) {
-	sg, which, err := c.limitedSigner(identity, req.Request.SignerName, func() error { return checkCSR(req) })
+	req, callerErr := asCaller(c.Caller(identity), req)
+	sg, which, err := c.limitedSigner(identity, req.Request.SignerName, func() error { return cmp.Or(callerErr, checkCSR(req)) })
 	switch {
 	case err != nil:
 		return issuance.Explanation{}, err

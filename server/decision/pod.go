@@ -1,10 +1,12 @@
 package decision
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
 
+	"github.com/signet-pki/signet/server/access"
 	"github.com/signet-pki/signet/server/idempotency"
 	"github.com/signet-pki/signet/server/issuance"
 	"github.com/signet-pki/signet/server/ledger"
@@ -40,7 +42,7 @@ const (
 func (c *Core) SignPod(ctx context.Context, identity string, req Pod) (Issued, error) {
 	r := req.Request
 	d := c.podDecision(identity, req)
-	return c.decide(ctx, d, func() error { return checkPod(req) },
+	return c.decide(ctx, d, func() error { return cmp.Or(principalPod(c.Caller(identity)), checkPod(req)) },
 		func() []byte { return idempotency.PodRequestHash(r) },
 		func(sg *Signer, _ decisionContext) (*issuance.Certificate, string, error) {
 			cert, err := sg.Issuer.IssuePod(r)
@@ -49,6 +51,15 @@ func (c *Core) SignPod(ctx context.Context, identity string, req Pod) (Issued, e
 			}
 			return &cert.Certificate, describePod(r.Pod), nil
 		})
+}
+
+// principalPod refuses a principal's PodCertificateRequest: a principal asks for itself, and a
+// pod certificate is asked for by the pod's kubelet, forwarded.
+func principalPod(call access.Caller) error {
+	if call.Principal() {
+		return fmt.Errorf("%w: client %q is a principal, which asks for itself; pod certificates are forwarded for their pods", issuance.ErrPolicyViolation, call.Identity)
+	}
+	return nil
 }
 
 // podDecision is the context of a call about the PodCertificateRequest req.

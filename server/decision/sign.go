@@ -1,6 +1,7 @@
 package decision
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -39,6 +40,8 @@ type Issued struct {
 
 // SignCSR decides on one CertificateSigningRequest for the client identity, in this order:
 //   - the client's own rate limit (errRateLimited; not recorded);
+//   - a principal's request names no other requester, and gets its own (asCaller;
+//     MALFORMED_REQUEST);
 //   - the limits on what a caller may send (limits.go: signer name required, field sizes;
 //     MALFORMED_REQUEST);
 //   - the signer must be served and the client allowed to use it (UNKNOWN_SIGNER,
@@ -54,9 +57,10 @@ type Issued struct {
 // clipped so that a record stays bounded. Request contents and key material are never logged.
 // Errors are classified with Classify.
 func (c *Core) SignCSR(ctx context.Context, identity string, req CSR) (Issued, error) {
+	req, callerErr := asCaller(c.Caller(identity), req)
 	r := req.Request
 	d := c.newDecision(identity, issuance.KindCertificateSigningRequest, r.SignerName, req.Object, r.Requester.Username)
-	return c.decide(ctx, d, func() error { return checkCSR(req) },
+	return c.decide(ctx, d, func() error { return cmp.Or(callerErr, checkCSR(req)) },
 		func() []byte { return csrHash(r) },
 		func(sg *Signer, d decisionContext) (*issuance.Certificate, string, error) {
 			req, bind := r, func(context.Context) error { return nil }

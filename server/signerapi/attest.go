@@ -20,7 +20,7 @@ func (s *Service) VerifyAttestation(ctx context.Context, req *signetv1.VerifyAtt
 		as.ExpirationSeconds = &v
 	}
 	identity, csr := ClientIdentity(ctx), CSRFromProto(as)
-	if err := requireCSRParts(as, true); err != nil {
+	if err := requireCSRParts(as, true, s.core.Caller(identity).Principal()); err != nil {
 		return nil, toStatus(s.core.RefuseCSR(ctx, identity, csr, err, ""))
 	}
 	id, firstUse, err := s.core.VerifyAttestation(ctx, identity, csr)

@@ -71,7 +71,7 @@ func (s *Service) ExplainCertificateSigningRequest(ctx context.Context, req *sig
 	if req.GetRequest() == nil {
 		return nil, toStatus(missing("request", "the CertificateSigningRequest to explain"))
 	}
-	if err := requireCSRParts(req.GetRequest(), false); err != nil {
+	if err := requireCSRParts(req.GetRequest(), false, s.core.Caller(ClientIdentity(ctx)).Principal()); err != nil {
 		return nil, toStatus(err)
 	}
 	e, err := s.core.Explain(ClientIdentity(ctx), CSRFromProto(req.GetRequest()))

@@ -18,11 +18,12 @@ func missing(field, what string) error {
 	return decisionErr(issuance.ErrMalformedRequest, field+" is required: "+what)
 }
 
-// requireCSRParts refuses a CertificateSigningRequest request without its requester, or (when
-// needObject: a signing call) without its object.
-func requireCSRParts(req *signetv1.SignCertificateSigningRequestRequest, needObject bool) error {
+// requireCSRParts refuses a CertificateSigningRequest request without its requester (unless
+// the caller is a principal, whose requester is itself), or (when needObject: a signing call)
+// without its object.
+func requireCSRParts(req *signetv1.SignCertificateSigningRequestRequest, needObject, principal bool) error {
 	switch {
-	case req.GetRequester() == nil:
+	case req.GetRequester() == nil && !principal:
 		return missing("requester", "the user who created the CertificateSigningRequest (spec.username, spec.uid, spec.groups, spec.extra)")
 	case needObject && req.GetObject() == nil:
 		return missing("object", "the CertificateSigningRequest's metadata.uid (the idempotency key) and metadata.name")

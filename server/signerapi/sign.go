@@ -17,7 +17,7 @@ import (
 // and recorded as the core records its own refusals (decision.Core.RefuseCSR).
 func (s *Service) SignCertificateSigningRequest(ctx context.Context, req *signetv1.SignCertificateSigningRequestRequest) (*signetv1.SignCertificateSigningRequestResponse, error) {
 	identity, csr := ClientIdentity(ctx), CSRFromProto(req)
-	if err := requireCSRParts(req, true); err != nil {
+	if err := requireCSRParts(req, true, s.core.Caller(identity).Principal()); err != nil {
 		return nil, toStatus(s.core.RefuseCSR(ctx, identity, csr, err, ""))
 	}
 	issued, err := s.core.SignCSR(ctx, identity, csr)
