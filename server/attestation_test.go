@@ -293,6 +293,11 @@ func TestAttestedKubeletClientCertificate(t *testing.T) {
 	// The TPM bound to node-a asks for node-b, with a valid ticket for node-b.
 	refused("node A's EK for node B", kubeletClientRequest(tpmSigner, s.attestAs(t, node, "node-b"), "uid-3"),
 		codes.FailedPrecondition, "ATTESTATION_FAILED", `is bound to node "node-a"`)
+	// Evidence for node-a, asked for by another node: the kubelet rules still apply (the
+	// requester must be the node of the common name, or a bootstrapper).
+	otherNode := kubeletClientRequest(tpmSigner, s.attestAs(t, node, "node-a"), "uid-cn")
+	otherNode.Requester = &signetv1.Requester{Username: "system:node:node-z", Groups: []string{"system:nodes", "system:authenticated"}}
+	refused("a common name that is not the requester", otherNode, codes.FailedPrecondition, "POLICY_VIOLATION", `the requester is neither the node nor in a bootstrap group`)
 	// A request without evidence, and one with an unsupported version.
 	csr := bytes.SplitAfter(full, []byte("-----END CERTIFICATE REQUEST-----\n"))[0]
 	refused("no evidence", kubeletClientRequest(tpmSigner, csr, "uid-4"), codes.InvalidArgument, "MALFORMED_REQUEST", "ATTESTATION PROVIDER block is missing")
