@@ -9,42 +9,26 @@ import (
 	"encoding/pem"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-tpm/tpm2/transport"
-	"github.com/google/go-tpm/tpm2/transport/simulator"
 
 	"github.com/signet-pki/signet/attestation"
 	"github.com/signet-pki/signet/attestation/nodetpm"
+	"github.com/signet-pki/signet/internal/tpmsimtest"
 )
 
-// sim is the process's one TPM simulator (go-tpm-tools allows one per process).
+// sim is the process's TPM simulator (internal/tpmsimtest).
 var sim transport.TPM
 
 func TestMain(m *testing.M) {
-	t, err := simulator.OpenSimulator()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "opening the TPM simulator: %v\n", err)
+	var err error
+	if sim, err = tpmsimtest.Shared(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	sim = &lockedTPM{tpm: t}
-	code := m.Run()
-	_ = t.Close()
-	os.Exit(code)
-}
-
-// lockedTPM serializes commands to the simulator.
-type lockedTPM struct {
-	mu  sync.Mutex
-	tpm transport.TPM
-}
-
-func (l *lockedTPM) Send(cmd []byte) ([]byte, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.tpm.Send(cmd)
+	os.Exit(m.Run())
 }
 
 // now is the tests' clock.

@@ -17,16 +17,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-tpm/tpm2"
 	"github.com/google/go-tpm/tpm2/transport"
-	"github.com/google/go-tpm/tpm2/transport/simulator"
 	"google.golang.org/grpc/codes"
 
 	"github.com/signet-pki/signet/attestation"
 	"github.com/signet-pki/signet/attestation/nodetpm"
+	"github.com/signet-pki/signet/internal/tpmsimtest"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/config"
 	"github.com/signet-pki/signet/server/ledger"
@@ -40,36 +39,14 @@ const (
 	insecureSigner = "signet.dev/kube-apiserver-client-kubelet-insecure"
 )
 
-var (
-	simOnce sync.Once
-	simTPM  transport.TPM
-	simErr  error
-)
+// simTPM is the process's TPM simulator, as a node's TPM (internal/tpmsimtest).
+var simTPM transport.TPM
 
-// nodeTPM is the process's TPM simulator as a node's TPM (go-tpm-tools allows one
-// simulator per process; nothing else in this package opens one).
+// nodeTPM is the simulator as a node's TPM.
 func nodeTPM(t *testing.T) *nodetpm.TPM {
 	t.Helper()
-	simOnce.Do(func() {
-		var sim transport.TPMCloser
-		sim, simErr = simulator.OpenSimulator()
-		simTPM = &lockedTPM{tpm: sim}
-	})
-	if simErr != nil {
-		t.Fatalf("opening the TPM simulator: %v", simErr)
-	}
+	simTPM = tpmsimtest.Open(t)
 	return nodetpm.New(simTPM)
-}
-
-type lockedTPM struct {
-	mu  sync.Mutex
-	tpm transport.TPM
-}
-
-func (l *lockedTPM) Send(cmd []byte) ([]byte, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.tpm.Send(cmd)
 }
 
 // attestedConfig adds the TPM and insecure kubelet client signers (on the dev CA) and
