@@ -94,14 +94,15 @@ demo: build kube-bins ## Start a local control plane, signet-server --dev and si
 	$(GO) run ./hack/demo --bin $(BIN) --kube-version $(KUBE_VERSION) --key $(KEY)$(if $(filter-out 0 no false,$(KEEP)), --keep)
 
 .PHONY: bench
-bench: build kube-bins ## Server issuance vs the bare parse+sign anchor (same run), watcher memory on a real cluster, Signet vs KCM through the API server and in a 10,000-CSR renewal storm, CA keys in hardware, TPM attestation verifications vs the raw signature checks they contain.
+bench: build kube-bins ## Server issuance vs the bare parse+sign anchor (same run), watcher memory on a real cluster, Signet vs KCM through the API server and in a 10,000-CSR renewal storm, CA keys in hardware, TPM attestation verifications vs the raw signature checks they contain, a node's TPM-attested join vs a plain bootstrap-token join.
 	$(GO) run -ldflags="$(daemon_ldflags)" ./hack/bench -out docs/benchmarks-server.md
 	$(GO) run ./hack/bench -watcher-memory -kube-version $(KUBE_VERSION) -bin $(BIN) -out docs/benchmarks-watcher-memory.md
 	./hack/kube-bins.sh $(KUBE_VERSION) kube-controller-manager && $(GO) run ./hack/bench -cluster -kube-version $(KUBE_VERSION) -cluster-burst 1000,5000 -cluster-pcr-burst 1000,5000 -bin $(BIN) -out docs/benchmarks-cluster.md -plot docs/benchmarks-cluster-latency.png
 	$(GO) run ./hack/bench -cluster -kube-version $(KUBE_VERSION) -cluster-signers ceiling,kcm-qps,signet -cluster-burst 1000,10000 -cluster-pcr-burst 10000 -cluster-paced 0 -bin $(BIN) -out docs/benchmarks-storm.md
 	./hack/node-deps.sh && $(GO) run -ldflags="$(daemon_ldflags)" ./hack/bench -hardware -out docs/benchmarks-hardware.md
 	$(GO) run ./hack/bench -attestation -go $(GO) -out docs/benchmarks-attestation.md
-	@echo "tables written to docs/benchmarks-server.md, docs/benchmarks-watcher-memory.md, docs/benchmarks-cluster.md, docs/benchmarks-storm.md, docs/benchmarks-hardware.md and docs/benchmarks-attestation.md (plot: docs/benchmarks-cluster-latency.png)"
+	./hack/kube-bins.sh $(KUBE_VERSION) kube-controller-manager && $(GO) run ./hack/bench -node-join -kube-version $(KUBE_VERSION) -bin $(BIN) -out docs/benchmarks-nodejoin.md
+	@echo "tables written to docs/benchmarks-server.md, docs/benchmarks-watcher-memory.md, docs/benchmarks-cluster.md, docs/benchmarks-storm.md, docs/benchmarks-hardware.md, docs/benchmarks-attestation.md and docs/benchmarks-nodejoin.md (plot: docs/benchmarks-cluster-latency.png)"
 
 .PHONY: generate
 generate: ## Regenerate the gRPC code and the API reference (docs/api.md) from proto/.

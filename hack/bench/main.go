@@ -26,6 +26,10 @@
 // -attestation measures the server's check of a TPM-attested request against the raw
 // signature checks it contains, with attestation's own benchmarks (attestation.go).
 //
+// -node-join times a node's join from start to certificate on a real control plane: through
+// TPM attestation (the node agent on swtpm) against a plain bootstrap-token join approved by
+// kube-controller-manager, interleaved in one run (nodejoin.go).
+//
 // -hardware measures CA keys in hardware instead (keys.go): the raw signatures per second of
 // each keystore backend (file, encrypted file, SoftHSM2, the in-process TPM simulator, swtpm)
 // and the server's issuances per second over gRPC with that key as its CA key.
@@ -105,7 +109,16 @@ func main() {
 	attestRounds := flag.Int("attestation-rounds", 5, "with -attestation, run every benchmark this many times, interleaved, and report the medians")
 	attestBenchtime := flag.Duration("attestation-benchtime", time.Second, "with -attestation, time per benchmark run")
 	goCmd := flag.String("go", "go", "with -attestation, the go command that builds the attestation package's test binary")
+	nodeJoin := flag.Bool("node-join", false, "time a node's join from start to certificate on a real control plane instead: through TPM attestation (the node agent on swtpm) against a plain bootstrap-token join, interleaved (nodejoin.go)")
+	nodeJoinN := flag.Int("node-join-n", 200, "with -node-join, joins of each kind (at least 100 for a p99 that is not the slowest join)")
+	nodeJoinJitter := flag.Duration("node-join-jitter", 500*time.Millisecond, "with -node-join, pause a random time in [0, this) before each join, so that each is one node's on a control plane at rest")
 	flag.Parse()
+	if *nodeJoin {
+		if err := runNodeJoin(context.Background(), nodeJoinOpts{bin: *bin, kubeVersion: *kubeVersion, out: *out, n: *nodeJoinN, jitter: *nodeJoinJitter}); err != nil {
+			fail(err)
+		}
+		return
+	}
 	if *attest {
 		if err := runAttestation(context.Background(), attestationOpts{goCmd: *goCmd, rounds: *attestRounds, benchtime: *attestBenchtime, out: *out}); err != nil {
 			fail(err)
