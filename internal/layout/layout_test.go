@@ -63,6 +63,27 @@ var rules = []rule{
 		forbidden: func(dep string) bool { return dep == "testing" },
 	},
 	{
+		why: "the node agent runs on every node: it links no CA-key code (keystore), nothing of the server or the watcher, " +
+			"and no gRPC client; attestation and internal/tpmconn are all it shares with them",
+		packages: []string{"cmd/signet-node", "internal/nodeagent", "attestation/..."},
+		forbidden: func(dep string) bool {
+			return strings.HasPrefix(dep, module+"keystore") || strings.HasPrefix(dep, module+"server") ||
+				strings.HasPrefix(dep, module+"watcher") || strings.HasPrefix(dep, module+"signerclient")
+		},
+	},
+	{
+		why:       "the server takes requests from objects through objectrequest, never through the client",
+		packages:  []string{"server/..."},
+		forbidden: func(dep string) bool { return dep == module+"signerclient" },
+	},
+	{
+		why:       "objectrequest is the one object → request conversion: it carries nothing but the API types",
+		packages:  []string{"objectrequest"},
+		forbidden: func(dep string) bool {
+			return strings.HasPrefix(dep, module) && dep != module+"proto/signet/v1" && dep != module+"objectrequest"
+		},
+	},
+	{
 		why:       "the decision core knows no transport: no gRPC in its dependencies",
 		packages:  []string{"server/decision"},
 		forbidden: func(dep string) bool { return strings.HasPrefix(dep, "google.golang.org/grpc") },
