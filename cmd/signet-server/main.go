@@ -17,7 +17,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/internal/version"
@@ -166,7 +168,8 @@ func loadConfig(opts options) (*config.Config, error) {
 // "invalid configuration:" and every problem, one a line, on stderr and 1. No key is opened,
 // nothing listens.
 func validateConfig(opts options, stdout, stderr io.Writer) int {
-	if _, err := loadConfig(opts); err != nil {
+	cfg, err := loadConfig(opts)
+	if err != nil {
 		if _, ok := errors.AsType[*fs.PathError](err); ok {
 			fmt.Fprintln(stderr, err)
 			return 1
@@ -178,7 +181,34 @@ func validateConfig(opts options, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintln(stdout, "configuration is valid")
+	for _, sc := range cfg.Signers {
+		fmt.Fprintln(stdout, lifetimeSummary(sc))
+	}
 	return 0
+}
+
+// lifetimeSummary is one line on a signer's certificate lifetime and the signing outage its
+// clients ride out: kubelets (and client-go's certificate manager) renew between 70 and 90 %
+// of a certificate's life, so the last tenth of the longest lifetime is what a signer may be
+// down for before certificates start to expire.
+func lifetimeSummary(sc config.Signer) string {
+	life := sc.MaxLifetime.Duration
+	return fmt.Sprintf("signer %s: profile %s, certificates live up to %s (never past the CA certificate's NotAfter); "+
+		"clients renewing at 70–90 %% of a certificate's life ride out a signing outage of about %s",
+		sc.Name, sc.Profile.Name, short(life), short((life / 10).Round(time.Minute)))
+}
+
+// short formats d without trailing zero units: "8760h", "2h24m".
+func short(d time.Duration) string {
+	s := d.String()
+	s = strings.TrimSuffix(s, "0s")
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	if s == "" {
+		return "0s"
+	}
+	return s
 }
 
 // problems returns the errors joined under err's context ("config PATH: …"), each of which

@@ -24,6 +24,9 @@ type validation struct {
 	Kind     string    `json:"kind"`
 	Valid    bool      `json:"valid"`
 	Problems []problem `json:"problems"`
+	// Signers are, for a valid server file, one line per signer: its profile, its longest
+	// certificate lifetime and the signing outage its clients ride out.
+	Signers []string `json:"signers,omitempty"`
 }
 
 // problem is one error of a configuration file: the field it concerns (its path, e.g.
@@ -167,6 +170,11 @@ func validateWithServer(ctx context.Context, bin, path string) (validation, erro
 	switch {
 	case err == nil:
 		v.Valid = true
+		for line := range strings.SplitSeq(stdout.String(), "\n") {
+			if strings.HasPrefix(line, "signer ") {
+				v.Signers = append(v.Signers, line)
+			}
+		}
 		return v, nil
 	case errors.As(err, &exit) && exit.ExitCode() == 1:
 	default:
@@ -194,6 +202,9 @@ func reportValidation(cmd *cobra.Command, out *outputFlag, v validation) error {
 		}
 	} else if v.Valid {
 		fmt.Fprintf(w, "%s: a valid %s\n", v.File, v.Kind)
+		for _, line := range v.Signers {
+			fmt.Fprintln(w, line)
+		}
 	} else {
 		noun := "problems"
 		if len(v.Problems) == 1 {

@@ -61,7 +61,9 @@ func TestValidateServer(t *testing.T) {
 		t.Fatalf("building signet-server: %v\n%s", err, out)
 	}
 	code, out, errOut := runCmd("validate", "server", "../../deploy/server/server.yaml", "--signet-server", bin)
-	if code != 0 || out != "../../deploy/server/server.yaml: a valid ServerConfiguration\n" {
+	if code != 0 || !strings.HasPrefix(out, "../../deploy/server/server.yaml: a valid ServerConfiguration\n") ||
+		!strings.Contains(out, "signer kubernetes.io/kubelet-serving: profile kubelet-serving, certificates live up to 8760h") ||
+		!strings.Contains(out, "ride out a signing outage of about 876h") {
 		t.Errorf("the deployed config: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	bad := writeTemp(t, "server.yaml", []byte(`apiVersion: signet.dev/v1alpha1

@@ -33,6 +33,10 @@ const (
 	DefaultGRPCAddress    = "127.0.0.1:8443"
 	DefaultHTTPAddress    = "127.0.0.1:9464"
 	DefaultMaxLifetime    = 24 * time.Hour
+	// DefaultKubernetesMaxLifetime is the maximum lifetime of a signer whose profile
+	// reproduces a kubernetes.io signer: kube-controller-manager's --cluster-signing-duration
+	// default, so that a cut-over keeps the lifetimes (and the outages) the cluster lives with.
+	DefaultKubernetesMaxLifetime = 8760 * time.Hour
 	DefaultReloadInterval = 10 * time.Second
 	DefaultRetention      = idempotency.DefaultRetention
 	// DefaultCheckpointInterval is ledger.checkpoint.interval's default.
@@ -192,7 +196,9 @@ type Signer struct {
 	// retired ones (published while their leaves may be in use). Every CA's certificate is in
 	// the signer's trust bundle (GetTrustAnchors).
 	CAs []CA `json:"cas,omitempty"`
-	// MaxLifetime caps issued lifetimes. Default 24h.
+	// MaxLifetime caps issued lifetimes. Default 8760h for the profiles that reproduce a
+	// kubernetes.io signer (kube-controller-manager's default), 24h for the others; never past
+	// the CA certificate's NotAfter.
 	MaxLifetime *metav1.Duration `json:"maxLifetime,omitempty"`
 	// Profile is the signer's policy: one of the kubernetes.io profiles, custom, or
 	// pod-identity (PodCertificateRequests only).
@@ -237,6 +243,16 @@ func (s Signer) Authorities() []CA {
 		return s.CAs
 	}
 	return []CA{{Key: s.Key, Certificate: s.Certificate, Intermediates: s.Intermediates}}
+}
+
+// DefaultMaxLifetimeFor is the default maximum lifetime of a signer with the profile named
+// profileName: DefaultKubernetesMaxLifetime for the four that reproduce kube-controller-manager's
+// signers, DefaultMaxLifetime for the others.
+func DefaultMaxLifetimeFor(profileName string) time.Duration {
+	if _, ok := profile.KubernetesProfileFor("kubernetes.io/" + profileName); ok {
+		return DefaultKubernetesMaxLifetime
+	}
+	return DefaultMaxLifetime
 }
 
 // Load reads, defaults and validates the configuration file at path. Unknown and duplicate
@@ -286,7 +302,7 @@ func (c *Config) Default() {
 	}
 	for i := range c.Signers {
 		if c.Signers[i].MaxLifetime == nil {
-			c.Signers[i].MaxLifetime = &metav1.Duration{Duration: DefaultMaxLifetime}
+			c.Signers[i].MaxLifetime = &metav1.Duration{Duration: DefaultMaxLifetimeFor(c.Signers[i].Profile.Name)}
 		}
 		if c.Signers[i].Rotation.MinPropagationDelay == nil {
 			c.Signers[i].Rotation.MinPropagationDelay = &metav1.Duration{Duration: DefaultMinPropagationDelay}

@@ -424,3 +424,17 @@ func TestWebhook(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultMaxLifetime: the profiles that reproduce kube-controller-manager's signers default
+// to its 8760h (a cut-over keeps the lifetimes), every other profile to 24h.
+func TestDefaultMaxLifetime(t *testing.T) {
+	for name, want := range map[string]time.Duration{
+		"kube-apiserver-client": 8760 * time.Hour, "kube-apiserver-client-kubelet": 8760 * time.Hour,
+		"kubelet-serving": 8760 * time.Hour, "legacy-unknown": 8760 * time.Hour,
+		"custom": 24 * time.Hour, "pod-identity": 24 * time.Hour, "kubelet-client-tpm": 24 * time.Hour,
+	} {
+		if got := config.DefaultMaxLifetimeFor(name); got != want {
+			t.Errorf("DefaultMaxLifetimeFor(%s) = %s, want %s", name, got, want)
+		}
+	}
+}

@@ -51,14 +51,15 @@ var kubernetesAcceptedFindings = []lint.Exclusion{
 
 // LintOptions returns the lint gate options for a signer with this profile: the configured
 // ones (sources, exclusions added to the defaults, or full control with
-// replaceDefaultExclusions), plus, on the kubernetes.io profiles, the findings they accept by
+// replaceDefaultExclusions), plus, on the kubernetes.io profiles and their attested and
+// insecure kubelet variants, the findings they accept by
 // design (kubernetesAcceptedFindings), so that whatever their rules accept, like
 // kube-controller-manager, also passes the gate. Custom and pod-identity profiles add
 // nothing: their gate is the configured one.
 func (p Profile) LintOptions(configured lint.Options) lint.Options {
 	opts := configured
 	opts.Accept = nil
-	if p.reproducesKubernetes() {
+	if p.reproducesKubernetes() || isKubeletClient(p.spec.Name) || p.spec.Name == NameKubeletServingTPM {
 		opts.Accept = slices.Clone(kubernetesAcceptedFindings)
 	}
 	return opts

@@ -57,6 +57,10 @@ const (
 var names = []string{NameKubeAPIServerClient, NameKubeAPIServerClientKubelet, NameKubeletServing, NameLegacyUnknown, NameCustom, NamePodIdentity,
 	NameKubeletClientTPM, NameKubeletClientInsecure, NameKubeletServingTPM}
 
+// kubernetesNames are the profiles that reproduce kube-controller-manager's kubernetes.io
+// signers, named as those signers are.
+var kubernetesNames = []string{NameKubeAPIServerClient, NameKubeAPIServerClientKubelet, NameKubeletServing, NameLegacyUnknown}
+
 // defaultPrivilegedGroups is the privileged group list when Spec.PrivilegedGroups is empty.
 var defaultPrivilegedGroups = []string{"system:masters"}
 
@@ -65,7 +69,7 @@ var defaultPrivilegedGroups = []string{"system:masters"}
 // signer name.
 func KubernetesProfileFor(signerName string) (string, bool) {
 	name, ok := strings.CutPrefix(signerName, "kubernetes.io/")
-	if !ok || name == NameCustom || name == NamePodIdentity || !slices.Contains(names, name) {
+	if !ok || !slices.Contains(kubernetesNames, name) {
 		return "", false
 	}
 	return name, true

@@ -25,9 +25,11 @@ import (
 // create (see differential_etcd_test.go).
 const signerLegacyUnknown = certificatesv1beta1.LegacyUnknownSignerName
 
-// diffMaxLifetime is kube-controller-manager's --cluster-signing-duration and the maximum
-// lifetime of Signet's four signers.
-const diffMaxLifetime = 24 * time.Hour
+// diffMaxLifetime is the longest lifetime on both sides, neither of which is configured one:
+// kube-controller-manager's --cluster-signing-duration default and the default maxLifetime of
+// Signet's kubernetes.io profiles (config.DefaultKubernetesMaxLifetime), which the
+// differential run shows to be the same.
+const diffMaxLifetime = 8760 * time.Hour
 
 // outcome is what a signer does with an approved CSR.
 type outcome string

@@ -203,16 +203,15 @@ func waitMayCreateCSRs(t *testing.T, client kubernetes.Interface) {
 }
 
 // startKCMSigner starts kube-controller-manager's csrsigning controller with a CA of its own
-// (PKCS#8 key) for all four kubernetes.io signers and a diffMaxLifetime signing duration,
-// stopped when the test ends.
+// (PKCS#8 key) for all four kubernetes.io signers and its default signing duration
+// (diffMaxLifetime), stopped when the test ends.
 func startKCMSigner(t *testing.T, c *controlplane.Cluster) (*controlplane.Process, *x509.Certificate) {
 	t.Helper()
 	dir := t.TempDir()
 	ca := testpki.CA(t)
 	certFile, keyFile := writeCA(t, dir, "kcm-ca", ca)
 	kcm, err := c.StartControllerManager(dir, []string{"csrsigning"},
-		"--cluster-signing-cert-file="+certFile, "--cluster-signing-key-file="+keyFile,
-		"--cluster-signing-duration="+diffMaxLifetime.String())
+		"--cluster-signing-cert-file="+certFile, "--cluster-signing-key-file="+keyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,8 +224,8 @@ func startKCMSigner(t *testing.T, c *controlplane.Cluster) (*controlplane.Proces
 }
 
 // startDifferentialSignet starts a Signet server for the four kubernetes.io signers (one CA,
-// each signer's default profile, the default lint gate, diffMaxLifetime) and returns the
-// watcher's client of it.
+// each signer's default profile, the default lint gate, the default maxLifetime) and returns
+// the watcher's client of it.
 func startDifferentialSignet(t *testing.T) (*signerclient.Client, *x509.Certificate) {
 	t.Helper()
 	s := newSignet(t, signerAPIClient, diffMaxLifetime)
@@ -234,8 +233,14 @@ func startDifferentialSignet(t *testing.T) (*signerclient.Client, *x509.Certific
 	s.cfg.Signers = s.cfg.Signers[:0]
 	for _, signer := range diffSignerOrder {
 		sc := base
-		sc.Name, sc.Profile = signer, profile.Spec{Name: diffSigners[signer].profile}
+		sc.Name, sc.Profile, sc.MaxLifetime = signer, profile.Spec{Name: diffSigners[signer].profile}, nil
 		s.cfg.Signers = append(s.cfg.Signers, sc)
+	}
+	s.cfg.Default()
+	for _, sc := range s.cfg.Signers {
+		if sc.MaxLifetime.Duration != diffMaxLifetime {
+			t.Fatalf("signer %s defaults to maxLifetime %s; kube-controller-manager's default is %s", sc.Name, sc.MaxLifetime.Duration, diffMaxLifetime)
+		}
 	}
 	if s.cfg.Lint.Disabled || base.Lint != nil {
 		t.Fatal("the differential test needs the default lint gate")
