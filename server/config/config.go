@@ -30,15 +30,15 @@ const (
 
 // Defaults applied by Default.
 const (
-	DefaultGRPCAddress    = "127.0.0.1:8443"
-	DefaultHTTPAddress    = "127.0.0.1:9464"
-	DefaultMaxLifetime    = 24 * time.Hour
+	DefaultGRPCAddress = "127.0.0.1:8443"
+	DefaultHTTPAddress = "127.0.0.1:9464"
+	DefaultMaxLifetime = 24 * time.Hour
 	// DefaultKubernetesMaxLifetime is the maximum lifetime of a signer whose profile
 	// reproduces a kubernetes.io signer: kube-controller-manager's --cluster-signing-duration
 	// default, so that a cut-over keeps the lifetimes (and the outages) the cluster lives with.
 	DefaultKubernetesMaxLifetime = 8760 * time.Hour
-	DefaultReloadInterval = 10 * time.Second
-	DefaultRetention      = idempotency.DefaultRetention
+	DefaultReloadInterval        = 10 * time.Second
+	DefaultRetention             = idempotency.DefaultRetention
 	// DefaultCheckpointInterval is ledger.checkpoint.interval's default.
 	DefaultCheckpointInterval = checkpoint.DefaultInterval
 	// DefaultMinPropagationDelay is signers[].rotation.minPropagationDelay's default.
