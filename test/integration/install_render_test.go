@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -564,10 +565,11 @@ func mustJSON(t *testing.T, v any) string {
 func TestInstallMethodsRenderTheSameOptionalComponents(t *testing.T) {
 	nodeSigner := "example.com/kubelet-serving-tpm"
 	plainK := normalize(t, renderKustomize(t, true))
-	fullK := renderKustomizeWith(t, podMonitorComp, tpmApproverComp, nodeAddressesComp)
+	fullK := renderKustomizeWith(t, podMonitorComp, tpmApproverComp, nodeAddressesComp, ledgerWitnessComp)
 	kustomized := normalize(t, fullK)
 	helmed := normalize(t, renderHelm(t, shippedReleaseName, shippedNamespace, "namespace.create=true", "podMonitor.enabled=true",
-		"tpmApprover.signerNames="+mustJSON(t, []string{placeholderTPMSigner}), "nodeAddresses.signerNames="+mustJSON(t, []string{nodeSigner})))
+		"tpmApprover.signerNames="+mustJSON(t, []string{placeholderTPMSigner}), "nodeAddresses.signerNames="+mustJSON(t, []string{nodeSigner}),
+		"ledgerWitness.enabled=true"))
 
 	var added []string
 	for k := range kustomized {
@@ -579,6 +581,7 @@ func TestInstallMethodsRenderTheSameOptionalComponents(t *testing.T) {
 	want := []string{
 		"ClusterRole /signet-watcher:node-addresses", "ClusterRole /signet-watcher:tpm-approver",
 		"ClusterRoleBinding /signet-watcher:node-addresses", "ClusterRoleBinding /signet-watcher:tpm-approver",
+		"Role signet-system/signet-watcher:ledger-witness", "RoleBinding signet-system/signet-watcher:ledger-witness",
 	}
 	if !slices.Equal(added, want) {
 		t.Fatalf("the components add %v, want %v", added, want)
@@ -588,7 +591,8 @@ func TestInstallMethodsRenderTheSameOptionalComponents(t *testing.T) {
 			t.Errorf("%s differs between kustomize (-) and helm (+):\n%s", k, d)
 		}
 	}
-	// The chart's other objects are the base's, but for the config that now names the features
+	// The chart's other objects are the base's (the Deployment with the witness's key mount that
+	// components/ledger-witness patches in), but for the config that now names the features
 	// (the kustomize operator sets those keys in config.yaml by hand).
 	for k := range plainK {
 		if strings.HasPrefix(k, "ConfigMap ") {
@@ -599,4 +603,300 @@ func TestInstallMethodsRenderTheSameOptionalComponents(t *testing.T) {
 		}
 	}
 	checkOptionalRBAC(t, fullK, shippedReleaseName, shippedNamespace, []string{placeholderTPMSigner}, true)
+	checkWitnessRBAC(t, fullK, shippedReleaseName, shippedNamespace, placeholderWitnessConfigMap, true)
+}
+
+// The ledger witness's component, and the names both installs are shipped with.
+const (
+	ledgerWitnessComp           = "../../deploy/watcher/components/ledger-witness"
+	placeholderWitnessConfigMap = "signet-ledger-witness"         // ledgerWitness.configMapName
+	placeholderWitnessKeys      = "signet-ledger-checkpoint-keys" // the mounted ConfigMap of public keys
+	placeholderWitnessKey       = "checkpoint.pub"
+	witnessKeysDir              = "/etc/signet/ledger-witness"
+)
+
+// witnessRules are the only rules the witness's Role may hold: get and update on exactly the
+// ConfigMap of accepted checkpoints, and create on configmaps (which cannot be limited by name).
+func witnessRules(configMap string) []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "update"}, ResourceNames: []string{configMap}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
+	}
+}
+
+// checkWitnessRBAC checks the ledger witness's RBAC in objs, an install whose objects are named
+// fullname and run as the ServiceAccount fullname in namespace: with on, the Role
+// <fullname>:ledger-witness in namespace holds exactly witnessRules(configMap) and its
+// RoleBinding binds it to that ServiceAccount alone; with it off, neither exists. In any mode no
+// other role may write ConfigMaps or reach those of the watcher's namespace: at most it may
+// read other ConfigMaps, by name, elsewhere (as the API server's own
+// kube-system/extension-apiserver-authentication).
+func checkWitnessRBAC(t *testing.T, objs []*unstructured.Unstructured, fullname, namespace, configMap string, on bool) {
+	t.Helper()
+	name := fullname + ":ledger-witness"
+	roleKey := "Role " + namespace + "/" + name
+	var role *rbacv1.Role
+	var binding *rbacv1.RoleBinding
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ClusterRole", "Role":
+			var r rbacv1.Role // a ClusterRole's rules are the same type
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &r); err != nil {
+				t.Fatalf("%s: %v", objectKey(o), err)
+			}
+			if objectKey(o) == roleKey {
+				role = &r
+				continue
+			}
+			for _, rule := range r.Rules {
+				if !slices.ContainsFunc(rule.Resources, func(r string) bool { return r == "*" || r == "configmaps" || strings.HasPrefix(r, "configmaps/") }) {
+					continue
+				}
+				readOnly := !slices.ContainsFunc(rule.Verbs, func(v string) bool { return v != "get" && v != "list" && v != "watch" })
+				named := len(rule.ResourceNames) > 0 && !slices.Contains(rule.ResourceNames, configMap)
+				if !readOnly || !named || o.GetKind() == "ClusterRole" || o.GetNamespace() == namespace {
+					t.Errorf("%s rule %+v reaches ConfigMaps beyond reading named ones outside %s (only %s may)", objectKey(o), rule, namespace, roleKey)
+				}
+			}
+		case "RoleBinding":
+			if o.GetNamespace() == namespace && o.GetName() == name {
+				binding = &rbacv1.RoleBinding{}
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, binding); err != nil {
+					t.Fatalf("%s: %v", objectKey(o), err)
+				}
+			}
+		}
+	}
+	if !on {
+		if role != nil || binding != nil {
+			t.Errorf("%s (%v) or its binding (%v) rendered with the witness off", roleKey, role != nil, binding != nil)
+		}
+		return
+	}
+	if role == nil {
+		t.Errorf("no %s with the witness on", roleKey)
+	} else if d := diff.Diff(witnessRules(configMap), role.Rules); d != "" {
+		t.Errorf("%s rules (-want +got):\n%s", roleKey, d)
+	}
+	wantSubjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: fullname, Namespace: namespace}}
+	if binding == nil {
+		t.Errorf("no RoleBinding %s/%s with the witness on", namespace, name)
+	} else if binding.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}) || !slices.Equal(binding.Subjects, wantSubjects) {
+		t.Errorf("RoleBinding %s/%s binds %+v to %+v, want Role %s to %+v", namespace, name, binding.RoleRef, binding.Subjects, name, wantSubjects)
+	}
+}
+
+// checkWitnessConfig checks the rendered config.yaml and Deployment for the witness: with on,
+// config.yaml's ledgerWitness loads and validates with publicKeyFiles exactly keys under
+// witnessKeysDir and configMapName configMap, and the container mounts the ConfigMap keysCM
+// there, read-only; with it off, config.yaml has no ledgerWitness and nothing is mounted there.
+func checkWitnessConfig(t *testing.T, objs []*unstructured.Unstructured, configMap, keysCM string, keys []string, on bool) {
+	t.Helper()
+	var raw string
+	var deploy *unstructured.Unstructured
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ConfigMap":
+			raw, _, _ = unstructured.NestedString(o.Object, "data", "config.yaml")
+		case "Deployment":
+			deploy = o
+		}
+	}
+	var top map[string]any
+	if err := yaml.UnmarshalStrict([]byte(raw), &top); err != nil {
+		t.Fatalf("config.yaml: %v\n%s", err, raw)
+	}
+	if _, has := top["ledgerWitness"]; has != on {
+		t.Errorf("config.yaml has ledgerWitness: %v, want %v:\n%s", has, on, raw)
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(raw), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := watcher.LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("the rendered config.yaml does not validate: %v", err)
+	}
+	var wantFiles []string
+	for _, k := range keys {
+		wantFiles = append(wantFiles, witnessKeysDir+"/"+k)
+	}
+	if on && (!slices.Equal(cfg.LedgerWitness.PublicKeyFiles, wantFiles) || cfg.LedgerWitness.ConfigMapName != configMap) {
+		t.Errorf("config ledgerWitness.publicKeyFiles %q, configMapName %q; want %q, %q",
+			cfg.LedgerWitness.PublicKeyFiles, cfg.LedgerWitness.ConfigMapName, wantFiles, configMap)
+	}
+	if cfg.LedgerWitness.Enabled() != on {
+		t.Errorf("the watcher reads the witness as on: %v, want %v", cfg.LedgerWitness.Enabled(), on)
+	}
+
+	var d appsv1.Deployment
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(deploy.Object, &d); err != nil {
+		t.Fatal(err)
+	}
+	var mounted []string // "<volume> <source> <readOnly>" of every mount at witnessKeysDir
+	for _, m := range d.Spec.Template.Spec.Containers[0].VolumeMounts {
+		if m.MountPath != witnessKeysDir && !strings.HasPrefix(m.MountPath, witnessKeysDir+"/") {
+			continue
+		}
+		source := "?"
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if v.Name == m.Name && v.ConfigMap != nil && len(v.ConfigMap.Items) == 0 && v.ConfigMap.Optional == nil {
+				source = "configMap:" + v.ConfigMap.Name
+			}
+		}
+		mounted = append(mounted, fmt.Sprintf("%s %s %v %s", m.MountPath, source, m.ReadOnly, m.SubPath))
+	}
+	var want []string
+	if on {
+		want = []string{witnessKeysDir + " configMap:" + keysCM + " true "}
+	}
+	if !slices.Equal(mounted, want) {
+		t.Errorf("mounts at %s: %q, want %q", witnessKeysDir, mounted, want)
+	}
+}
+
+// enableWitnessInConfig does what components/ledger-witness tells a kustomize operator to do in
+// config.yaml: uncomment its ledgerWitness block. It returns objs with the ConfigMap changed.
+func enableWitnessInConfig(t *testing.T, objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() != "ConfigMap" {
+			continue
+		}
+		raw, _, _ := unstructured.NestedString(o.Object, "data", "config.yaml")
+		var out []string
+		in := false
+		found := false
+		for _, line := range strings.Split(raw, "\n") {
+			switch {
+			case line == "# ledgerWitness:":
+				in, found = true, true
+				line = "ledgerWitness:"
+			case in && strings.HasPrefix(line, "#   "):
+				line = line[2:]
+			default:
+				in = false
+			}
+			out = append(out, line)
+		}
+		if !found {
+			t.Fatalf("config.yaml has no commented ledgerWitness block to uncomment:\n%s", raw)
+		}
+		if err := unstructured.SetNestedField(o.Object, strings.Join(out, "\n"), "data", "config.yaml"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return objs
+}
+
+// TestInstallLedgerWitnessRBAC renders both installs with the ledger witness off (the
+// defaults) and on, and checks each mode's config, key mount and RBAC: off, no role reaches
+// ConfigMaps and nothing is mounted; on, the Role <name>:ledger-witness grants exactly get and
+// update on the ConfigMap of accepted checkpoints (by name, following
+// ledgerWitness.configMapName in the chart) and create on configmaps, and config.yaml's
+// publicKeyFiles are the files of the mounted ConfigMap (in the kustomize base, once the
+// operator uncomments config.yaml's block as the component says). Then it applies the chart's
+// Role, bound to a user, to the API server and asks its authorizer what it allows.
+func TestInstallLedgerWitnessRBAC(t *testing.T) {
+	t.Run("kustomize", func(t *testing.T) {
+		base := renderKustomize(t, true)
+		checkWitnessRBAC(t, base, shippedReleaseName, shippedNamespace, placeholderWitnessConfigMap, false)
+		checkWitnessConfig(t, base, placeholderWitnessConfigMap, placeholderWitnessKeys, nil, false)
+
+		with := enableWitnessInConfig(t, renderKustomizeWith(t, podMonitorComp, ledgerWitnessComp))
+		checkWitnessRBAC(t, with, shippedReleaseName, shippedNamespace, placeholderWitnessConfigMap, true)
+		checkWitnessConfig(t, with, placeholderWitnessConfigMap, placeholderWitnessKeys, []string{placeholderWitnessKey}, true)
+	})
+	t.Run("helm-off", func(t *testing.T) {
+		objs := renderHelm(t, shippedReleaseName, shippedNamespace)
+		checkWitnessRBAC(t, objs, shippedReleaseName, shippedNamespace, placeholderWitnessConfigMap, false)
+		checkWitnessConfig(t, objs, placeholderWitnessConfigMap, placeholderWitnessKeys, nil, false)
+	})
+	t.Run("helm-defaults", func(t *testing.T) {
+		objs := renderHelm(t, shippedReleaseName, shippedNamespace, "ledgerWitness.enabled=true")
+		checkWitnessRBAC(t, objs, shippedReleaseName, shippedNamespace, placeholderWitnessConfigMap, true)
+		checkWitnessConfig(t, objs, placeholderWitnessConfigMap, placeholderWitnessKeys, []string{placeholderWitnessKey}, true)
+	})
+	t.Run("helm-named", func(t *testing.T) {
+		release, namespace := "witness-rbac", "signet-witness-rbac"
+		fullname := release + "-signet-watcher"
+		const configMap, keysCM = "it-accepted", "it-keys"
+		keys := []string{"server-1.pub", "server-2.pub"}
+		objs := renderHelm(t, release, namespace, "ledgerWitness.enabled=true",
+			"ledgerWitness.configMapName="+mustJSON(t, configMap),
+			"ledgerWitness.publicKeys="+mustJSON(t, map[string]any{"configMapName": keysCM, "keys": keys}),
+			`ledgerWitness.origins=["signet-ledger/0123456789abcdef"]`, `ledgerWitness.period="2s"`, "ledgerWitness.signOnAlarm=true")
+		checkWitnessRBAC(t, objs, fullname, namespace, configMap, true)
+		checkWitnessConfig(t, objs, configMap, keysCM, keys, true)
+		if t.Failed() {
+			return
+		}
+		checkWitnessRBACAuthorizes(t, objs, namespace, configMap, &controlplane.User{Name: "signet-" + release})
+	})
+}
+
+// checkWitnessRBACAuthorizes applies objs' witness Role and RoleBinding, bound to u, in
+// namespace, and asks the API server's authorizer: get and update on configMap and create on
+// configmaps are allowed there; any other ConfigMap, list, watch, patch and delete, Secrets,
+// and the same ConfigMap in another namespace are not.
+func checkWitnessRBACAuthorizes(t *testing.T, objs []*unstructured.Unstructured, namespace, configMap string, u *controlplane.User) {
+	t.Helper()
+	createNamespace(t, namespace)
+	var apply []*unstructured.Unstructured
+	for _, o := range objs {
+		if !strings.HasSuffix(o.GetName(), ":ledger-witness") {
+			continue
+		}
+		switch o.GetKind() {
+		case "Role":
+		case "RoleBinding":
+			o = o.DeepCopy()
+			if err := unstructured.SetNestedSlice(o.Object, []any{map[string]any{"apiGroup": rbacv1.GroupName, "kind": rbacv1.UserKind, "name": u.Name}}, "subjects"); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			continue
+		}
+		apply = append(apply, o)
+	}
+	if len(apply) != 2 {
+		t.Fatalf("the witness's Role and RoleBinding: found %d objects", len(apply))
+	}
+	if w := applyObjects(t, apply); len(w) > 0 {
+		t.Errorf("the API server warned: %s", strings.Join(w, "; "))
+	}
+	cm := func(verb, name string) authorizationv1.ResourceAttributes {
+		return authorizationv1.ResourceAttributes{Verb: verb, Resource: "configmaps", Namespace: namespace, Name: name}
+	}
+	mustAllow := []authorizationv1.ResourceAttributes{cm("get", configMap), cm("update", configMap), cm("create", "")}
+	mustDeny := []authorizationv1.ResourceAttributes{
+		cm("get", "another"), cm("update", "another"), cm("get", placeholderWitnessConfigMap),
+		cm("list", ""), cm("watch", ""), cm("patch", configMap), cm("delete", configMap), cm("deletecollection", ""),
+		{Verb: "get", Resource: "configmaps", Namespace: "kube-system", Name: configMap},
+		{Verb: "create", Resource: "configmaps", Namespace: "kube-system"},
+		{Verb: "get", Resource: "secrets", Namespace: namespace, Name: configMap},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, admin := cluster.Admin()
+	for _, attrs := range mustAllow {
+		if !allowed(ctx, t, admin, u, attrs) {
+			t.Errorf("the rendered witness Role does not allow %+v", attrs)
+		}
+	}
+	for _, attrs := range mustDeny {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: u.Name, Groups: []string{"system:authenticated"}, ResourceAttributes: &attrs,
+		}}
+		got, err := admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Allowed {
+			t.Errorf("the rendered witness Role allows %+v (%s)", attrs, got.Status.Reason)
+		}
+	}
 }

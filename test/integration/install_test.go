@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -140,6 +141,61 @@ func volume(t *testing.T, d *appsv1.Deployment, name string) corev1.Volume {
 	return corev1.Volume{}
 }
 
+// mountVolume writes what the kubelet would mount for m, a directory mount under /etc/signet
+// of the Secret or ConfigMap v (all its keys, or its items), from the API server into the
+// folder etc that stands for /etc/signet. A missing object fails the test, as the pod would
+// stay in ContainerCreating.
+func (in *installed) mountVolume(t *testing.T, v corev1.Volume, m corev1.VolumeMount, etc string) {
+	t.Helper()
+	ctx := context.Background()
+	_, admin := cluster.Admin()
+	rel, ok := strings.CutPrefix(m.MountPath, "/etc/signet/")
+	if !ok || m.SubPath != "" || !m.ReadOnly {
+		t.Fatalf("%s: volume mount %+v: the test mounts read-only directories under /etc/signet only", in.method, m)
+	}
+	data := map[string][]byte{}
+	var items []corev1.KeyToPath
+	switch {
+	case v.Secret != nil:
+		secret, err := admin.CoreV1().Secrets(in.namespace).Get(ctx, v.Secret.SecretName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("%s: volume %s: %v", in.method, v.Name, err)
+		}
+		data, items = secret.Data, v.Secret.Items
+	case v.ConfigMap != nil:
+		cm, err := admin.CoreV1().ConfigMaps(in.namespace).Get(ctx, v.ConfigMap.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("%s: volume %s: %v", in.method, v.Name, err)
+		}
+		for k, s := range cm.Data {
+			data[k] = []byte(s)
+		}
+		maps.Copy(data, cm.BinaryData)
+		items = v.ConfigMap.Items
+	default:
+		t.Fatalf("%s: volume %s: a source the test cannot provide: %+v", in.method, v.Name, v.VolumeSource)
+	}
+	if items == nil {
+		for k := range data {
+			items = append(items, corev1.KeyToPath{Key: k, Path: k})
+		}
+	}
+	dir := filepath.Join(etc, rel)
+	for _, item := range items {
+		value, ok := data[item.Key]
+		if !ok {
+			t.Fatalf("%s: volume %s has no key %q", in.method, v.Name, item.Key)
+		}
+		path := filepath.Join(dir, item.Path)
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, value, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func secretVolume(t *testing.T, d *appsv1.Deployment) string {
 	return volume(t, d, "tls").Secret.SecretName
 }
@@ -175,19 +231,26 @@ func (in *installed) checkPodSecurity(t *testing.T) {
 }
 
 // runPod runs the watcher binary as the Deployment's pod named pod would run: its arguments
-// and environment, config.yaml and the TLS files read back from the ConfigMap and Secret on
-// the API server into a folder that stands for the pod's /etc/signet, and the API server
-// reached with a token of the Deployment's ServiceAccount (what the kubelet mounts). Two
-// things differ from a pod, as a process on the test host must: the paths under /etc/signet
-// point into that folder, and metricsAddress (":9465" in the pod's own network namespace)
-// takes a free loopback port.
+// and environment, config.yaml and every other volume the container mounts under /etc/signet
+// (the TLS Secret, the ledger witness's keys) read back from the ConfigMaps and Secrets on the
+// API server into a folder that stands for the pod's /etc/signet, and the API server reached
+// with a token of the Deployment's ServiceAccount (what the kubelet mounts). Two things differ
+// from a pod, as a process on the test host must: the paths under /etc/signet point into that
+// folder, and metricsAddress (":9465" in the pod's own network namespace) takes a free
+// loopback port.
 func (in *installed) runPod(t *testing.T, bin, pod string) *exec.Cmd {
+	t.Helper()
+	return in.runPodAt(t, bin, pod, "127.0.0.1:0")
+}
+
+// runPodAt is runPod with metricsAddress set to metrics, for a test that scrapes it.
+func (in *installed) runPodAt(t *testing.T, bin, pod, metrics string) *exec.Cmd {
 	t.Helper()
 	ctx := context.Background()
 	_, admin := cluster.Admin()
 	root := t.TempDir()
 	etc := filepath.Join(root, "etc", "signet")
-	if err := os.MkdirAll(filepath.Join(etc, "tls"), 0o700); err != nil {
+	if err := os.MkdirAll(etc, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	podSpec := in.deployment.Spec.Template.Spec
@@ -201,7 +264,7 @@ func (in *installed) runPod(t *testing.T, bin, pod string) *exec.Cmd {
 	if err := yaml.Unmarshal([]byte(cm.Data["config.yaml"]), &config); err != nil {
 		t.Fatal(err)
 	}
-	config["metricsAddress"] = "127.0.0.1:0"
+	config["metricsAddress"] = metrics
 	data, err := yaml.Marshal(config)
 	if err != nil {
 		t.Fatal(err)
@@ -210,14 +273,11 @@ func (in *installed) runPod(t *testing.T, bin, pod string) *exec.Cmd {
 	if err := os.WriteFile(filepath.Join(etc, "config.yaml"), data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	secret, err := admin.CoreV1().Secrets(in.namespace).Get(ctx, secretVolume(t, in.deployment), metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range secret.Data {
-		if err := os.WriteFile(filepath.Join(etc, "tls", k), v, 0o600); err != nil {
-			t.Fatal(err)
+	for _, m := range c.VolumeMounts {
+		if m.Name == "config" {
+			continue
 		}
+		in.mountVolume(t, volume(t, in.deployment, m.Name), m, etc)
 	}
 
 	tok, err := admin.CoreV1().ServiceAccounts(in.namespace).CreateToken(ctx, podSpec.ServiceAccountName,

@@ -40,6 +40,14 @@ The port of server.address (host:port, or [v6]:port).
 {{- end -}}
 
 {{/*
+Where the ledger witness's public keys (the ConfigMap ledgerWitness.publicKeys.configMapName)
+are mounted, as components/ledger-witness mounts them.
+*/}}
+{{- define "signet-watcher.ledgerWitnessKeysDir" -}}
+/etc/signet/ledger-witness
+{{- end -}}
+
+{{/*
 config.yaml, the watcher's configuration. Settings left at the watcher's defaults are left
 out, as in the kustomize base's config.yaml.
 */}}
@@ -74,6 +82,26 @@ tpmApprover:
 {{- with .Values.nodeAddresses.signerNames }}
 nodeAddresses:
   signerNames: {{ toJson . }}
+{{- end }}
+{{- with .Values.ledgerWitness }}
+{{- if .enabled }}
+ledgerWitness:
+  {{- $files := list }}
+  {{- range .publicKeys.keys }}
+  {{- $files = append $files (printf "%s/%s" (include "signet-watcher.ledgerWitnessKeysDir" $) .) }}
+  {{- end }}
+  publicKeyFiles: {{ toJson $files }}
+  {{- with .origins }}
+  origins: {{ toJson . }}
+  {{- end }}
+  {{- with .period }}
+  period: {{ . }}
+  {{- end }}
+  configMapName: {{ .configMapName }}
+  {{- if .signOnAlarm }}
+  signOnAlarm: true
+  {{- end }}
+{{- end }}
 {{- end }}
 metricsAddress: ":9465"
 leaderElection:
