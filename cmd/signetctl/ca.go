@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/signet-pki/signet/internal/cacert"
+	"github.com/signet-pki/signet/internal/duration"
 	"github.com/signet-pki/signet/keystore"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 )
@@ -78,9 +79,9 @@ func (f *caFlags) write(cmd *cobra.Command, data []byte) error {
 
 // caInitCommand is "signetctl ca init".
 func caInitCommand() *cobra.Command {
-	var lifetime time.Duration
+	lifetime := 3650 * duration.Day // ten years, as kubeadm's CAs and pki init's
 	cmd := &cobra.Command{
-		Use:   "init --key URI --subject DN [--lifetime 87600h] [--out ca.crt]",
+		Use:   "init --key URI --subject DN [--lifetime 3650d] [--out ca.crt]",
 		Short: "Make a self-signed root CA certificate with a key (HSM, TPM or file)",
 		Long: `Makes a self-signed root CA certificate (CA:TRUE, path length 0, certificate and CRL signing)
 whose key is URI, signed inside the device, and prints it in PEM (or writes it to --out). Put
@@ -91,7 +92,7 @@ the certificate in the signer's certificate (and the URI in its key) in the serv
 		Args:    cobra.NoArgs,
 	}
 	f := addCAFlags(cmd)
-	cmd.Flags().DurationVar(&lifetime, "lifetime", 10*365*24*time.Hour, "how long the root is valid")
+	cmd.Flags().Var(duration.Var(&lifetime), "lifetime", "how long the root is valid: days (3650d) or a Go duration (87600h)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		key, opts, err := f.open(cmd)
 		if err != nil {

@@ -132,13 +132,9 @@ func TestCALifecycleOnSwtpm(t *testing.T) {
 	caLifecycle(t, tpm.URI("handle=0x81000123"), tpm.URI(""), "")
 }
 
-// TestKeysCreateRefusesFiles: keys are made inside devices only.
-func TestKeysCreateRefusesFiles(t *testing.T) {
-	code, _, errOut := runCmd("keys", "create", "--uri", "file://"+filepath.Join(t.TempDir(), "ca.key"))
-	if code != 1 || !strings.Contains(errOut, "only inside an HSM") {
-		t.Errorf("exit %d, stderr %q", code, errOut)
-	}
-	code, _, errOut = runCmd("ca", "init", "--key", "x", "--subject", "O=no common name")
+// TestCAInitNeedsCommonName: a subject without CN is a usage error.
+func TestCAInitNeedsCommonName(t *testing.T) {
+	code, _, errOut := runCmd("ca", "init", "--key", "x", "--subject", "O=no common name")
 	if code != 2 || !strings.Contains(errOut, "CN is required") {
 		t.Errorf("ca init without CN: exit %d, stderr %q", code, errOut)
 	}
@@ -147,7 +143,7 @@ func TestKeysCreateRefusesFiles(t *testing.T) {
 func TestCanonicalAlgorithm(t *testing.T) {
 	for in, want := range map[string]string{
 		"P-256": "P-256", "ecdsa-p256": "P-256", "prime256v1": "P-256", "ECDSA_P384": "P-384", "secp384r1": "P-384",
-		"rsa-2048": "RSA-2048", "RSA3072": "RSA-3072", "rsa4096": "RSA-4096", "ed25519": "ed25519",
+		"rsa-2048": "RSA-2048", "RSA3072": "RSA-3072", "rsa4096": "RSA-4096", "ed25519": "Ed25519", "Ed-25519": "Ed25519", "x25519": "x25519",
 	} {
 		if got := canonicalAlgorithm(in); got != want {
 			t.Errorf("canonicalAlgorithm(%q) = %q, want %q", in, got, want)

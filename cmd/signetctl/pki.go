@@ -6,13 +6,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/signet-pki/signet/internal/atomicfile"
+	"github.com/signet-pki/signet/internal/duration"
 	"github.com/signet-pki/signet/internal/tlspki"
 	"github.com/signet-pki/signet/keystore/pemfile"
 )
@@ -20,7 +20,7 @@ import (
 // pkiCommand is "signetctl pki": the TLS PKI between signet-server and signet-watcher.
 func pkiCommand() *cobra.Command {
 	return groupCommand("pki",
-		"Make the TLS certificates of the server and the watcher, and renew them (init, renew)",
+		"Make the TLS certificates of the server, the watcher and other clients, and renew them (init, issue, renew)",
 		`Makes the mutual TLS PKI between signet-server and signet-watcher in a folder, offline, and renews
 its certificates. Not the signers' CAs (those are 'signetctl keys' and 'signetctl ca').
 
@@ -32,11 +32,14 @@ for the server, whatever it is later used for (more clients, or a Signet signer 
 watcher's certificate through Signet, docs/operations.md); and each CA rotates on its own.
 
 Run it where the CA keys may live (an admin workstation, not the signing host nor the cluster):
-the server gets server.crt, server.key and clients-ca.crt; the cluster gets the Secret.`,
+the server gets server.crt, server.key and clients-ca.crt; the cluster gets the Secret. 'pki
+issue' makes further client certificates (an operator's admin.crt, a webhook client's) from the
+client CA.`,
 		`  signetctl pki init --dir ./signet-pki --server-name signet.internal.example.com \
       --watcher-identity spiffe://prod.example.com/ns/signet-system/sa/signet-watcher --secret-file watcher-secret.yaml
+  signetctl pki issue --dir ./signet-pki --client admin --admin
   signetctl pki renew --dir ./signet-pki --watcher | kubectl apply --server-side -f -`,
-		pkiInitCommand(), pkiRenewCommand())
+		pkiInitCommand(), pkiIssueCommand(), pkiRenewCommand())
 }
 
 // pkiInitLong is the help of pki init, before the exit codes.
@@ -89,8 +92,8 @@ func pkiInitCommand() *cobra.Command {
 	flags.StringSliceVar(&opts.ServerIPs, "server-ip", nil, "IP `address`es the server certificate also holds (comma-separated or repeated)")
 	flags.StringVar(&opts.WatcherIdentity, "watcher-identity", "", "the watcher's identity `URI`, exactly as the server's clients[].identity lists it")
 	flags.StringVar(&opts.Cluster, "cluster", tlspki.DefaultCluster, "the watcher's clusterName (for the summary and renewals)")
-	flags.Var(lifetimeFlag{&opts.Validity}, "validity", "lifetime of the server and client certificates: days (90d) or a Go duration (2160h)")
-	flags.Var(lifetimeFlag{&opts.CAValidity}, "ca-validity", "lifetime of the two CAs: days (3650d) or a Go duration")
+	flags.Var(duration.Var(&opts.Validity), "validity", "lifetime of the server and client certificates: days (90d) or a Go duration (2160h)")
+	flags.Var(duration.Var(&opts.CAValidity), "ca-validity", "lifetime of the two CAs: days (3650d) or a Go duration")
 	flags.StringVar(&opts.Algorithm, "algorithm", tlspki.DefaultAlgorithm, "the algorithm of every key: "+strings.Join(tlspki.Algorithms, ", "))
 	flags.StringVar(&opts.Namespace, "namespace", tlspki.DefaultNamespace, "the namespace of the watcher's Secret")
 	flags.StringVar(&opts.SecretName, "secret-name", tlspki.DefaultSecretName, "the name of the watcher's Secret")
@@ -168,7 +171,7 @@ host; the server re-reads them within its reloadInterval.
 	flags.StringVar(&dir, "dir", "", "the `folder` 'pki init' wrote")
 	flags.BoolVar(&watcher, "watcher", false, "renew the watcher's client certificate (watcher.crt, watcher.key)")
 	flags.BoolVar(&server, "server", false, "renew the server's certificate (server.crt, server.key)")
-	flags.Var(lifetimeFlag{&validity}, "validity", "lifetime of the new certificate: days (90d) or a Go duration (default: that of the certificate it replaces)")
+	flags.Var(duration.Var(&validity), "validity", "lifetime of the new certificate: days (90d) or a Go duration (default: that of the certificate it replaces)")
 	flags.StringVar(&secretFile, "secret-file", "", "with --watcher: write the Secret manifest to this `file` (mode 0600, replaced) instead of standard output")
 	pkiCompletions(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -271,40 +274,3 @@ func pkiFileError(err error) error {
 	}
 	return failure("%v", err)
 }
-
-// lifetimeFlag is a lifetime flag: whole days ("90d") or a Go duration ("2160h"), positive.
-type lifetimeFlag struct{ d *time.Duration }
-
-// String shows the lifetime as tlspki.FormatLifetime does; zero as "0" (so that help shows
-// no default).
-func (f lifetimeFlag) String() string {
-	if f.d == nil || *f.d == 0 {
-		return "0"
-	}
-	return tlspki.FormatLifetime(*f.d)
-}
-
-// Set parses days or a Go duration.
-func (f lifetimeFlag) Set(s string) error {
-	var d time.Duration
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err != nil || n > 365*1000 {
-			return fmt.Errorf("%q is not a number of days", s)
-		}
-		d = time.Duration(n) * 24 * time.Hour
-	} else {
-		var err error
-		if d, err = time.ParseDuration(s); err != nil {
-			return fmt.Errorf("%q is neither days (90d) nor a duration (2160h)", s)
-		}
-	}
-	if d <= 0 {
-		return fmt.Errorf("%q is not positive", s)
-	}
-	*f.d = d
-	return nil
-}
-
-// Type names the value in help.
-func (lifetimeFlag) Type() string { return "duration" }

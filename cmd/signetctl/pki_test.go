@@ -200,7 +200,7 @@ func TestPKIUsageErrors(t *testing.T) {
 		{init("--server-name", "bad_name"), "--server-name \"bad_name\""},
 		{init("--server-ip", "10.0.0.300"), "--server-ip \"10.0.0.300\": is not an IP address"},
 		{init("--algorithm", "DSA"), "--algorithm \"DSA\": want one of P-256"},
-		{init("--validity", "ninety"), "neither days"},
+		{init("--validity", "ninety"), `"--validity" flag: "ninety" is neither whole days`},
 		{init("--validity", "10m"), "--validity 10m: below the 1h minimum"},
 		{init("--validity", "0d"), "not positive"},
 		{init("--validity", "400d", "--ca-validity", "365d"), "--ca-validity 365d: must be longer than --validity 400d"},
@@ -212,7 +212,7 @@ func TestPKIUsageErrors(t *testing.T) {
 		{[]string{"pki", "renew", "--watcher"}, "--dir: required"},
 		{[]string{"pki", "renew", "--dir", dir, "--server", "--secret-file", "s.yaml"}, "--secret-file is for --watcher"},
 		{[]string{"pki", "renew", "--dir", dir, "--watcher", "--validity", "30m"}, "below the 1h minimum"},
-		{[]string{"pki"}, "missing command: one of init, renew"},
+		{[]string{"pki"}, "missing command: one of init, issue, renew"},
 		{[]string{"pki", "ini"}, "did you mean init?"},
 	} {
 		code, out, errOut := runCmd(tc.args...)
