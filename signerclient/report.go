@@ -30,3 +30,19 @@ func (c *Client) ReportTrustBundle(ctx context.Context, signerName, cluster, bun
 	}
 	return nil
 }
+
+// ReportTrustSource tells the server that the cluster's trust source for signerName (see
+// signetv1.TrustSource; "apiserver-client-ca": the API server's client-ca-file) holds the
+// certificates of fingerprints, the bundle hashing to bundleHash.
+func (c *Client) ReportTrustSource(ctx context.Context, signerName, cluster, source, bundleHash string, fingerprints []string) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	_, err := c.rpc.ReportTrustBundle(ctx, &signetv1.ReportTrustBundleRequest{
+		SignerName: signerName, Cluster: cluster, BundleHash: bundleHash, Source: source,
+		AnchorFingerprints: append([]string(nil), fingerprints...),
+	})
+	if err != nil {
+		return fmt.Errorf("reporting the %s of %s in cluster %s: %w", source, signerName, cluster, err)
+	}
+	return nil
+}

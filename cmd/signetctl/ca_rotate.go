@@ -27,7 +27,7 @@ signer.`
 
 // rotateCommands are the ca subcommands that call the AuthorityService.
 func rotateCommands() []*cobra.Command {
-	return []*cobra.Command{caStageCommand(), caActivateCommand(), caRetireCommand(), caStatusCommand()}
+	return []*cobra.Command{caStageCommand(), caActivateCommand(), caConfirmCommand(), caRetireCommand(), caStatusCommand()}
 }
 
 // rotateCmd holds what every rotation command shares: the connection and output flags.
@@ -108,6 +108,44 @@ func (f *forceFlags) check(cmd *cobra.Command) error {
 func addSignerFlag(cmd *cobra.Command, signer *string) {
 	cmd.Flags().StringVar(signer, "signer", "", "the signer's `name`")
 	_ = cmd.MarkFlagRequired("signer")
+}
+
+// caConfirmCommand is "signetctl ca confirm".
+func caConfirmCommand() *cobra.Command {
+	var signer, cluster, anchor, reason string
+	c := newRotateCmd(&cobra.Command{
+		Use:   "confirm --signer NAME --cluster NAME --anchor kubelet-certificate-authority --reason TEXT",
+		Short: "Confirm that a cluster trusts the staged CA where nothing publishes it (kubelet-serving); admin",
+		Long: `Records your confirmation that the cluster's relying party trusts the signer's staged CA in a
+place nothing publishes: kube-apiserver's --kubelet-certificate-authority, for
+kubernetes.io/kubelet-serving. It counts as that cluster's report for the activation gate, which
+waits for one per registered cluster; --reason (how you checked) is recorded in the ledger.
+Other signers need no confirmation: a ClusterTrustBundle, or for the kubernetes.io client
+signers the API server's own client-ca-file, is reported by the watcher.
+
+` + rotateAdminHelp + "\n\n" + exitCodesHelp,
+		Example: `  signetctl ca confirm --signer kubernetes.io/kubelet-serving --cluster prod --anchor kubelet-certificate-authority \
+    --reason "kube-apiserver restarted with the bundle on all three control-plane nodes"`,
+	})
+	addSignerFlag(c.cmd, &signer)
+	c.cmd.Flags().StringVar(&cluster, "cluster", "", "the cluster (its watcher's clusterName)")
+	c.cmd.Flags().StringVar(&anchor, "anchor", "", "where the CA is now trusted: kubelet-certificate-authority")
+	c.cmd.Flags().StringVar(&reason, "reason", "", "how you checked (`text`, recorded in the ledger)")
+	for _, f := range []string{"cluster", "anchor", "reason"} {
+		_ = c.cmd.MarkFlagRequired(f)
+	}
+	c.cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		req := &signetv1.ConfirmTrustRequest{SignerName: signer, Cluster: cluster, Anchor: anchor, Reason: reason}
+		var resp *signetv1.ConfirmTrustResponse
+		if err := c.call(func(ctx context.Context, client signetv1.AuthorityServiceClient) (err error) {
+			resp, err = client.ConfirmTrust(ctx, req)
+			return err
+		}); err != nil {
+			return err
+		}
+		return c.done(resp, resp.GetAuthority(), fmt.Sprintf("confirmed that cluster %s trusts the staged CA of %s in %s", cluster, signer, anchor))
+	}
+	return c.cmd
 }
 
 // caStageCommand is "signetctl ca stage".

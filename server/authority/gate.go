@@ -9,7 +9,10 @@ import (
 
 // Report is the last trust bundle one cluster reported for a signer.
 type Report struct {
-	Cluster    string
+	Cluster string
+	// Source is where the bundle lives (signetv1's TrustSource constants): empty for the
+	// ClusterTrustBundle.
+	Source     string
 	BundleHash string
 	Anchors    []string
 	// ReportedAt is when this bundle hash was first reported; LastSeen the latest report.
@@ -52,9 +55,21 @@ func Expected(configured, recorded []string, reports map[string]Report) []string
 	return slices.Compact(out)
 }
 
+// DescribeSource says where trust of source lives, for the gate's messages.
+func DescribeSource(source string) string {
+	switch source {
+	case "apiserver-client-ca":
+		return "the API server's client-ca-file (ConfigMap kube-system/extension-apiserver-authentication, which the watcher reports)"
+	case "kubelet-certificate-authority":
+		return "the API server's --kubelet-certificate-authority, which nothing publishes: an admin confirms it per cluster (signetctl ca confirm)"
+	}
+	return "its trust bundle (the ClusterTrustBundle the watcher publishes)"
+}
+
 // ActivationGate decides whether the staged CA of s may become active at now: every expected
-// cluster has reported a bundle holding it, and delay has passed since the last of them did.
-func ActivationGate(s Set, expected []string, reports map[string]Report, delay time.Duration, now time.Time) Gate {
+// cluster has reported a bundle holding it, from source (where the signer's trust lives:
+// reports holds that source's reports), and delay has passed since the last of them did.
+func ActivationGate(s Set, expected []string, reports map[string]Report, source string, delay time.Duration, now time.Time) Gate {
 	staged := s.InState(Staged)
 	if len(staged) == 0 {
 		return Gate{Blocking: []string{"no CA is staged"}}
@@ -62,7 +77,7 @@ func ActivationGate(s Set, expected []string, reports map[string]Report, delay t
 	fp := staged[0].Fingerprint
 	var g Gate
 	if len(expected) == 0 {
-		g.Blocking = append(g.Blocking, "no cluster is registered for the signer and none has reported its trust bundle: "+
+		g.Blocking = append(g.Blocking, "no cluster is registered for the signer and none has reported "+DescribeSource(source)+": "+
 			"list the clusters in signers[].rotation.clusters, or run a watcher that publishes the bundle")
 	}
 	var last time.Time
@@ -70,10 +85,10 @@ func ActivationGate(s Set, expected []string, reports map[string]Report, delay t
 		r, ok := reports[c]
 		switch {
 		case !ok:
-			g.Blocking = append(g.Blocking, fmt.Sprintf("cluster %q has not reported its trust bundle", c))
+			g.Blocking = append(g.Blocking, fmt.Sprintf("cluster %q has not reported %s", c, DescribeSource(source)))
 		case !r.Holds(fp) || r.StagedAt.IsZero():
-			g.Blocking = append(g.Blocking, fmt.Sprintf("cluster %q has not published the staged CA %s yet (its bundle %s, reported %s)",
-				c, short(fp), short(r.BundleHash), r.LastSeen.UTC().Format(time.RFC3339)))
+			g.Blocking = append(g.Blocking, fmt.Sprintf("cluster %q has not published the staged CA %s in %s yet (its bundle %s, reported %s)",
+				c, short(fp), DescribeSource(source), short(r.BundleHash), r.LastSeen.UTC().Format(time.RFC3339)))
 		case r.StagedAt.After(last):
 			last = r.StagedAt
 		}

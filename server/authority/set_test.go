@@ -137,23 +137,23 @@ func TestGates(t *testing.T) {
 	if strings.Join(expected, ",") != "east,west" {
 		t.Fatalf("expected clusters %v", expected)
 	}
-	g := authority.ActivationGate(set, expected, reports, time.Minute, t0)
+	g := authority.ActivationGate(set, expected, reports, "", time.Minute, t0)
 	if g.Ready || len(g.Blocking) != 2 || !strings.Contains(g.Blocking[0], `"east" has not published`) || !strings.Contains(g.Blocking[1], `"west" has not reported`) {
 		t.Fatalf("gate %+v", g)
 	}
 	reports["east"] = authority.Report{Cluster: "east", Anchors: []string{fpA, fpB}, StagedAt: t0.Add(time.Second)}
 	reports["west"] = authority.Report{Cluster: "west", Anchors: []string{fpA, fpB}, StagedAt: t0.Add(2 * time.Second)}
-	g = authority.ActivationGate(set, expected, reports, time.Minute, t0.Add(time.Minute))
+	g = authority.ActivationGate(set, expected, reports, "", time.Minute, t0.Add(time.Minute))
 	if g.Ready || !g.NotBefore.Equal(t0.Add(time.Minute+2*time.Second)) {
 		t.Fatalf("gate before the delay %+v", g)
 	}
 	if err := g.Err("activation"); !errors.Is(err, authority.ErrRotationRefused) {
 		t.Fatalf("gate error %v", err)
 	}
-	if g := authority.ActivationGate(set, expected, reports, time.Minute, t0.Add(time.Hour)); !g.Ready {
+	if g := authority.ActivationGate(set, expected, reports, "", time.Minute, t0.Add(time.Hour)); !g.Ready {
 		t.Fatalf("gate after the delay %+v", g)
 	}
-	if g := authority.ActivationGate(set, nil, nil, 0, t0); g.Ready || !strings.Contains(g.Blocking[0], "no cluster is registered") {
+	if g := authority.ActivationGate(set, nil, nil, "", 0, t0); g.Ready || !strings.Contains(g.Blocking[0], "no cluster is registered") {
 		t.Fatalf("gate without clusters %+v", g)
 	}
 

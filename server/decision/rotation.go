@@ -17,6 +17,9 @@ import (
 type Rotation interface {
 	// Report takes a cluster's report of the trust bundle it published.
 	Report(ctx context.Context, client string, r authority.Report, signer string) error
+	// Confirm takes an admin's confirmation that a cluster trusts the staged CA where nothing
+	// publishes it.
+	Confirm(ctx context.Context, client, signer, cluster, source, reason string) error
 	// Status describes signer's CA set.
 	Status(signer string) (authority.Status, error)
 	// Stage, Activate and Retire are the rotation steps; force skips a gate, with reason.
@@ -32,6 +35,7 @@ var errAdminRequired = errors.New("admin role required")
 const (
 	maxReportAnchors = 64
 	maxClusterName   = 63
+	maxConfirmReason = 512
 )
 
 var (
@@ -76,6 +80,8 @@ func checkReport(r authority.Report) error {
 	switch {
 	case len(r.Cluster) > maxClusterName || !clusterName.MatchString(r.Cluster):
 		return fmt.Errorf("%w: cluster %.80q is not a DNS-1123 label of at most %d characters", issuance.ErrMalformedRequest, r.Cluster, maxClusterName)
+	case r.Source != "" && r.Source != "apiserver-client-ca":
+		return fmt.Errorf("%w: source %.80q is not a trust source a watcher reports (empty or apiserver-client-ca)", issuance.ErrMalformedRequest, r.Source)
 	case !hexDigest.MatchString(r.BundleHash):
 		return fmt.Errorf("%w: bundle_hash %.80q is not a lower-case hex SHA-256", issuance.ErrMalformedRequest, r.BundleHash)
 	case len(r.Anchors) == 0 || len(r.Anchors) > maxReportAnchors:
@@ -144,6 +150,23 @@ func (c *Core) StageCA(ctx context.Context, identity, signer string, spec func()
 func (c *Core) ActivateCA(ctx context.Context, identity, signer string, force bool, reason string) error {
 	return c.administer(ctx, identity, signer, "activate", func() error {
 		return c.opts.Rotation.Activate(ctx, identity, signer, force, reason)
+	})
+}
+
+// ConfirmTrust records an admin's confirmation that cluster's relying party trusts signer's
+// staged CA in source (kubelet-certificate-authority), which nothing publishes.
+func (c *Core) ConfirmTrust(ctx context.Context, identity, signer, cluster, source, reason string) error {
+	return c.administer(ctx, identity, signer, "confirm", func() error {
+		switch {
+		case len(cluster) > maxClusterName || !clusterName.MatchString(cluster):
+			return fmt.Errorf("%w: cluster %.80q is not a DNS-1123 label of at most %d characters", issuance.ErrMalformedRequest, cluster, maxClusterName)
+		case reason == "" || len(reason) > maxConfirmReason:
+			return fmt.Errorf("%w: reason is required: up to %d characters saying how the anchor was checked", issuance.ErrMalformedRequest, maxConfirmReason)
+		}
+		if err := printable("reason", reason); err != nil {
+			return err
+		}
+		return c.opts.Rotation.Confirm(ctx, identity, signer, cluster, source, reason)
 	})
 }
 

@@ -91,6 +91,10 @@ type Record struct {
 	BundleHash string `json:"bundleHash,omitempty"`
 	// Anchors are the hex SHA-256 fingerprints of the certificates of that bundle.
 	Anchors []string `json:"anchors,omitempty"`
+	// Source is where a Published record's bundle lives: empty for the ClusterTrustBundle,
+	// "apiserver-client-ca" (the API server's client-ca-file, as the watcher read it) or
+	// "kubelet-certificate-authority" (an admin's confirmation, signetctl ca confirm).
+	Source string `json:"source,omitempty"`
 	// Authority is a signer's CA set after the change a Rotated record records.
 	Authority *Authority `json:"authority,omitempty"`
 	// Node is the node name of a Bound record.

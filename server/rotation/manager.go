@@ -21,6 +21,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/authority"
 	"github.com/signet-pki/signet/server/ledger"
 )
@@ -70,6 +71,9 @@ type signerState struct {
 	recorded bool
 	set      authority.Set
 	reports  map[string]authority.Report
+	// trust are the reports of the signer's own trust source, when it is not the
+	// ClusterTrustBundle (signetv1.TrustSource): what its activation gate counts.
+	trust map[string]authority.Report
 	// leaves is, per CA fingerprint, the latest NotAfter of a leaf it signed; legacy the
 	// latest of leaves recorded before records named their CA.
 	leaves map[string]time.Time
@@ -118,7 +122,7 @@ func (m *Manager) Exclusive() func() {
 func (m *Manager) state(signer string) *signerState {
 	s, ok := m.signers[signer]
 	if !ok {
-		s = &signerState{reports: map[string]authority.Report{}, leaves: map[string]time.Time{}}
+		s = &signerState{reports: map[string]authority.Report{}, trust: map[string]authority.Report{}, leaves: map[string]time.Time{}}
 		m.signers[signer] = s
 	}
 	return s
@@ -140,7 +144,7 @@ func (m *Manager) Replay(r ledger.Record) error {
 		s.adopt(set)
 	case ledger.Published:
 		s := m.state(r.Signer)
-		s.report(authority.Report{Cluster: r.Cluster, BundleHash: r.BundleHash, Anchors: r.Anchors}, r.Time)
+		s.report(authority.Report{Cluster: r.Cluster, Source: r.Source, BundleHash: r.BundleHash, Anchors: r.Anchors}, r.Time)
 	}
 	return nil
 }
@@ -174,19 +178,30 @@ func (s *signerState) adopt(set authority.Set) {
 	if after == before {
 		return
 	}
-	for c, r := range s.reports {
-		r.StagedAt = time.Time{}
-		if after != "" && r.Holds(after) {
-			r.StagedAt = r.LastSeen
+	for _, reports := range []map[string]authority.Report{s.reports, s.trust} {
+		for c, r := range reports {
+			r.StagedAt = time.Time{}
+			if after != "" && r.Holds(after) {
+				r.StagedAt = r.LastSeen
+			}
+			reports[c] = r
 		}
-		s.reports[c] = r
 	}
+}
+
+// reportsOf are the reports of source: the ClusterTrustBundle's, or the trust source's.
+func (s *signerState) reportsOf(source string) map[string]authority.Report {
+	if source == signetv1.TrustSourceBundle {
+		return s.reports
+	}
+	return s.trust
 }
 
 // report records a cluster's report at now: when its bundle hash was first reported, and when
 // it first held the staged CA.
 func (s *signerState) report(r authority.Report, now time.Time) {
-	prev, seen := s.reports[r.Cluster]
+	reports := s.reportsOf(r.Source)
+	prev, seen := reports[r.Cluster]
 	r.ReportedAt, r.LastSeen = now, now
 	if seen && prev.BundleHash == r.BundleHash {
 		r.ReportedAt = prev.ReportedAt
@@ -197,7 +212,7 @@ func (s *signerState) report(r authority.Report, now time.Time) {
 			r.StagedAt = prev.StagedAt
 		}
 	}
-	s.reports[r.Cluster] = r
+	reports[r.Cluster] = r
 }
 
 // stagedFP is the fingerprint of the staged CA of set, or "".
@@ -274,10 +289,43 @@ func (m *Manager) record(ctx context.Context, signer, by string, set authority.S
 	return nil
 }
 
-// Report takes a cluster's report of the bundle it published for signer. While a CA is
-// staged, a bundle the cluster had not reported before is recorded (the proof that
-// activation waits for). A cluster the signer's configuration does not list is refused.
+// Report takes a cluster's report of the bundle it published for signer: its
+// ClusterTrustBundle (no source), or, for a signer whose trust lives in the API server's
+// client-ca-file, that file as the watcher read it. While a CA is staged, a bundle the cluster
+// had not reported before is recorded (the proof that activation waits for). A cluster the
+// signer's configuration does not list is refused, and so is a source the signer's trust does
+// not live in.
 func (m *Manager) Report(ctx context.Context, client string, r authority.Report, signer string) error {
+	if r.Source != signetv1.TrustSourceBundle && (r.Source != signetv1.TrustSource(signer) || r.Source != signetv1.TrustSourceAPIServerClientCA) {
+		return fmt.Errorf("%w: the trust of signer %s does not live in %q; it lives in %s", authority.ErrRotationRefused, signer, r.Source,
+			authority.DescribeSource(signetv1.TrustSource(signer)))
+	}
+	return m.takeReport(ctx, client, r, signer, "the cluster published a bundle holding the staged CA")
+}
+
+// Confirm records an admin's confirmation that cluster's relying party trusts signer's staged
+// CA where nothing publishes it (signetv1.TrustSourceKubeletCA: kube-apiserver's
+// --kubelet-certificate-authority): it counts as that cluster's report of the staged CA.
+func (m *Manager) Confirm(ctx context.Context, client, signer, cluster, source, reason string) error {
+	switch {
+	case source != signetv1.TrustSourceKubeletCA || signetv1.TrustSource(signer) != source:
+		return fmt.Errorf("%w: there is nothing to confirm for signer %s in %q: its trust lives in %s", authority.ErrRotationRefused, signer, source,
+			authority.DescribeSource(signetv1.TrustSource(signer)))
+	case cluster == "" || reason == "":
+		return fmt.Errorf("%w: a confirmation names the cluster and says how it was checked (reason)", authority.ErrRotationRefused)
+	}
+	m.mu.Lock()
+	fp := stagedFP(m.state(signer).set)
+	m.mu.Unlock()
+	if fp == "" {
+		return fmt.Errorf("%w: signer %s has no staged CA to confirm", authority.ErrRotationRefused, signer)
+	}
+	r := authority.Report{Cluster: cluster, Source: source, BundleHash: "confirmed:" + fp, Anchors: []string{fp}}
+	return m.takeReport(ctx, client, r, signer, fmt.Sprintf("%s confirmed that the cluster's %s holds the staged CA: %s", client, source, reason))
+}
+
+// takeReport records (when it is news while a CA is staged) and counts one report.
+func (m *Manager) takeReport(ctx context.Context, client string, r authority.Report, signer, message string) error {
 	m.mu.Lock()
 	s := m.state(signer)
 	if len(s.cfg.Clusters) > 0 && !slices.Contains(s.cfg.Clusters, r.Cluster) {
@@ -286,7 +334,7 @@ func (m *Manager) Report(ctx context.Context, client string, r authority.Report,
 			authority.ErrRotationRefused, r.Cluster, signer, s.cfg.Clusters)
 	}
 	now := m.opts.Clock.Now()
-	prev, seen := s.reports[r.Cluster]
+	prev, seen := s.reportsOf(r.Source)[r.Cluster]
 	news := stagedFP(s.set) != "" && (!seen || prev.BundleHash != r.BundleHash)
 	m.mu.Unlock()
 	if news {
@@ -295,17 +343,20 @@ func (m *Manager) Report(ctx context.Context, client string, r authority.Report,
 		}
 		// Recorded before it counts, so the proof survives a restart.
 		if _, err := m.opts.Ledger.Append(ctx, ledger.Record{
-			Decision: ledger.Published, Signer: signer, Client: client, Cluster: r.Cluster,
-			BundleHash: r.BundleHash, Anchors: r.Anchors, Message: "the cluster published a bundle holding the staged CA",
+			Decision: ledger.Published, Signer: signer, Client: client, Cluster: r.Cluster, Source: r.Source,
+			BundleHash: r.BundleHash, Anchors: r.Anchors, Message: message,
 		}); err != nil {
 			return fmt.Errorf("recording the trust bundle report of cluster %s: %w", r.Cluster, err)
 		}
-		m.opts.Log.Info("cluster published a new trust bundle while a CA is staged", "signer", signer, "cluster", r.Cluster, "bundle_hash", r.BundleHash)
+		m.opts.Log.Info("cluster published a new trust bundle while a CA is staged", "signer", signer, "cluster", r.Cluster,
+			"source", r.Source, "bundle_hash", r.BundleHash)
 	}
 	m.mu.Lock()
 	s.report(r, now)
 	m.mu.Unlock()
-	m.opts.Metrics.ObserveReport(signer, r.Cluster, r.BundleHash, now)
+	if r.Source == signetv1.TrustSourceBundle {
+		m.opts.Metrics.ObserveReport(signer, r.Cluster, r.BundleHash, now)
+	}
 	return nil
 }
 

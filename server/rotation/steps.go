@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/signet-pki/signet/keystore"
+	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/authority"
 )
 
@@ -30,9 +31,11 @@ func (m *Manager) Status(signer string) (authority.Status, error) {
 
 // status builds the Status; m.mu must be held.
 func (s *signerState) status(signer string, now time.Time) authority.Status {
-	expected := authority.Expected(s.cfg.Clusters, s.set.Clusters, s.reports)
+	source := signetv1.TrustSource(signer)
+	gated := s.reportsOf(source)
+	expected := authority.Expected(s.cfg.Clusters, s.set.Clusters, gated)
 	st := authority.Status{Signer: signer, Delay: s.cfg.MinPropagationDelay,
-		Activation: authority.ActivationGate(s.set, expected, s.reports, s.cfg.MinPropagationDelay, now)}
+		Activation: authority.ActivationGate(s.set, expected, gated, source, s.cfg.MinPropagationDelay, now)}
 	for _, state := range []authority.State{authority.Active, authority.Staged, authority.Retired, authority.Removed} {
 		for _, e := range s.set.InState(state) {
 			cs := authority.CAStatus{Entry: e, LastLeaf: s.lastLeaf(e)}
@@ -42,14 +45,21 @@ func (s *signerState) status(signer string, now time.Time) authority.Status {
 			st.CAs = append(st.CAs, cs)
 		}
 	}
-	names := slices.Concat(expected, slices.Collect(maps.Keys(s.reports)))
+	names := slices.Concat(expected, slices.Collect(maps.Keys(s.reports)), slices.Collect(maps.Keys(s.trust)))
 	slices.Sort(names)
 	for _, c := range slices.Compact(names) {
-		r, ok := s.reports[c]
-		if !ok {
-			r = authority.Report{Cluster: c}
+		// Each cluster's report of the signer's own source first, then its trust bundle's.
+		sources := []string{source}
+		if source != signetv1.TrustSourceBundle {
+			sources = append(sources, signetv1.TrustSourceBundle)
 		}
-		st.Clusters = append(st.Clusters, authority.ClusterStatus{Report: r, Registered: slices.Contains(expected, c)})
+		for _, src := range sources {
+			r, ok := s.reportsOf(src)[c]
+			if !ok {
+				r = authority.Report{Cluster: c, Source: src}
+			}
+			st.Clusters = append(st.Clusters, authority.ClusterStatus{Report: r, Registered: slices.Contains(expected, c)})
+		}
 	}
 	return st
 }

@@ -20,7 +20,7 @@ import (
 
 // ReportTrustBundle takes a watcher's report of the bundle it published.
 func (s *Service) ReportTrustBundle(ctx context.Context, req *signetv1.ReportTrustBundleRequest) (*signetv1.ReportTrustBundleResponse, error) {
-	r := authority.Report{Cluster: req.GetCluster(), BundleHash: req.GetBundleHash(), Anchors: req.GetAnchorFingerprints()}
+	r := authority.Report{Cluster: req.GetCluster(), BundleHash: req.GetBundleHash(), Anchors: req.GetAnchorFingerprints(), Source: req.GetSource()}
 	if err := s.core.ReportTrustBundle(ctx, ClientIdentity(ctx), req.GetSignerName(), r); err != nil {
 		return nil, toStatus(err)
 	}
@@ -143,7 +143,7 @@ func signerAuthority(st authority.Status) *signetv1.SignerAuthority {
 	for _, cl := range st.Clusters {
 		out.Clusters = append(out.Clusters, &signetv1.ClusterReport{
 			Cluster: cl.Cluster, Registered: cl.Registered, BundleHash: cl.BundleHash, AnchorFingerprints: cl.Anchors,
-			ReportedAt: stamp(cl.ReportedAt), LastSeen: stamp(cl.LastSeen), StagedPublishedAt: stamp(cl.StagedAt),
+			ReportedAt: stamp(cl.ReportedAt), LastSeen: stamp(cl.LastSeen), StagedPublishedAt: stamp(cl.StagedAt), Source: cl.Source,
 		})
 	}
 	return out
@@ -196,4 +196,18 @@ func stamp(t time.Time) *timestamppb.Timestamp {
 		return nil
 	}
 	return timestamppb.New(t)
+}
+
+// ConfirmTrust records an admin's confirmation that a cluster trusts a signer's staged CA
+// where nothing publishes it (decision.Core.ConfirmTrust).
+func (a *AuthorityService) ConfirmTrust(ctx context.Context, req *signetv1.ConfirmTrustRequest) (*signetv1.ConfirmTrustResponse, error) {
+	id := ClientIdentity(ctx)
+	if err := a.core.ConfirmTrust(ctx, id, req.GetSignerName(), req.GetCluster(), req.GetAnchor(), req.GetReason()); err != nil {
+		return nil, toStatus(err)
+	}
+	st, err := a.core.AuthorityStatus(id, req.GetSignerName())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &signetv1.ConfirmTrustResponse{Authority: signerAuthority(st)}, nil
 }

@@ -124,6 +124,8 @@ type Publisher struct {
 	// success. reports is what the reports remember. Only Run's goroutine uses either.
 	failing map[string]string
 	reports reportState
+	// clientCA reads the API server's client CAs for the signers whose trust lives there.
+	clientCA *clientCA
 }
 
 // New returns a Publisher of opts.SignerNames' anchors, read from anchors, into kube's
@@ -145,7 +147,7 @@ func New(kube kubeclient.Interface, anchors Anchors, opts Options) (*Publisher, 
 	p := &Publisher{bundles: b, anchors: anchors, version: opts.Version, period: opts.Period,
 		signers: append([]string(nil), opts.SignerNames...), clock: opts.Clock, recorder: opts.Recorder,
 		metrics: opts.Metrics, reporter: opts.Reporter, cluster: opts.ClusterName, failing: map[string]string{},
-		reports: reportState{failing: map[string]string{}}}
+		reports: reportState{failing: map[string]string{}}, clientCA: &clientCA{kube: kube}}
 	if p.clock == nil {
 		p.clock = clock.RealClock{}
 	}
@@ -247,6 +249,7 @@ func (p *Publisher) publishAndReport(ctx context.Context, signer string) {
 		logger.V(4).Info("The trust bundle is up to date", "anchors", o.anchors)
 	}
 	p.report(syncCtx, ctx, logger, signer, o.bundle, hash, fingerprints)
+	p.reportClientCA(syncCtx, logger, signer)
 }
 
 // errNotOwned is the error of a bundle of the publisher's name that it did not create.

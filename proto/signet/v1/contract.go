@@ -167,3 +167,28 @@ func BundleHash(bundle string) string {
 	sum := sha256.Sum256([]byte(bundle))
 	return hex.EncodeToString(sum[:])
 }
+
+// Where a signer's trust lives in a cluster, for the rotation gate: which publication of a
+// staged CA proves that the cluster's relying parties trust it. A ClusterTrustBundle
+// (TrustSourceBundle) for every signer but the kubernetes.io ones whose relying party is the
+// API server itself: the client signers' certificates are trusted through kube-apiserver's
+// --client-ca-file, which the API server publishes as client-ca-file in the ConfigMap
+// kube-system/extension-apiserver-authentication (TrustSourceAPIServerClientCA, reported by
+// the watcher); kubelet-serving's through --kubelet-certificate-authority, which nothing
+// publishes (TrustSourceKubeletCA, confirmed by an admin).
+const (
+	TrustSourceBundle            = ""
+	TrustSourceAPIServerClientCA = "apiserver-client-ca"
+	TrustSourceKubeletCA         = "kubelet-certificate-authority"
+)
+
+// TrustSource returns where the trust of signerName lives (the TrustSource constants).
+func TrustSource(signerName string) string {
+	switch signerName {
+	case "kubernetes.io/kube-apiserver-client", "kubernetes.io/kube-apiserver-client-kubelet":
+		return TrustSourceAPIServerClientCA
+	case "kubernetes.io/kubelet-serving":
+		return TrustSourceKubeletCA
+	}
+	return TrustSourceBundle
+}

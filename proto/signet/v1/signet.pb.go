@@ -1385,8 +1385,13 @@ type ReportTrustBundleRequest struct {
 	// anchor_fingerprints are the lower-case hex SHA-256 of the DER of each certificate in the
 	// published bundle.
 	AnchorFingerprints []string `protobuf:"bytes,4,rep,name=anchor_fingerprints,json=anchorFingerprints,proto3" json:"anchor_fingerprints,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// source is where the reported bundle lives: empty for the signer's ClusterTrustBundle,
+	// "apiserver-client-ca" for the client-ca-file of the ConfigMap
+	// kube-system/extension-apiserver-authentication (what kube-apiserver trusts for client
+	// certificates). For the kubernetes.io client signers, activation waits for that source.
+	Source        string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReportTrustBundleRequest) Reset() {
@@ -1445,6 +1450,13 @@ func (x *ReportTrustBundleRequest) GetAnchorFingerprints() []string {
 		return x.AnchorFingerprints
 	}
 	return nil
+}
+
+func (x *ReportTrustBundleRequest) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
 }
 
 // ReportTrustBundleResponse acknowledges a report.
@@ -1783,8 +1795,12 @@ type ClusterReport struct {
 	// staged_published_at is when the cluster first reported a bundle holding the staged CA;
 	// unset when it has not (or nothing is staged).
 	StagedPublishedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=staged_published_at,json=stagedPublishedAt,proto3" json:"staged_published_at,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// source is where this report's bundle lives: empty for the ClusterTrustBundle,
+	// "apiserver-client-ca" or "kubelet-certificate-authority" (confirmed by an admin). The
+	// activation gate counts only the reports of the signer's own source.
+	Source        string `protobuf:"bytes,8,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClusterReport) Reset() {
@@ -1864,6 +1880,13 @@ func (x *ClusterReport) GetStagedPublishedAt() *timestamppb.Timestamp {
 		return x.StagedPublishedAt
 	}
 	return nil
+}
+
+func (x *ClusterReport) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
 }
 
 // Gate is whether a rotation step is possible now.
@@ -2051,6 +2074,125 @@ func (x *StageCAResponse) GetAuthority() *SignerAuthority {
 	return nil
 }
 
+// ConfirmTrustRequest is an admin's confirmation for one cluster.
+type ConfirmTrustRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// signer_name is the signer, one whose trust lives where nothing publishes it.
+	SignerName string `protobuf:"bytes,1,opt,name=signer_name,json=signerName,proto3" json:"signer_name,omitempty"`
+	// cluster is the cluster whose relying party now trusts the staged CA.
+	Cluster string `protobuf:"bytes,2,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// anchor names where: "kubelet-certificate-authority".
+	Anchor string `protobuf:"bytes,3,opt,name=anchor,proto3" json:"anchor,omitempty"`
+	// reason says how the admin checked, for the ledger record (required).
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfirmTrustRequest) Reset() {
+	*x = ConfirmTrustRequest{}
+	mi := &file_signet_v1_signet_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfirmTrustRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfirmTrustRequest) ProtoMessage() {}
+
+func (x *ConfirmTrustRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfirmTrustRequest.ProtoReflect.Descriptor instead.
+func (*ConfirmTrustRequest) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ConfirmTrustRequest) GetSignerName() string {
+	if x != nil {
+		return x.SignerName
+	}
+	return ""
+}
+
+func (x *ConfirmTrustRequest) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *ConfirmTrustRequest) GetAnchor() string {
+	if x != nil {
+		return x.Anchor
+	}
+	return ""
+}
+
+func (x *ConfirmTrustRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// ConfirmTrustResponse is the signer's CA set after the confirmation.
+type ConfirmTrustResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// authority is the signer's CA set.
+	Authority     *SignerAuthority `protobuf:"bytes,1,opt,name=authority,proto3" json:"authority,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfirmTrustResponse) Reset() {
+	*x = ConfirmTrustResponse{}
+	mi := &file_signet_v1_signet_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfirmTrustResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfirmTrustResponse) ProtoMessage() {}
+
+func (x *ConfirmTrustResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_signet_v1_signet_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfirmTrustResponse.ProtoReflect.Descriptor instead.
+func (*ConfirmTrustResponse) Descriptor() ([]byte, []int) {
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ConfirmTrustResponse) GetAuthority() *SignerAuthority {
+	if x != nil {
+		return x.Authority
+	}
+	return nil
+}
+
 // ForgetAttestationBindingRequest names the node whose endorsement key binding to clear.
 type ForgetAttestationBindingRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2066,7 +2208,7 @@ type ForgetAttestationBindingRequest struct {
 
 func (x *ForgetAttestationBindingRequest) Reset() {
 	*x = ForgetAttestationBindingRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[24]
+	mi := &file_signet_v1_signet_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2078,7 +2220,7 @@ func (x *ForgetAttestationBindingRequest) String() string {
 func (*ForgetAttestationBindingRequest) ProtoMessage() {}
 
 func (x *ForgetAttestationBindingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[24]
+	mi := &file_signet_v1_signet_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2091,7 +2233,7 @@ func (x *ForgetAttestationBindingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetAttestationBindingRequest.ProtoReflect.Descriptor instead.
 func (*ForgetAttestationBindingRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{24}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ForgetAttestationBindingRequest) GetSignerName() string {
@@ -2128,7 +2270,7 @@ type ForgetAttestationBindingResponse struct {
 
 func (x *ForgetAttestationBindingResponse) Reset() {
 	*x = ForgetAttestationBindingResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[25]
+	mi := &file_signet_v1_signet_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2140,7 +2282,7 @@ func (x *ForgetAttestationBindingResponse) String() string {
 func (*ForgetAttestationBindingResponse) ProtoMessage() {}
 
 func (x *ForgetAttestationBindingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[25]
+	mi := &file_signet_v1_signet_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2153,7 +2295,7 @@ func (x *ForgetAttestationBindingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetAttestationBindingResponse.ProtoReflect.Descriptor instead.
 func (*ForgetAttestationBindingResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{25}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ForgetAttestationBindingResponse) GetEk() string {
@@ -2185,7 +2327,7 @@ type ActivateCARequest struct {
 
 func (x *ActivateCARequest) Reset() {
 	*x = ActivateCARequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[26]
+	mi := &file_signet_v1_signet_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2197,7 +2339,7 @@ func (x *ActivateCARequest) String() string {
 func (*ActivateCARequest) ProtoMessage() {}
 
 func (x *ActivateCARequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[26]
+	mi := &file_signet_v1_signet_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2210,7 +2352,7 @@ func (x *ActivateCARequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateCARequest.ProtoReflect.Descriptor instead.
 func (*ActivateCARequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{26}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ActivateCARequest) GetSignerName() string {
@@ -2245,7 +2387,7 @@ type ActivateCAResponse struct {
 
 func (x *ActivateCAResponse) Reset() {
 	*x = ActivateCAResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[27]
+	mi := &file_signet_v1_signet_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2257,7 +2399,7 @@ func (x *ActivateCAResponse) String() string {
 func (*ActivateCAResponse) ProtoMessage() {}
 
 func (x *ActivateCAResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[27]
+	mi := &file_signet_v1_signet_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2270,7 +2412,7 @@ func (x *ActivateCAResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateCAResponse.ProtoReflect.Descriptor instead.
 func (*ActivateCAResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{27}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ActivateCAResponse) GetAuthority() *SignerAuthority {
@@ -2301,7 +2443,7 @@ type RetireCARequest struct {
 
 func (x *RetireCARequest) Reset() {
 	*x = RetireCARequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[28]
+	mi := &file_signet_v1_signet_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2313,7 +2455,7 @@ func (x *RetireCARequest) String() string {
 func (*RetireCARequest) ProtoMessage() {}
 
 func (x *RetireCARequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[28]
+	mi := &file_signet_v1_signet_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2326,7 +2468,7 @@ func (x *RetireCARequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireCARequest.ProtoReflect.Descriptor instead.
 func (*RetireCARequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{28}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RetireCARequest) GetSignerName() string {
@@ -2375,7 +2517,7 @@ type RetireCAResponse struct {
 
 func (x *RetireCAResponse) Reset() {
 	*x = RetireCAResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[29]
+	mi := &file_signet_v1_signet_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2387,7 +2529,7 @@ func (x *RetireCAResponse) String() string {
 func (*RetireCAResponse) ProtoMessage() {}
 
 func (x *RetireCAResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[29]
+	mi := &file_signet_v1_signet_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2400,7 +2542,7 @@ func (x *RetireCAResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireCAResponse.ProtoReflect.Descriptor instead.
 func (*RetireCAResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{29}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RetireCAResponse) GetAuthority() *SignerAuthority {
@@ -2419,7 +2561,7 @@ type ListSignersRequest struct {
 
 func (x *ListSignersRequest) Reset() {
 	*x = ListSignersRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[30]
+	mi := &file_signet_v1_signet_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2431,7 +2573,7 @@ func (x *ListSignersRequest) String() string {
 func (*ListSignersRequest) ProtoMessage() {}
 
 func (x *ListSignersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[30]
+	mi := &file_signet_v1_signet_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2444,7 +2586,7 @@ func (x *ListSignersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSignersRequest.ProtoReflect.Descriptor instead.
 func (*ListSignersRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{30}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{32}
 }
 
 // ListSignersResponse lists signer descriptions, sorted by signer name.
@@ -2458,7 +2600,7 @@ type ListSignersResponse struct {
 
 func (x *ListSignersResponse) Reset() {
 	*x = ListSignersResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[31]
+	mi := &file_signet_v1_signet_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2470,7 +2612,7 @@ func (x *ListSignersResponse) String() string {
 func (*ListSignersResponse) ProtoMessage() {}
 
 func (x *ListSignersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[31]
+	mi := &file_signet_v1_signet_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2483,7 +2625,7 @@ func (x *ListSignersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSignersResponse.ProtoReflect.Descriptor instead.
 func (*ListSignersResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{31}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListSignersResponse) GetSigners() []*SignerDescription {
@@ -2526,7 +2668,7 @@ type SignerDescription struct {
 
 func (x *SignerDescription) Reset() {
 	*x = SignerDescription{}
-	mi := &file_signet_v1_signet_proto_msgTypes[32]
+	mi := &file_signet_v1_signet_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2538,7 +2680,7 @@ func (x *SignerDescription) String() string {
 func (*SignerDescription) ProtoMessage() {}
 
 func (x *SignerDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[32]
+	mi := &file_signet_v1_signet_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2551,7 +2693,7 @@ func (x *SignerDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignerDescription.ProtoReflect.Descriptor instead.
 func (*SignerDescription) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{32}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SignerDescription) GetSignerName() string {
@@ -2657,7 +2799,7 @@ type LintGate struct {
 
 func (x *LintGate) Reset() {
 	*x = LintGate{}
-	mi := &file_signet_v1_signet_proto_msgTypes[33]
+	mi := &file_signet_v1_signet_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2669,7 +2811,7 @@ func (x *LintGate) String() string {
 func (*LintGate) ProtoMessage() {}
 
 func (x *LintGate) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[33]
+	mi := &file_signet_v1_signet_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2682,7 +2824,7 @@ func (x *LintGate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LintGate.ProtoReflect.Descriptor instead.
 func (*LintGate) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{33}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *LintGate) GetSources() []string {
@@ -2726,7 +2868,7 @@ type LintRule struct {
 
 func (x *LintRule) Reset() {
 	*x = LintRule{}
-	mi := &file_signet_v1_signet_proto_msgTypes[34]
+	mi := &file_signet_v1_signet_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2738,7 +2880,7 @@ func (x *LintRule) String() string {
 func (*LintRule) ProtoMessage() {}
 
 func (x *LintRule) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[34]
+	mi := &file_signet_v1_signet_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2751,7 +2893,7 @@ func (x *LintRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LintRule.ProtoReflect.Descriptor instead.
 func (*LintRule) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{34}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *LintRule) GetName() string {
@@ -2779,7 +2921,7 @@ type ExplainCertificateSigningRequestRequest struct {
 
 func (x *ExplainCertificateSigningRequestRequest) Reset() {
 	*x = ExplainCertificateSigningRequestRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[35]
+	mi := &file_signet_v1_signet_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2791,7 +2933,7 @@ func (x *ExplainCertificateSigningRequestRequest) String() string {
 func (*ExplainCertificateSigningRequestRequest) ProtoMessage() {}
 
 func (x *ExplainCertificateSigningRequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[35]
+	mi := &file_signet_v1_signet_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2804,7 +2946,7 @@ func (x *ExplainCertificateSigningRequestRequest) ProtoReflect() protoreflect.Me
 
 // Deprecated: Use ExplainCertificateSigningRequestRequest.ProtoReflect.Descriptor instead.
 func (*ExplainCertificateSigningRequestRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{35}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ExplainCertificateSigningRequestRequest) GetRequest() *SignCertificateSigningRequestRequest {
@@ -2829,7 +2971,7 @@ type RuleResult struct {
 
 func (x *RuleResult) Reset() {
 	*x = RuleResult{}
-	mi := &file_signet_v1_signet_proto_msgTypes[36]
+	mi := &file_signet_v1_signet_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2841,7 +2983,7 @@ func (x *RuleResult) String() string {
 func (*RuleResult) ProtoMessage() {}
 
 func (x *RuleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[36]
+	mi := &file_signet_v1_signet_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2854,7 +2996,7 @@ func (x *RuleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleResult.ProtoReflect.Descriptor instead.
 func (*RuleResult) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{36}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RuleResult) GetRule() string {
@@ -2897,7 +3039,7 @@ type ExplainCertificateSigningRequestResponse struct {
 
 func (x *ExplainCertificateSigningRequestResponse) Reset() {
 	*x = ExplainCertificateSigningRequestResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[37]
+	mi := &file_signet_v1_signet_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2909,7 +3051,7 @@ func (x *ExplainCertificateSigningRequestResponse) String() string {
 func (*ExplainCertificateSigningRequestResponse) ProtoMessage() {}
 
 func (x *ExplainCertificateSigningRequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[37]
+	mi := &file_signet_v1_signet_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2922,7 +3064,7 @@ func (x *ExplainCertificateSigningRequestResponse) ProtoReflect() protoreflect.M
 
 // Deprecated: Use ExplainCertificateSigningRequestResponse.ProtoReflect.Descriptor instead.
 func (*ExplainCertificateSigningRequestResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{37}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ExplainCertificateSigningRequestResponse) GetAllowed() bool {
@@ -2969,7 +3111,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[38]
+	mi := &file_signet_v1_signet_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2981,7 +3123,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[38]
+	mi := &file_signet_v1_signet_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2994,7 +3136,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{38}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{40}
 }
 
 // GetServerInfoResponse is the server's build.
@@ -3012,7 +3154,7 @@ type GetServerInfoResponse struct {
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[39]
+	mi := &file_signet_v1_signet_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3024,7 +3166,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[39]
+	mi := &file_signet_v1_signet_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3037,7 +3179,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{39}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetServerInfoResponse) GetVersion() string {
@@ -3076,7 +3218,7 @@ type FindRecordsRequest struct {
 
 func (x *FindRecordsRequest) Reset() {
 	*x = FindRecordsRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[40]
+	mi := &file_signet_v1_signet_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3088,7 +3230,7 @@ func (x *FindRecordsRequest) String() string {
 func (*FindRecordsRequest) ProtoMessage() {}
 
 func (x *FindRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[40]
+	mi := &file_signet_v1_signet_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3101,7 +3243,7 @@ func (x *FindRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindRecordsRequest.ProtoReflect.Descriptor instead.
 func (*FindRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{40}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *FindRecordsRequest) GetObjectUid() string {
@@ -3136,7 +3278,7 @@ type FindRecordsResponse struct {
 
 func (x *FindRecordsResponse) Reset() {
 	*x = FindRecordsResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[41]
+	mi := &file_signet_v1_signet_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3148,7 +3290,7 @@ func (x *FindRecordsResponse) String() string {
 func (*FindRecordsResponse) ProtoMessage() {}
 
 func (x *FindRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[41]
+	mi := &file_signet_v1_signet_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3161,7 +3303,7 @@ func (x *FindRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindRecordsResponse.ProtoReflect.Descriptor instead.
 func (*FindRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{41}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *FindRecordsResponse) GetRecords() []*LedgerRecord {
@@ -3214,7 +3356,7 @@ type LedgerRecord struct {
 
 func (x *LedgerRecord) Reset() {
 	*x = LedgerRecord{}
-	mi := &file_signet_v1_signet_proto_msgTypes[42]
+	mi := &file_signet_v1_signet_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3226,7 +3368,7 @@ func (x *LedgerRecord) String() string {
 func (*LedgerRecord) ProtoMessage() {}
 
 func (x *LedgerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[42]
+	mi := &file_signet_v1_signet_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3239,7 +3381,7 @@ func (x *LedgerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerRecord.ProtoReflect.Descriptor instead.
 func (*LedgerRecord) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{42}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *LedgerRecord) GetSeq() uint64 {
@@ -3363,7 +3505,7 @@ type GetCheckpointRequest struct {
 
 func (x *GetCheckpointRequest) Reset() {
 	*x = GetCheckpointRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[43]
+	mi := &file_signet_v1_signet_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3375,7 +3517,7 @@ func (x *GetCheckpointRequest) String() string {
 func (*GetCheckpointRequest) ProtoMessage() {}
 
 func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[43]
+	mi := &file_signet_v1_signet_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3388,7 +3530,7 @@ func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*GetCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{43}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{45}
 }
 
 // GetCheckpointResponse holds the latest signed checkpoint.
@@ -3406,7 +3548,7 @@ type GetCheckpointResponse struct {
 
 func (x *GetCheckpointResponse) Reset() {
 	*x = GetCheckpointResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[44]
+	mi := &file_signet_v1_signet_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3418,7 +3560,7 @@ func (x *GetCheckpointResponse) String() string {
 func (*GetCheckpointResponse) ProtoMessage() {}
 
 func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[44]
+	mi := &file_signet_v1_signet_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3431,7 +3573,7 @@ func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*GetCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{44}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetCheckpointResponse) GetSignedCheckpoint() []byte {
@@ -3467,7 +3609,7 @@ type ProveInclusionRequest struct {
 
 func (x *ProveInclusionRequest) Reset() {
 	*x = ProveInclusionRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[45]
+	mi := &file_signet_v1_signet_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3479,7 +3621,7 @@ func (x *ProveInclusionRequest) String() string {
 func (*ProveInclusionRequest) ProtoMessage() {}
 
 func (x *ProveInclusionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[45]
+	mi := &file_signet_v1_signet_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3492,7 +3634,7 @@ func (x *ProveInclusionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProveInclusionRequest.ProtoReflect.Descriptor instead.
 func (*ProveInclusionRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{45}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ProveInclusionRequest) GetSerialNumber() string {
@@ -3541,7 +3683,7 @@ type ProveInclusionResponse struct {
 
 func (x *ProveInclusionResponse) Reset() {
 	*x = ProveInclusionResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[46]
+	mi := &file_signet_v1_signet_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3553,7 +3695,7 @@ func (x *ProveInclusionResponse) String() string {
 func (*ProveInclusionResponse) ProtoMessage() {}
 
 func (x *ProveInclusionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[46]
+	mi := &file_signet_v1_signet_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3566,7 +3708,7 @@ func (x *ProveInclusionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProveInclusionResponse.ProtoReflect.Descriptor instead.
 func (*ProveInclusionResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{46}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ProveInclusionResponse) GetSeq() uint64 {
@@ -3610,7 +3752,7 @@ type ProveConsistencyRequest struct {
 
 func (x *ProveConsistencyRequest) Reset() {
 	*x = ProveConsistencyRequest{}
-	mi := &file_signet_v1_signet_proto_msgTypes[47]
+	mi := &file_signet_v1_signet_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3622,7 +3764,7 @@ func (x *ProveConsistencyRequest) String() string {
 func (*ProveConsistencyRequest) ProtoMessage() {}
 
 func (x *ProveConsistencyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[47]
+	mi := &file_signet_v1_signet_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3635,7 +3777,7 @@ func (x *ProveConsistencyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProveConsistencyRequest.ProtoReflect.Descriptor instead.
 func (*ProveConsistencyRequest) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{47}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ProveConsistencyRequest) GetOldSize() int64 {
@@ -3666,7 +3808,7 @@ type ProveConsistencyResponse struct {
 
 func (x *ProveConsistencyResponse) Reset() {
 	*x = ProveConsistencyResponse{}
-	mi := &file_signet_v1_signet_proto_msgTypes[48]
+	mi := &file_signet_v1_signet_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3678,7 +3820,7 @@ func (x *ProveConsistencyResponse) String() string {
 func (*ProveConsistencyResponse) ProtoMessage() {}
 
 func (x *ProveConsistencyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_signet_v1_signet_proto_msgTypes[48]
+	mi := &file_signet_v1_signet_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3691,7 +3833,7 @@ func (x *ProveConsistencyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProveConsistencyResponse.ProtoReflect.Descriptor instead.
 func (*ProveConsistencyResponse) Descriptor() ([]byte, []int) {
-	return file_signet_v1_signet_proto_rawDescGZIP(), []int{48}
+	return file_signet_v1_signet_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ProveConsistencyResponse) GetProof() [][]byte {
@@ -3809,14 +3951,15 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\vfingerprint\x18\x04 \x01(\tR\vfingerprint\x12\x18\n" +
 	"\asubject\x18\x05 \x01(\tR\asubject\x12#\n" +
 	"\rserial_number\x18\x06 \x01(\tR\fserialNumber\x127\n" +
-	"\tnot_after\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\"\xa7\x01\n" +
+	"\tnot_after\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\"\xbf\x01\n" +
 	"\x18ReportTrustBundleRequest\x12\x1f\n" +
 	"\vsigner_name\x18\x01 \x01(\tR\n" +
 	"signerName\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12\x1f\n" +
 	"\vbundle_hash\x18\x03 \x01(\tR\n" +
 	"bundleHash\x12/\n" +
-	"\x13anchor_fingerprints\x18\x04 \x03(\tR\x12anchorFingerprints\"\x1b\n" +
+	"\x13anchor_fingerprints\x18\x04 \x03(\tR\x12anchorFingerprints\x12\x16\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\"\x1b\n" +
 	"\x19ReportTrustBundleResponse\"8\n" +
 	"\x13GetAuthorityRequest\x12!\n" +
 	"\fsigner_names\x18\x01 \x03(\tR\vsignerNames\"L\n" +
@@ -3841,7 +3984,7 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\n" +
 	"retirement\x18\x05 \x01(\v2\x0f.signet.v1.GateR\n" +
 	"retirement\x12\x0e\n" +
-	"\x02by\x18\x06 \x01(\tR\x02by\"\xdd\x02\n" +
+	"\x02by\x18\x06 \x01(\tR\x02by\"\xf5\x02\n" +
 	"\rClusterReport\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x1e\n" +
 	"\n" +
@@ -3853,7 +3996,8 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\vreported_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"reportedAt\x127\n" +
 	"\tlast_seen\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12J\n" +
-	"\x13staged_published_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x11stagedPublishedAt\"s\n" +
+	"\x13staged_published_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x11stagedPublishedAt\x12\x16\n" +
+	"\x06source\x18\b \x01(\tR\x06source\"s\n" +
 	"\x04Gate\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\bR\x05ready\x12\x1a\n" +
 	"\bblocking\x18\x02 \x03(\tR\bblocking\x129\n" +
@@ -3866,6 +4010,14 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\x0fcertificate_pem\x18\x03 \x01(\tR\x0ecertificatePem\x12+\n" +
 	"\x11intermediates_pem\x18\x04 \x01(\tR\x10intermediatesPem\"K\n" +
 	"\x0fStageCAResponse\x128\n" +
+	"\tauthority\x18\x01 \x01(\v2\x1a.signet.v1.SignerAuthorityR\tauthority\"\x80\x01\n" +
+	"\x13ConfirmTrustRequest\x12\x1f\n" +
+	"\vsigner_name\x18\x01 \x01(\tR\n" +
+	"signerName\x12\x18\n" +
+	"\acluster\x18\x02 \x01(\tR\acluster\x12\x16\n" +
+	"\x06anchor\x18\x03 \x01(\tR\x06anchor\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"P\n" +
+	"\x14ConfirmTrustResponse\x128\n" +
 	"\tauthority\x18\x01 \x01(\v2\x1a.signet.v1.SignerAuthorityR\tauthority\"n\n" +
 	"\x1fForgetAttestationBindingRequest\x12\x1f\n" +
 	"\vsigner_name\x18\x01 \x01(\tR\n" +
@@ -4031,14 +4183,15 @@ const file_signet_v1_signet_proto_rawDesc = "" +
 	"\vFindRecords\x12\x1d.signet.v1.FindRecordsRequest\x1a\x1e.signet.v1.FindRecordsResponse\x12R\n" +
 	"\rGetCheckpoint\x12\x1f.signet.v1.GetCheckpointRequest\x1a .signet.v1.GetCheckpointResponse\x12U\n" +
 	"\x0eProveInclusion\x12 .signet.v1.ProveInclusionRequest\x1a!.signet.v1.ProveInclusionResponse\x12[\n" +
-	"\x10ProveConsistency\x12\".signet.v1.ProveConsistencyRequest\x1a#.signet.v1.ProveConsistencyResponse2\xaa\x03\n" +
+	"\x10ProveConsistency\x12\".signet.v1.ProveConsistencyRequest\x1a#.signet.v1.ProveConsistencyResponse2\xfb\x03\n" +
 	"\x10AuthorityService\x12O\n" +
 	"\fGetAuthority\x12\x1e.signet.v1.GetAuthorityRequest\x1a\x1f.signet.v1.GetAuthorityResponse\x12@\n" +
 	"\aStageCA\x12\x19.signet.v1.StageCARequest\x1a\x1a.signet.v1.StageCAResponse\x12I\n" +
 	"\n" +
 	"ActivateCA\x12\x1c.signet.v1.ActivateCARequest\x1a\x1d.signet.v1.ActivateCAResponse\x12C\n" +
 	"\bRetireCA\x12\x1a.signet.v1.RetireCARequest\x1a\x1b.signet.v1.RetireCAResponse\x12s\n" +
-	"\x18ForgetAttestationBinding\x12*.signet.v1.ForgetAttestationBindingRequest\x1a+.signet.v1.ForgetAttestationBindingResponseB7Z5github.com/signet-pki/signet/proto/signet/v1;signetv1b\x06proto3"
+	"\x18ForgetAttestationBinding\x12*.signet.v1.ForgetAttestationBindingRequest\x1a+.signet.v1.ForgetAttestationBindingResponse\x12O\n" +
+	"\fConfirmTrust\x12\x1e.signet.v1.ConfirmTrustRequest\x1a\x1f.signet.v1.ConfirmTrustResponseB7Z5github.com/signet-pki/signet/proto/signet/v1;signetv1b\x06proto3"
 
 var (
 	file_signet_v1_signet_proto_rawDescOnce sync.Once
@@ -4053,7 +4206,7 @@ func file_signet_v1_signet_proto_rawDescGZIP() []byte {
 }
 
 var file_signet_v1_signet_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_signet_v1_signet_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_signet_v1_signet_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_signet_v1_signet_proto_goTypes = []any{
 	(ErrorReason)(0),                                 // 0: signet.v1.ErrorReason
 	(AnchorState)(0),                                 // 1: signet.v1.AnchorState
@@ -4081,123 +4234,128 @@ var file_signet_v1_signet_proto_goTypes = []any{
 	(*Gate)(nil),                                     // 23: signet.v1.Gate
 	(*StageCARequest)(nil),                           // 24: signet.v1.StageCARequest
 	(*StageCAResponse)(nil),                          // 25: signet.v1.StageCAResponse
-	(*ForgetAttestationBindingRequest)(nil),          // 26: signet.v1.ForgetAttestationBindingRequest
-	(*ForgetAttestationBindingResponse)(nil),         // 27: signet.v1.ForgetAttestationBindingResponse
-	(*ActivateCARequest)(nil),                        // 28: signet.v1.ActivateCARequest
-	(*ActivateCAResponse)(nil),                       // 29: signet.v1.ActivateCAResponse
-	(*RetireCARequest)(nil),                          // 30: signet.v1.RetireCARequest
-	(*RetireCAResponse)(nil),                         // 31: signet.v1.RetireCAResponse
-	(*ListSignersRequest)(nil),                       // 32: signet.v1.ListSignersRequest
-	(*ListSignersResponse)(nil),                      // 33: signet.v1.ListSignersResponse
-	(*SignerDescription)(nil),                        // 34: signet.v1.SignerDescription
-	(*LintGate)(nil),                                 // 35: signet.v1.LintGate
-	(*LintRule)(nil),                                 // 36: signet.v1.LintRule
-	(*ExplainCertificateSigningRequestRequest)(nil),  // 37: signet.v1.ExplainCertificateSigningRequestRequest
-	(*RuleResult)(nil),                               // 38: signet.v1.RuleResult
-	(*ExplainCertificateSigningRequestResponse)(nil), // 39: signet.v1.ExplainCertificateSigningRequestResponse
-	(*GetServerInfoRequest)(nil),                     // 40: signet.v1.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil),                    // 41: signet.v1.GetServerInfoResponse
-	(*FindRecordsRequest)(nil),                       // 42: signet.v1.FindRecordsRequest
-	(*FindRecordsResponse)(nil),                      // 43: signet.v1.FindRecordsResponse
-	(*LedgerRecord)(nil),                             // 44: signet.v1.LedgerRecord
-	(*GetCheckpointRequest)(nil),                     // 45: signet.v1.GetCheckpointRequest
-	(*GetCheckpointResponse)(nil),                    // 46: signet.v1.GetCheckpointResponse
-	(*ProveInclusionRequest)(nil),                    // 47: signet.v1.ProveInclusionRequest
-	(*ProveInclusionResponse)(nil),                   // 48: signet.v1.ProveInclusionResponse
-	(*ProveConsistencyRequest)(nil),                  // 49: signet.v1.ProveConsistencyRequest
-	(*ProveConsistencyResponse)(nil),                 // 50: signet.v1.ProveConsistencyResponse
-	nil,                                              // 51: signet.v1.Requester.ExtraEntry
-	nil,                                              // 52: signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
-	(*timestamppb.Timestamp)(nil),                    // 53: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),                      // 54: google.protobuf.Duration
+	(*ConfirmTrustRequest)(nil),                      // 26: signet.v1.ConfirmTrustRequest
+	(*ConfirmTrustResponse)(nil),                     // 27: signet.v1.ConfirmTrustResponse
+	(*ForgetAttestationBindingRequest)(nil),          // 28: signet.v1.ForgetAttestationBindingRequest
+	(*ForgetAttestationBindingResponse)(nil),         // 29: signet.v1.ForgetAttestationBindingResponse
+	(*ActivateCARequest)(nil),                        // 30: signet.v1.ActivateCARequest
+	(*ActivateCAResponse)(nil),                       // 31: signet.v1.ActivateCAResponse
+	(*RetireCARequest)(nil),                          // 32: signet.v1.RetireCARequest
+	(*RetireCAResponse)(nil),                         // 33: signet.v1.RetireCAResponse
+	(*ListSignersRequest)(nil),                       // 34: signet.v1.ListSignersRequest
+	(*ListSignersResponse)(nil),                      // 35: signet.v1.ListSignersResponse
+	(*SignerDescription)(nil),                        // 36: signet.v1.SignerDescription
+	(*LintGate)(nil),                                 // 37: signet.v1.LintGate
+	(*LintRule)(nil),                                 // 38: signet.v1.LintRule
+	(*ExplainCertificateSigningRequestRequest)(nil),  // 39: signet.v1.ExplainCertificateSigningRequestRequest
+	(*RuleResult)(nil),                               // 40: signet.v1.RuleResult
+	(*ExplainCertificateSigningRequestResponse)(nil), // 41: signet.v1.ExplainCertificateSigningRequestResponse
+	(*GetServerInfoRequest)(nil),                     // 42: signet.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),                    // 43: signet.v1.GetServerInfoResponse
+	(*FindRecordsRequest)(nil),                       // 44: signet.v1.FindRecordsRequest
+	(*FindRecordsResponse)(nil),                      // 45: signet.v1.FindRecordsResponse
+	(*LedgerRecord)(nil),                             // 46: signet.v1.LedgerRecord
+	(*GetCheckpointRequest)(nil),                     // 47: signet.v1.GetCheckpointRequest
+	(*GetCheckpointResponse)(nil),                    // 48: signet.v1.GetCheckpointResponse
+	(*ProveInclusionRequest)(nil),                    // 49: signet.v1.ProveInclusionRequest
+	(*ProveInclusionResponse)(nil),                   // 50: signet.v1.ProveInclusionResponse
+	(*ProveConsistencyRequest)(nil),                  // 51: signet.v1.ProveConsistencyRequest
+	(*ProveConsistencyResponse)(nil),                 // 52: signet.v1.ProveConsistencyResponse
+	nil,                                              // 53: signet.v1.Requester.ExtraEntry
+	nil,                                              // 54: signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
+	(*timestamppb.Timestamp)(nil),                    // 55: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),                      // 56: google.protobuf.Duration
 }
 var file_signet_v1_signet_proto_depIdxs = []int32{
-	51, // 0: signet.v1.Requester.extra:type_name -> signet.v1.Requester.ExtraEntry
+	53, // 0: signet.v1.Requester.extra:type_name -> signet.v1.Requester.ExtraEntry
 	2,  // 1: signet.v1.SignCertificateSigningRequestRequest.requester:type_name -> signet.v1.Requester
 	4,  // 2: signet.v1.SignCertificateSigningRequestRequest.object:type_name -> signet.v1.KubernetesObject
 	6,  // 3: signet.v1.SignCertificateSigningRequestRequest.node_addresses:type_name -> signet.v1.NodeAddress
-	53, // 4: signet.v1.SignCertificateSigningRequestResponse.not_before:type_name -> google.protobuf.Timestamp
-	53, // 5: signet.v1.SignCertificateSigningRequestResponse.not_after:type_name -> google.protobuf.Timestamp
+	55, // 4: signet.v1.SignCertificateSigningRequestResponse.not_before:type_name -> google.protobuf.Timestamp
+	55, // 5: signet.v1.SignCertificateSigningRequestResponse.not_after:type_name -> google.protobuf.Timestamp
 	2,  // 6: signet.v1.VerifyAttestationRequest.requester:type_name -> signet.v1.Requester
 	4,  // 7: signet.v1.VerifyAttestationRequest.object:type_name -> signet.v1.KubernetesObject
 	6,  // 8: signet.v1.VerifyAttestationRequest.node_addresses:type_name -> signet.v1.NodeAddress
 	4,  // 9: signet.v1.SignPodCertificateRequestRequest.object:type_name -> signet.v1.KubernetesObject
 	10, // 10: signet.v1.SignPodCertificateRequestRequest.pod:type_name -> signet.v1.PodIdentity
-	52, // 11: signet.v1.SignPodCertificateRequestRequest.unverified_user_annotations:type_name -> signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
-	53, // 12: signet.v1.SignPodCertificateRequestResponse.not_before:type_name -> google.protobuf.Timestamp
-	53, // 13: signet.v1.SignPodCertificateRequestResponse.not_after:type_name -> google.protobuf.Timestamp
-	53, // 14: signet.v1.SignPodCertificateRequestResponse.begin_refresh_at:type_name -> google.protobuf.Timestamp
+	54, // 11: signet.v1.SignPodCertificateRequestRequest.unverified_user_annotations:type_name -> signet.v1.SignPodCertificateRequestRequest.UnverifiedUserAnnotationsEntry
+	55, // 12: signet.v1.SignPodCertificateRequestResponse.not_before:type_name -> google.protobuf.Timestamp
+	55, // 13: signet.v1.SignPodCertificateRequestResponse.not_after:type_name -> google.protobuf.Timestamp
+	55, // 14: signet.v1.SignPodCertificateRequestResponse.begin_refresh_at:type_name -> google.protobuf.Timestamp
 	15, // 15: signet.v1.GetTrustAnchorsResponse.anchors:type_name -> signet.v1.TrustAnchor
 	1,  // 16: signet.v1.TrustAnchor.state:type_name -> signet.v1.AnchorState
-	53, // 17: signet.v1.TrustAnchor.since:type_name -> google.protobuf.Timestamp
-	53, // 18: signet.v1.TrustAnchor.not_after:type_name -> google.protobuf.Timestamp
+	55, // 17: signet.v1.TrustAnchor.since:type_name -> google.protobuf.Timestamp
+	55, // 18: signet.v1.TrustAnchor.not_after:type_name -> google.protobuf.Timestamp
 	20, // 19: signet.v1.GetAuthorityResponse.signers:type_name -> signet.v1.SignerAuthority
 	21, // 20: signet.v1.SignerAuthority.cas:type_name -> signet.v1.AuthorityCA
 	22, // 21: signet.v1.SignerAuthority.clusters:type_name -> signet.v1.ClusterReport
-	54, // 22: signet.v1.SignerAuthority.min_propagation_delay:type_name -> google.protobuf.Duration
+	56, // 22: signet.v1.SignerAuthority.min_propagation_delay:type_name -> google.protobuf.Duration
 	23, // 23: signet.v1.SignerAuthority.activation:type_name -> signet.v1.Gate
 	15, // 24: signet.v1.AuthorityCA.anchor:type_name -> signet.v1.TrustAnchor
-	53, // 25: signet.v1.AuthorityCA.last_leaf_not_after:type_name -> google.protobuf.Timestamp
+	55, // 25: signet.v1.AuthorityCA.last_leaf_not_after:type_name -> google.protobuf.Timestamp
 	23, // 26: signet.v1.AuthorityCA.retirement:type_name -> signet.v1.Gate
-	53, // 27: signet.v1.ClusterReport.reported_at:type_name -> google.protobuf.Timestamp
-	53, // 28: signet.v1.ClusterReport.last_seen:type_name -> google.protobuf.Timestamp
-	53, // 29: signet.v1.ClusterReport.staged_published_at:type_name -> google.protobuf.Timestamp
-	53, // 30: signet.v1.Gate.not_before:type_name -> google.protobuf.Timestamp
+	55, // 27: signet.v1.ClusterReport.reported_at:type_name -> google.protobuf.Timestamp
+	55, // 28: signet.v1.ClusterReport.last_seen:type_name -> google.protobuf.Timestamp
+	55, // 29: signet.v1.ClusterReport.staged_published_at:type_name -> google.protobuf.Timestamp
+	55, // 30: signet.v1.Gate.not_before:type_name -> google.protobuf.Timestamp
 	20, // 31: signet.v1.StageCAResponse.authority:type_name -> signet.v1.SignerAuthority
-	20, // 32: signet.v1.ActivateCAResponse.authority:type_name -> signet.v1.SignerAuthority
-	20, // 33: signet.v1.RetireCAResponse.authority:type_name -> signet.v1.SignerAuthority
-	34, // 34: signet.v1.ListSignersResponse.signers:type_name -> signet.v1.SignerDescription
-	54, // 35: signet.v1.SignerDescription.max_lifetime:type_name -> google.protobuf.Duration
-	35, // 36: signet.v1.SignerDescription.lint:type_name -> signet.v1.LintGate
-	36, // 37: signet.v1.LintGate.excluded:type_name -> signet.v1.LintRule
-	36, // 38: signet.v1.LintGate.accepted:type_name -> signet.v1.LintRule
-	5,  // 39: signet.v1.ExplainCertificateSigningRequestRequest.request:type_name -> signet.v1.SignCertificateSigningRequestRequest
-	38, // 40: signet.v1.ExplainCertificateSigningRequestResponse.rules:type_name -> signet.v1.RuleResult
-	54, // 41: signet.v1.ExplainCertificateSigningRequestResponse.lifetime:type_name -> google.protobuf.Duration
-	44, // 42: signet.v1.FindRecordsResponse.records:type_name -> signet.v1.LedgerRecord
-	53, // 43: signet.v1.LedgerRecord.time:type_name -> google.protobuf.Timestamp
-	53, // 44: signet.v1.LedgerRecord.not_before:type_name -> google.protobuf.Timestamp
-	53, // 45: signet.v1.LedgerRecord.not_after:type_name -> google.protobuf.Timestamp
-	3,  // 46: signet.v1.Requester.ExtraEntry.value:type_name -> signet.v1.ExtraValue
-	5,  // 47: signet.v1.SignerService.SignCertificateSigningRequest:input_type -> signet.v1.SignCertificateSigningRequestRequest
-	11, // 48: signet.v1.SignerService.SignPodCertificateRequest:input_type -> signet.v1.SignPodCertificateRequestRequest
-	13, // 49: signet.v1.SignerService.GetTrustAnchors:input_type -> signet.v1.GetTrustAnchorsRequest
-	32, // 50: signet.v1.SignerService.ListSigners:input_type -> signet.v1.ListSignersRequest
-	37, // 51: signet.v1.SignerService.ExplainCertificateSigningRequest:input_type -> signet.v1.ExplainCertificateSigningRequestRequest
-	16, // 52: signet.v1.SignerService.ReportTrustBundle:input_type -> signet.v1.ReportTrustBundleRequest
-	40, // 53: signet.v1.SignerService.GetServerInfo:input_type -> signet.v1.GetServerInfoRequest
-	8,  // 54: signet.v1.SignerService.VerifyAttestation:input_type -> signet.v1.VerifyAttestationRequest
-	42, // 55: signet.v1.LedgerService.FindRecords:input_type -> signet.v1.FindRecordsRequest
-	45, // 56: signet.v1.LedgerService.GetCheckpoint:input_type -> signet.v1.GetCheckpointRequest
-	47, // 57: signet.v1.LedgerService.ProveInclusion:input_type -> signet.v1.ProveInclusionRequest
-	49, // 58: signet.v1.LedgerService.ProveConsistency:input_type -> signet.v1.ProveConsistencyRequest
-	18, // 59: signet.v1.AuthorityService.GetAuthority:input_type -> signet.v1.GetAuthorityRequest
-	24, // 60: signet.v1.AuthorityService.StageCA:input_type -> signet.v1.StageCARequest
-	28, // 61: signet.v1.AuthorityService.ActivateCA:input_type -> signet.v1.ActivateCARequest
-	30, // 62: signet.v1.AuthorityService.RetireCA:input_type -> signet.v1.RetireCARequest
-	26, // 63: signet.v1.AuthorityService.ForgetAttestationBinding:input_type -> signet.v1.ForgetAttestationBindingRequest
-	7,  // 64: signet.v1.SignerService.SignCertificateSigningRequest:output_type -> signet.v1.SignCertificateSigningRequestResponse
-	12, // 65: signet.v1.SignerService.SignPodCertificateRequest:output_type -> signet.v1.SignPodCertificateRequestResponse
-	14, // 66: signet.v1.SignerService.GetTrustAnchors:output_type -> signet.v1.GetTrustAnchorsResponse
-	33, // 67: signet.v1.SignerService.ListSigners:output_type -> signet.v1.ListSignersResponse
-	39, // 68: signet.v1.SignerService.ExplainCertificateSigningRequest:output_type -> signet.v1.ExplainCertificateSigningRequestResponse
-	17, // 69: signet.v1.SignerService.ReportTrustBundle:output_type -> signet.v1.ReportTrustBundleResponse
-	41, // 70: signet.v1.SignerService.GetServerInfo:output_type -> signet.v1.GetServerInfoResponse
-	9,  // 71: signet.v1.SignerService.VerifyAttestation:output_type -> signet.v1.VerifyAttestationResponse
-	43, // 72: signet.v1.LedgerService.FindRecords:output_type -> signet.v1.FindRecordsResponse
-	46, // 73: signet.v1.LedgerService.GetCheckpoint:output_type -> signet.v1.GetCheckpointResponse
-	48, // 74: signet.v1.LedgerService.ProveInclusion:output_type -> signet.v1.ProveInclusionResponse
-	50, // 75: signet.v1.LedgerService.ProveConsistency:output_type -> signet.v1.ProveConsistencyResponse
-	19, // 76: signet.v1.AuthorityService.GetAuthority:output_type -> signet.v1.GetAuthorityResponse
-	25, // 77: signet.v1.AuthorityService.StageCA:output_type -> signet.v1.StageCAResponse
-	29, // 78: signet.v1.AuthorityService.ActivateCA:output_type -> signet.v1.ActivateCAResponse
-	31, // 79: signet.v1.AuthorityService.RetireCA:output_type -> signet.v1.RetireCAResponse
-	27, // 80: signet.v1.AuthorityService.ForgetAttestationBinding:output_type -> signet.v1.ForgetAttestationBindingResponse
-	64, // [64:81] is the sub-list for method output_type
-	47, // [47:64] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	20, // 32: signet.v1.ConfirmTrustResponse.authority:type_name -> signet.v1.SignerAuthority
+	20, // 33: signet.v1.ActivateCAResponse.authority:type_name -> signet.v1.SignerAuthority
+	20, // 34: signet.v1.RetireCAResponse.authority:type_name -> signet.v1.SignerAuthority
+	36, // 35: signet.v1.ListSignersResponse.signers:type_name -> signet.v1.SignerDescription
+	56, // 36: signet.v1.SignerDescription.max_lifetime:type_name -> google.protobuf.Duration
+	37, // 37: signet.v1.SignerDescription.lint:type_name -> signet.v1.LintGate
+	38, // 38: signet.v1.LintGate.excluded:type_name -> signet.v1.LintRule
+	38, // 39: signet.v1.LintGate.accepted:type_name -> signet.v1.LintRule
+	5,  // 40: signet.v1.ExplainCertificateSigningRequestRequest.request:type_name -> signet.v1.SignCertificateSigningRequestRequest
+	40, // 41: signet.v1.ExplainCertificateSigningRequestResponse.rules:type_name -> signet.v1.RuleResult
+	56, // 42: signet.v1.ExplainCertificateSigningRequestResponse.lifetime:type_name -> google.protobuf.Duration
+	46, // 43: signet.v1.FindRecordsResponse.records:type_name -> signet.v1.LedgerRecord
+	55, // 44: signet.v1.LedgerRecord.time:type_name -> google.protobuf.Timestamp
+	55, // 45: signet.v1.LedgerRecord.not_before:type_name -> google.protobuf.Timestamp
+	55, // 46: signet.v1.LedgerRecord.not_after:type_name -> google.protobuf.Timestamp
+	3,  // 47: signet.v1.Requester.ExtraEntry.value:type_name -> signet.v1.ExtraValue
+	5,  // 48: signet.v1.SignerService.SignCertificateSigningRequest:input_type -> signet.v1.SignCertificateSigningRequestRequest
+	11, // 49: signet.v1.SignerService.SignPodCertificateRequest:input_type -> signet.v1.SignPodCertificateRequestRequest
+	13, // 50: signet.v1.SignerService.GetTrustAnchors:input_type -> signet.v1.GetTrustAnchorsRequest
+	34, // 51: signet.v1.SignerService.ListSigners:input_type -> signet.v1.ListSignersRequest
+	39, // 52: signet.v1.SignerService.ExplainCertificateSigningRequest:input_type -> signet.v1.ExplainCertificateSigningRequestRequest
+	16, // 53: signet.v1.SignerService.ReportTrustBundle:input_type -> signet.v1.ReportTrustBundleRequest
+	42, // 54: signet.v1.SignerService.GetServerInfo:input_type -> signet.v1.GetServerInfoRequest
+	8,  // 55: signet.v1.SignerService.VerifyAttestation:input_type -> signet.v1.VerifyAttestationRequest
+	44, // 56: signet.v1.LedgerService.FindRecords:input_type -> signet.v1.FindRecordsRequest
+	47, // 57: signet.v1.LedgerService.GetCheckpoint:input_type -> signet.v1.GetCheckpointRequest
+	49, // 58: signet.v1.LedgerService.ProveInclusion:input_type -> signet.v1.ProveInclusionRequest
+	51, // 59: signet.v1.LedgerService.ProveConsistency:input_type -> signet.v1.ProveConsistencyRequest
+	18, // 60: signet.v1.AuthorityService.GetAuthority:input_type -> signet.v1.GetAuthorityRequest
+	24, // 61: signet.v1.AuthorityService.StageCA:input_type -> signet.v1.StageCARequest
+	30, // 62: signet.v1.AuthorityService.ActivateCA:input_type -> signet.v1.ActivateCARequest
+	32, // 63: signet.v1.AuthorityService.RetireCA:input_type -> signet.v1.RetireCARequest
+	28, // 64: signet.v1.AuthorityService.ForgetAttestationBinding:input_type -> signet.v1.ForgetAttestationBindingRequest
+	26, // 65: signet.v1.AuthorityService.ConfirmTrust:input_type -> signet.v1.ConfirmTrustRequest
+	7,  // 66: signet.v1.SignerService.SignCertificateSigningRequest:output_type -> signet.v1.SignCertificateSigningRequestResponse
+	12, // 67: signet.v1.SignerService.SignPodCertificateRequest:output_type -> signet.v1.SignPodCertificateRequestResponse
+	14, // 68: signet.v1.SignerService.GetTrustAnchors:output_type -> signet.v1.GetTrustAnchorsResponse
+	35, // 69: signet.v1.SignerService.ListSigners:output_type -> signet.v1.ListSignersResponse
+	41, // 70: signet.v1.SignerService.ExplainCertificateSigningRequest:output_type -> signet.v1.ExplainCertificateSigningRequestResponse
+	17, // 71: signet.v1.SignerService.ReportTrustBundle:output_type -> signet.v1.ReportTrustBundleResponse
+	43, // 72: signet.v1.SignerService.GetServerInfo:output_type -> signet.v1.GetServerInfoResponse
+	9,  // 73: signet.v1.SignerService.VerifyAttestation:output_type -> signet.v1.VerifyAttestationResponse
+	45, // 74: signet.v1.LedgerService.FindRecords:output_type -> signet.v1.FindRecordsResponse
+	48, // 75: signet.v1.LedgerService.GetCheckpoint:output_type -> signet.v1.GetCheckpointResponse
+	50, // 76: signet.v1.LedgerService.ProveInclusion:output_type -> signet.v1.ProveInclusionResponse
+	52, // 77: signet.v1.LedgerService.ProveConsistency:output_type -> signet.v1.ProveConsistencyResponse
+	19, // 78: signet.v1.AuthorityService.GetAuthority:output_type -> signet.v1.GetAuthorityResponse
+	25, // 79: signet.v1.AuthorityService.StageCA:output_type -> signet.v1.StageCAResponse
+	31, // 80: signet.v1.AuthorityService.ActivateCA:output_type -> signet.v1.ActivateCAResponse
+	33, // 81: signet.v1.AuthorityService.RetireCA:output_type -> signet.v1.RetireCAResponse
+	29, // 82: signet.v1.AuthorityService.ForgetAttestationBinding:output_type -> signet.v1.ForgetAttestationBindingResponse
+	27, // 83: signet.v1.AuthorityService.ConfirmTrust:output_type -> signet.v1.ConfirmTrustResponse
+	66, // [66:84] is the sub-list for method output_type
+	48, // [48:66] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_signet_v1_signet_proto_init() }
@@ -4213,7 +4371,7 @@ func file_signet_v1_signet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_signet_v1_signet_proto_rawDesc), len(file_signet_v1_signet_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   51,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -699,6 +699,7 @@ const (
 	AuthorityService_ActivateCA_FullMethodName               = "/signet.v1.AuthorityService/ActivateCA"
 	AuthorityService_RetireCA_FullMethodName                 = "/signet.v1.AuthorityService/RetireCA"
 	AuthorityService_ForgetAttestationBinding_FullMethodName = "/signet.v1.AuthorityService/ForgetAttestationBinding"
+	AuthorityService_ConfirmTrust_FullMethodName             = "/signet.v1.AuthorityService/ConfirmTrust"
 )
 
 // AuthorityServiceClient is the client API for AuthorityService service.
@@ -729,6 +730,11 @@ type AuthorityServiceClient interface {
 	// is recorded in the ledger (decision "unbound"), and the node's next attestation binds the
 	// endorsement key it then shows. For a node whose TPM was replaced, or a name reused.
 	ForgetAttestationBinding(ctx context.Context, in *ForgetAttestationBindingRequest, opts ...grpc.CallOption) (*ForgetAttestationBindingResponse, error)
+	// ConfirmTrust records an admin's confirmation that a cluster's relying party trusts the
+	// signer's staged CA where nothing publishes it: kube-apiserver's
+	// --kubelet-certificate-authority for kubernetes.io/kubelet-serving. It counts as that
+	// cluster's report for the activation gate.
+	ConfirmTrust(ctx context.Context, in *ConfirmTrustRequest, opts ...grpc.CallOption) (*ConfirmTrustResponse, error)
 }
 
 type authorityServiceClient struct {
@@ -789,6 +795,16 @@ func (c *authorityServiceClient) ForgetAttestationBinding(ctx context.Context, i
 	return out, nil
 }
 
+func (c *authorityServiceClient) ConfirmTrust(ctx context.Context, in *ConfirmTrustRequest, opts ...grpc.CallOption) (*ConfirmTrustResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ConfirmTrustResponse)
+	err := c.cc.Invoke(ctx, AuthorityService_ConfirmTrust_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AuthorityServiceServer is the server API for AuthorityService service.
 // All implementations must embed UnimplementedAuthorityServiceServer
 // for forward compatibility.
@@ -817,6 +833,11 @@ type AuthorityServiceServer interface {
 	// is recorded in the ledger (decision "unbound"), and the node's next attestation binds the
 	// endorsement key it then shows. For a node whose TPM was replaced, or a name reused.
 	ForgetAttestationBinding(context.Context, *ForgetAttestationBindingRequest) (*ForgetAttestationBindingResponse, error)
+	// ConfirmTrust records an admin's confirmation that a cluster's relying party trusts the
+	// signer's staged CA where nothing publishes it: kube-apiserver's
+	// --kubelet-certificate-authority for kubernetes.io/kubelet-serving. It counts as that
+	// cluster's report for the activation gate.
+	ConfirmTrust(context.Context, *ConfirmTrustRequest) (*ConfirmTrustResponse, error)
 	mustEmbedUnimplementedAuthorityServiceServer()
 }
 
@@ -841,6 +862,9 @@ func (UnimplementedAuthorityServiceServer) RetireCA(context.Context, *RetireCARe
 }
 func (UnimplementedAuthorityServiceServer) ForgetAttestationBinding(context.Context, *ForgetAttestationBindingRequest) (*ForgetAttestationBindingResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ForgetAttestationBinding not implemented")
+}
+func (UnimplementedAuthorityServiceServer) ConfirmTrust(context.Context, *ConfirmTrustRequest) (*ConfirmTrustResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ConfirmTrust not implemented")
 }
 func (UnimplementedAuthorityServiceServer) mustEmbedUnimplementedAuthorityServiceServer() {}
 func (UnimplementedAuthorityServiceServer) testEmbeddedByValue()                          {}
@@ -953,6 +977,24 @@ func _AuthorityService_ForgetAttestationBinding_Handler(srv interface{}, ctx con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AuthorityService_ConfirmTrust_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ConfirmTrustRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthorityServiceServer).ConfirmTrust(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuthorityService_ConfirmTrust_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthorityServiceServer).ConfirmTrust(ctx, req.(*ConfirmTrustRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AuthorityService_ServiceDesc is the grpc.ServiceDesc for AuthorityService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -979,6 +1021,10 @@ var AuthorityService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ForgetAttestationBinding",
 			Handler:    _AuthorityService_ForgetAttestationBinding_Handler,
+		},
+		{
+			MethodName: "ConfirmTrust",
+			Handler:    _AuthorityService_ConfirmTrust_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
