@@ -77,8 +77,8 @@ var rules = []rule{
 		forbidden: func(dep string) bool { return dep == module+"signerclient" },
 	},
 	{
-		why:       "objectrequest is the one object → request conversion: it carries nothing but the API types",
-		packages:  []string{"objectrequest"},
+		why:      "objectrequest is the one object → request conversion: it carries nothing but the API types",
+		packages: []string{"objectrequest"},
 		forbidden: func(dep string) bool {
 			return strings.HasPrefix(dep, module) && dep != module+"proto/signet/v1" && dep != module+"objectrequest"
 		},
