@@ -32,7 +32,7 @@ const (
 // alarm (Warning Event, signet_watcher_ledger_witness_consistent 0, alert
 // SignetWatcherLedgerWitnessAlarm) and pauses signing unless signOnAlarm. It needs get, update
 // (resourceNames: configMapName) and create on configmaps in that namespace
-// (deploy/watcher/rbac.yaml).
+// (the Helm value ledgerWitness.enabled, or the kustomize component components/ledger-witness).
 type LedgerWitnessConfig struct {
 	// PublicKeyFiles are the PEM public keys of the signing servers' checkpoint keys (the
 	// server logs its key at start; docs/ledger.md). None: the witness is off.
