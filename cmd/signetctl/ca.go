@@ -168,7 +168,7 @@ func writeAuthority(w io.Writer, a *signetv1.SignerAuthority) {
 		fmt.Fprintln(w, "    none registered or reported")
 	} else {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "    CLUSTER\tREGISTERED\tBUNDLE\tUP TO DATE\tSTAGED PUBLISHED AT\tLAST SEEN")
+		fmt.Fprintln(tw, "    CLUSTER\tSOURCE\tREGISTERED\tBUNDLE\tUP TO DATE\tSTAGED PUBLISHED AT\tLAST SEEN")
 		for _, cl := range a.GetClusters() {
 			registered, current := "no", "no"
 			if cl.GetRegistered() {
@@ -177,7 +177,13 @@ func writeAuthority(w io.Writer, a *signetv1.SignerAuthority) {
 			if cl.GetBundleHash() != "" && cl.GetBundleHash() == a.GetBundleHash() {
 				current = "yes"
 			}
-			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\t%s\n", cl.GetCluster(), registered, orDash(shortHex(cl.GetBundleHash())), current,
+			source := cl.GetSource()
+			if source == "" {
+				source = "trust-bundle"
+			} else if cl.GetSource() != "" {
+				current = "-" // another source holds other certificates than the signer's bundle
+			}
+			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\t%s\t%s\n", cl.GetCluster(), source, registered, orDash(shortHex(cl.GetBundleHash())), current,
 				timestamp(cl.GetStagedPublishedAt()), timestamp(cl.GetLastSeen()))
 		}
 		tw.Flush()

@@ -183,10 +183,10 @@ func TestCAStatusText(t *testing.T) {
 	if r := row("active"); strings.Join(r, " ") != "active - configuration CN=Kube CA 2025 1f aaaaaaaaaaaaaaaa pkcs11:token=signet;object=ca-2025 2026-03-01T00:00:00Z -" {
 		t.Errorf("active CA row = %q", r)
 	}
-	if r := row("prod-eu"); strings.Join(r, " ") != "prod-eu yes dddddddddddddddd yes 2026-01-10T11:00:00Z 2026-01-10T12:00:00Z" {
+	if r := row("prod-eu"); strings.Join(r, " ") != "prod-eu trust-bundle yes dddddddddddddddd yes 2026-01-10T11:00:00Z 2026-01-10T12:00:00Z" {
 		t.Errorf("prod-eu row = %q", r)
 	}
-	if r := row("prod-us"); strings.Join(r, " ") != "prod-us yes - no - -" {
+	if r := row("prod-us"); strings.Join(r, " ") != "prod-us trust-bundle yes - no - -" {
 		t.Errorf("prod-us row = %q", r)
 	}
 	for _, want := range []string{
