@@ -15,14 +15,16 @@ import (
 
 // keysCommand is "signetctl keys": CA keys inside an HSM or a TPM.
 func keysCommand() *cobra.Command {
-	return groupCommand("keys", "Make CA keys inside an HSM or a TPM, or in an encrypted file; list a device's keys (create, list)",
+	return groupCommand("keys", "Make CA keys inside an HSM or a TPM, or in an encrypted file; import an existing CA key into one; list a device's keys (create, import, list)",
 		`Makes a CA key inside a PKCS#11 token (an HSM) or a TPM 2.0, where it stays, or in an encrypted
-PKCS#8 file, and lists what a token or TPM holds. The URI printed goes into the server config
-(signers[].key) and into 'signetctl ca init|csr'.`,
+PKCS#8 file; imports an existing CA key file (a kubeadm cluster's ca.key) into a token or TPM,
+so that the cluster keeps its CA and only the key moves; and lists what a token or TPM holds.
+The URI printed goes into the server config (signers[].key) and into 'signetctl ca init|csr'.`,
 		`  signetctl keys create --uri 'tpm:blob=/var/lib/signet/kube-ca.tpmkey' --algorithm P-384
   signetctl keys create --uri file:///etc/signet/ca/kubelet.key --passphrase-file /etc/signet/ca/kubelet.pass
+  signetctl keys import --from /etc/kubernetes/pki/ca.key --certificate /etc/kubernetes/pki/ca.crt --uri 'pkcs11:token=signet;object=kube-ca?pin-source=file:/etc/signet/pin'
   signetctl keys list --uri 'tpm:'`,
-		keysCreateCommand(), keysListCommand())
+		keysCreateCommand(), keysListCommand(), keysImportCommand())
 }
 
 // addKeyFlags adds the flags of every command that opens or makes a key.
