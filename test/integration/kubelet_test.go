@@ -149,6 +149,16 @@ func kubeletSignet(t *testing.T) (*signet, *testpki.Authority) {
 // kubelet's x509 client CA).
 func kubeletCluster(t *testing.T, s *signet, servingCA *testpki.Authority, dir string) (*controlplane.Cluster, string) {
 	t.Helper()
+	servingFile := filepath.Join(dir, "pki", "signet-kubelet-serving-ca.crt")
+	writeFile(t, servingFile, servingCA.CertPEM())
+	return kubeletClusterWith(t, mustRead(t, filepath.Join(s.state, devpki.SignerCACert)), servingFile, dir)
+}
+
+// kubeletClusterWith is kubeletCluster for the kubelet client CA clientCA (PEM, in
+// --client-ca-file beside the cluster's own) and the kubelet serving CA in servingFile
+// (--kubelet-certificate-authority).
+func kubeletClusterWith(t *testing.T, clientCA []byte, servingFile, dir string) (*controlplane.Cluster, string) {
+	t.Helper()
 	front := testpki.CA(t, func(c *x509.Certificate) {
 		c.Subject = pkix.Name{CommonName: "kubelet client CA (front proxy of the test)"}
 	})
@@ -163,8 +173,6 @@ func kubeletCluster(t *testing.T, s *signet, servingCA *testpki.Authority, dir s
 	certFile, keyFile := filepath.Join(dir, "pki", "apiserver-kubelet-client.crt"), filepath.Join(dir, "pki", "apiserver-kubelet-client.key")
 	writeFile(t, certFile, testpki.CertPEM(cert))
 	writeFile(t, keyFile, testpki.KeyPEM(t, key))
-	servingFile := filepath.Join(dir, "pki", "signet-kubelet-serving-ca.crt")
-	writeFile(t, servingFile, servingCA.CertPEM())
 
 	flags := controlplane.BootstrapTokenFlags()
 	flags["authorization-mode"] = "Node,RBAC"
@@ -174,7 +182,7 @@ func kubeletCluster(t *testing.T, s *signet, servingCA *testpki.Authority, dir s
 	flags["kubelet-client-key"] = keyFile
 	flags["kubelet-preferred-address-types"] = "InternalIP,ExternalIP,Hostname"
 	c := controlplanetest.Start(t, controlplane.Options{
-		ExtraClientCAs: mustRead(t, filepath.Join(s.state, devpki.SignerCACert)),
+		ExtraClientCAs: clientCA,
 		APIServerFlags: flags,
 	})
 	return c, frontFile
