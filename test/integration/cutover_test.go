@@ -78,6 +78,8 @@ func cutOver(t *testing.T, target func(t *testing.T) string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	signing := kcm
+	t.Cleanup(func() { _ = signing.Stop() })
 	runtime := startContainerd(t, dir)
 	port := freePort(t)
 	kubelet, files := startKubelet(t, kubeletOptions{dir: dir, nodeName: cutoverNode, runtime: runtime,
@@ -108,7 +110,7 @@ func cutOver(t *testing.T, target func(t *testing.T) string) {
 	if err := s.cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if err := kcm.Stop(); err != nil {
+	if err := signing.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	if kcm, err = c.StartControllerManager(dir, []string{"csrapproving"}); err != nil {
