@@ -6,7 +6,7 @@ GO           ?= go
 TOOLS        := $(GO) tool -modfile=hack/tools/go.mod
 BIN          := bin
 CMDS         := signet-server signet-watcher signetctl signet-node
-GOTEST_FLAGS ?= -race -count=1 -timeout=20m
+GOTEST_FLAGS ?= -race -count=1 -timeout=30m
 DAEMONS      := signet-server signet-watcher
 # The daemons' built-in GODEBUG default (the environment's GODEBUG overrides it): keeps Go's
 # sysmon out of deep sleep, so a wake from idle no longer restarts its 20 µs polling

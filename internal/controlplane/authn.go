@@ -40,10 +40,8 @@ var _ envtest.Authn = (*certAuthn)(nil)
 
 // newCertAuthn creates the authenticator's CA. extra must be PEM certificates (or empty).
 func newCertAuthn(extra []byte) (*certAuthn, error) {
-	if len(bytes.TrimSpace(extra)) != 0 {
-		if block, _ := pem.Decode(extra); block == nil || block.Type != "CERTIFICATE" {
-			return nil, errors.New("extra client CAs: not PEM certificates")
-		}
+	if err := checkExtra(extra); err != nil {
+		return nil, err
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -77,8 +75,37 @@ func (a *certAuthn) Configure(workDir string, args *envtest.Arguments) error {
 	return nil
 }
 
+// checkExtra refuses extra client CAs that are not PEM certificates (empty is fine).
+func checkExtra(extra []byte) error {
+	if len(bytes.TrimSpace(extra)) != 0 {
+		if block, _ := pem.Decode(extra); block == nil || block.Type != "CERTIFICATE" {
+			return errors.New("extra client CAs: not PEM certificates")
+		}
+	}
+	return nil
+}
+
 // Start writes the bundle: the authenticator's CA, then the extra CAs.
 func (a *certAuthn) Start() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.writeLocked()
+}
+
+// setExtra replaces the extra CAs and rewrites the bundle in place, as an operator edits a
+// running kube-apiserver's --client-ca-file.
+func (a *certAuthn) setExtra(extra []byte) error {
+	if err := checkExtra(extra); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.extra = extra
+	return a.writeLocked()
+}
+
+// writeLocked writes the bundle file; a.mu is held.
+func (a *certAuthn) writeLocked() error {
 	if a.file == "" {
 		return errors.New("client CA bundle: Start called before Configure")
 	}

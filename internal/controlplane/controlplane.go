@@ -71,6 +71,7 @@ type Options struct {
 type Cluster struct {
 	version  string
 	plane    *envtest.ControlPlane
+	authn    *certAuthn
 	admin    *User
 	usersMu  sync.Mutex
 	stopOnce sync.Once
@@ -167,7 +168,7 @@ func startOnce(ctx context.Context, version, etcdPath, apiPath string, timeout t
 		_ = plane.Stop()
 		return nil, fmt.Errorf("starting control plane %s: %w%s", version, err, why)
 	}
-	c := &Cluster{version: version, plane: plane}
+	c := &Cluster{version: version, plane: plane, authn: authn}
 	admin, err := c.AddUser("signet-testcluster-admin", []string{"system:masters"})
 	if err != nil {
 		_ = plane.Stop()
@@ -221,6 +222,19 @@ func (c *Cluster) waitForDefaultNamespace(ctx context.Context, timeout time.Dura
 		}
 		return err == nil, nil
 	})
+}
+
+// SetExtraClientCAs replaces the CAs the running kube-apiserver trusts for client certificates
+// besides the cluster's own user CA (Options.ExtraClientCAs), by rewriting its
+// --client-ca-file in place, as an operator edits the file of a running cluster. The
+// apiserver reloads the file by itself (within a minute; it watches it) and then publishes
+// the new bundle in ConfigMap kube-system/extension-apiserver-authentication; callers wait
+// for that.
+func (c *Cluster) SetExtraClientCAs(pemCerts []byte) error {
+	if err := c.authn.setExtra(pemCerts); err != nil {
+		return fmt.Errorf("setting the extra client CAs: %w", err)
+	}
+	return nil
 }
 
 // Stop stops kube-apiserver and etcd and removes their data. It is idempotent.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/signet-pki/signet/server/config"
 	"github.com/signet-pki/signet/server/ledger"
 	"github.com/signet-pki/signet/server/profile"
+	"github.com/signet-pki/signet/watcher/trustbundle"
 )
 
 // The node of the cut-over test, and the lifetime kube-controller-manager signs for there: the
@@ -44,6 +46,7 @@ const (
 // reaches the kubelet over TLS verified with that CA; it authenticates the renewed kubelet).
 func TestCutOverKeepsTheCA(t *testing.T) {
 	requireRoot(t)
+	t.Parallel() // waits minutes for the kubelet to renew, beside the other tests that do (clientLifetime)
 	for _, hw := range []struct {
 		name   string
 		target func(t *testing.T) string // the URI of the key to import
@@ -53,7 +56,10 @@ func TestCutOverKeepsTheCA(t *testing.T) {
 			return swtpmtest.Start(t).URI("blob=" + filepath.Join(t.TempDir(), "kube-ca.tpmkey"))
 		}},
 	} {
-		t.Run(hw.name, func(t *testing.T) { cutOver(t, hw.target) })
+		t.Run(hw.name, func(t *testing.T) {
+			t.Parallel()
+			cutOver(t, hw.target)
+		})
 	}
 }
 
@@ -93,8 +99,12 @@ func cutOver(t *testing.T, target func(t *testing.T) string) {
 
 	// The cut-over: the key moves into hardware, the file goes, Signet takes the names over.
 	uri := target(t)
-	if _, _, err := keystore.Import(ctx, uri, ca.Key, ca.Cert, keystore.Options{}); err != nil {
+	imported, _, err := keystore.Import(ctx, uri, ca.Key, ca.Cert, keystore.Options{})
+	if err != nil {
 		t.Fatalf("importing ca.key: %v", err)
+	}
+	if err := imported.Close(); err != nil { // as signetctl keys import does: the server opens its own
+		t.Fatal(err)
 	}
 	if err := os.Remove(keyFile); err != nil {
 		t.Fatal(err)
@@ -120,6 +130,12 @@ func cutOver(t *testing.T, target func(t *testing.T) string) {
 	s.startServer()
 	w, err := c.AddWatcher("signet-watcher", []string{kubeletClientCAs, kubeletServing})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Grant(ctx, "signet-test:client-ca-reader", w, []rbacv1.PolicyRule{{ // as the installs' client-ca-reader
+		APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"},
+		ResourceNames: []string{trustbundle.AuthenticationConfigMap},
+	}}); err != nil {
 		t.Fatal(err)
 	}
 	wcfg := s.watcherConfig(s.addr)

@@ -43,7 +43,9 @@ const (
 	// clientLifetime is the kubelet client signer's maximum lifetime: the shortest Signet
 	// allows, so that the kubelet renews inside the test. The kubelet renews at 70–90 % of a
 	// certificate's life counted from its NotBefore, which is backdated 5 minutes: 5.5–8.5
-	// minutes after issuance.
+	// minutes after issuance. The tests that wait for a renewal run in parallel with each
+	// other (t.Parallel), after the rest of the package: each has its own control plane,
+	// containerd and kubelet, and mostly waits.
 	clientLifetime = 10 * time.Minute
 )
 
@@ -61,6 +63,7 @@ const (
 //   - every CSR has a certificate and the ledger holds an issued record for each.
 func TestRealKubelet(t *testing.T) {
 	requireRoot(t)
+	t.Parallel() // waits minutes for the kubelet to renew, beside the other tests that do (clientLifetime)
 	dir := nodeDir(t)
 	ctx := context.Background()
 	s, servingCA := kubeletSignet(t)
