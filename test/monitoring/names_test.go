@@ -94,7 +94,8 @@ func exported(t *testing.T) series {
 	tb.ObserveReport(signer, watchermetrics.TrustBundleReported)
 	wm.WatchClientCertificate(func() *x509.Certificate { return cert })
 
-	out := series{}
+	// Prometheus' own series for every target: whether its last scrape succeeded.
+	out := series{"up": {}}
 	for _, h := range []http.Handler{sm.Handler(), wm.Handler()} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
