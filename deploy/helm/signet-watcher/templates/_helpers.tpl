@@ -1,12 +1,42 @@
 {{/*
-The name of every object: the release name when it already says signet-watcher (the usual
-`helm install signet-watcher`), else "<release>-signet-watcher". At most 63 characters.
+The name of every object: fullnameOverride if set; else the release name when it already
+contains the chart's name (nameOverride, default signet-watcher: the usual `helm install
+signet-watcher`), else "<release>-<name>". At most 63 characters.
 */}}
 {{- define "signet-watcher.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The ServiceAccount the pods run as and every binding names: serviceAccount.name, else the
+chart's name.
+*/}}
+{{- define "signet-watcher.serviceAccountName" -}}
+{{- default (include "signet-watcher.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{/*
+The image: [registry/]repository@digest when image.digest is set, else
+[registry/]repository:tag, the tag defaulting to the chart's appVersion (the release's tag).
+*/}}
+{{- define "signet-watcher.image" -}}
+{{- $repo := .Values.image.repository -}}
+{{- with .Values.image.registry -}}
+{{- $repo = printf "%s/%s" (trimSuffix "/" .) $repo -}}
+{{- end -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" $repo .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repo (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 {{- end -}}
 
@@ -40,6 +70,17 @@ The port of server.address (host:port, or [v6]:port).
 {{- end -}}
 
 {{/*
+An IntOrString value: a percentage as a quoted string, a number as an integer.
+*/}}
+{{- define "signet-watcher.intOrPercent" -}}
+{{- if kindIs "string" . -}}
+{{- quote . -}}
+{{- else -}}
+{{- int . -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 Where the ledger witness's public keys (the ConfigMap ledgerWitness.publicKeys.configMapName)
 are mounted, as components/ledger-witness mounts them.
 */}}
@@ -48,8 +89,12 @@ are mounted, as components/ledger-witness mounts them.
 {{- end -}}
 
 {{/*
-config.yaml, the watcher's configuration. Settings left at the watcher's defaults are left
-out, as in the kustomize base's config.yaml.
+config.yaml, the watcher's configuration. Settings left at the watcher's defaults (empty
+values) are left out, as in the kustomize base's config.yaml. Every field of the watcher's
+Config is here: set from the value of the same name, or derived from the chart's own objects
+(the TLS Secret's mount, the metrics port, the Lease, the witness's key mount and namespace).
+test/integration's TestHelmValuesReachEveryConfigField walks the Config type and fails on a
+field that is neither.
 */}}
 {{- define "signet-watcher.config" -}}
 apiVersion: signet.dev/v1alpha1
@@ -64,9 +109,35 @@ server:
   caFile: /etc/signet/tls/ca.crt
   certFile: /etc/signet/tls/tls.crt
   keyFile: /etc/signet/tls/tls.key
-{{- if not .Values.podCertificateRequests.enabled }}
+  {{- with .Values.server.serverName }}
+  serverName: {{ . | quote }}
+  {{- end }}
+{{- with .Values.workers }}
+workers: {{ . | int }}
+{{- end }}
+{{- with .Values.rpcTimeout }}
+rpcTimeout: {{ . }}
+{{- end }}
+{{- if or .Values.backoff.initial .Values.backoff.max }}
+backoff:
+  {{- with .Values.backoff.initial }}
+  initial: {{ . }}
+  {{- end }}
+  {{- with .Values.backoff.max }}
+  max: {{ . }}
+  {{- end }}
+{{- end }}
+{{- with .Values.signedEvents }}
+signedEvents: {{ . }}
+{{- end }}
+{{- if or (not .Values.podCertificateRequests.enabled) .Values.podCertificateRequests.giveUpAfter }}
 podCertificateRequests:
+  {{- if not .Values.podCertificateRequests.enabled }}
   enabled: false
+  {{- end }}
+  {{- with .Values.podCertificateRequests.giveUpAfter }}
+  giveUpAfter: {{ . }}
+  {{- end }}
 {{- end }}
 {{- if or (not .Values.trustBundles.enabled) .Values.trustBundles.period }}
 trustBundles:
@@ -105,7 +176,7 @@ ledgerWitness:
 {{- end }}
 metricsAddress: ":9465"
 leaderElection:
-  enabled: true
+  enabled: {{ .Values.leaderElection.enabled }}
   leaseName: {{ include "signet-watcher.fullname" . }}
   leaseDuration: {{ .Values.leaderElection.leaseDuration }}
   renewDeadline: {{ .Values.leaderElection.renewDeadline }}
