@@ -49,7 +49,8 @@ func (e *TransientError) GRPCStatus() *status.Status { return status.New(codes.U
 //     operator; FailedPrecondition from older servers) are transient, the object staying
 //     pending rather than failed for what its requester did not do, and so are
 //     SIGNER_NOT_ALLOWED and UNKNOWN_SIGNER (the watcher's configuration against the
-//     server's, which a roll-out fixes). Any other status (no
+//     server's, which a roll-out fixes), and UNSUPPORTED_CLIENT_VERSION (the client's version
+//     outside the server's skew policy, which an upgrade fixes). Any other status (no
 //     ErrorInfo, another domain, a reason newer than the contract, UNSPECIFIED) is terminal
 //     iff its code is InvalidArgument, FailedPrecondition or ResourceExhausted (gRPC's own
 //     "message larger than max": the same request can never fit);

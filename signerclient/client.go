@@ -30,6 +30,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/signet-pki/signet/internal/version"
 	"github.com/signet-pki/signet/objectrequest"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 )
@@ -101,6 +102,10 @@ type Config struct {
 	// success; client-side failures such as a deadline or no healthy endpoint have their code
 	// too) and its duration. It must be safe for concurrent use.
 	ObserveRPC func(method string, code codes.Code, d time.Duration)
+	// Version is the version the client reports in the signetv1.ClientVersionHeader metadata
+	// of every call, which the server checks against its skew policy (docs/compatibility.md);
+	// empty means this binary's own (internal/version.Version).
+	Version string
 }
 
 // Client signs CertificateSigningRequests and PodCertificateRequests with the signing server. It is safe for concurrent
@@ -158,7 +163,7 @@ func New(cfg Config) (*Client, error) {
 		// answer to measure bandwidth (see signet-server's streamWindow); the messages are small.
 		grpc.WithStaticStreamWindowSize(streamWindow),
 		grpc.WithStaticConnWindowSize(connWindow),
-		grpc.WithChainUnaryInterceptor(explainInterceptor(creds)),
+		grpc.WithChainUnaryInterceptor(versionInterceptor(cmp.Or(cfg.Version, version.Version)), explainInterceptor(creds)),
 	}
 	if cfg.ObserveRPC != nil {
 		opts = append(opts, grpc.WithChainUnaryInterceptor(observeInterceptor(cfg.ObserveRPC, clk)))

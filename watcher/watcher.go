@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/signet-pki/signet/internal/httpserver"
+	"github.com/signet-pki/signet/internal/version"
 	"github.com/signet-pki/signet/signerclient"
 	"github.com/signet-pki/signet/watcher/csrsigner"
 	"github.com/signet-pki/signet/watcher/kubeclient"
@@ -42,7 +43,9 @@ const Component = "signet-watcher"
 // ClusterTrustBundle (trustbundle.Publisher) and reports each published bundle to the signing
 // server under clusterName; otherwise it logs once why not. It returns nil
 // after a clean stop and an error if the configuration is invalid, discovery keeps failing,
-// the client cannot be built, the metrics listener cannot bind, or a controller fails.
+// the client cannot be built, the metrics listener cannot bind, the signing server refuses
+// this watcher's version (ErrUnsupportedVersion; its first call, checkServerVersion), or a
+// controller fails.
 //
 // With metricsAddress set it serves /metrics, /livez (always 200) and /readyz (200 on a
 // standby, and on the leader once every controller's caches have synced) for as long as it
@@ -95,6 +98,9 @@ func Run(ctx context.Context, cfg *Config, kube kubeclient.Interface, logger klo
 		return fmt.Errorf("running watcher: %w", err)
 	}
 	defer stopHTTP()
+	if err := checkServerVersion(ctx, client, version.Version, logger); err != nil {
+		return fmt.Errorf("running watcher: %w", err)
+	}
 
 	// After the listener is up: /livez answers while discovery retries.
 	pcrVersion, err := c.podCertificateVersion(ctx, kube, logger)

@@ -60,13 +60,19 @@ func approvedCSR(name, request string) *certificatesv1.CertificateSigningRequest
 // startServer runs the refusing server over mTLS and returns the watcher's server config.
 func startServer(t *testing.T) ServerConfig {
 	t.Helper()
+	return startServerWith(t, refusingServer{})
+}
+
+// startServerWith serves service over mTLS and returns the watcher's server config.
+func startServerWith(t *testing.T, service signetv1.SignerServiceServer) ServerConfig {
+	t.Helper()
 	ca := mtlstest.NewCA(t)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(ca.ServerTLS(t, "localhost"))))
-	signetv1.RegisterSignerServiceServer(srv, refusingServer{})
+	signetv1.RegisterSignerServiceServer(srv, service)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	_, port, _ := net.SplitHostPort(lis.Addr().String())

@@ -23,6 +23,24 @@ const ErrorDomain = "signet.dev"
 // service config can embed it.
 const HealthService = "signet.v1.SignerService"
 
+// ClientVersionHeader is the gRPC metadata key under which a client sends its own version
+// (internal/version's Version: v0.3.1, or a development build's) on every call; signerclient
+// sends it. Before any signet.v1 call the server checks it against its skew policy
+// (docs/compatibility.md: clients of its own minor version and of the one before it, never
+// newer ones; a development build on either side is accepted) and refuses a client outside it
+// with FAILED_PRECONDITION and the ErrorInfo reason ReasonUnsupportedClientVersion. A call
+// without the header (grpcurl, a client in another language) is not checked.
+const ClientVersionHeader = "signet-client-version"
+
+// ReasonUnsupportedClientVersion is the ErrorInfo reason (domain ErrorDomain) of a call
+// refused because the client's version (ClientVersionHeader) is outside the server's skew
+// policy; the ErrorInfo's metadata name both versions (server_version, client_version) and the
+// message says which versions the server accepts. It is no ErrorReason: the gRPC door answers
+// it before any decision, so nothing is recorded in the ledger. It is not final (FinalName):
+// the request is fine, and upgrading the client or the server lets it through, so a forwarder
+// keeps its objects waiting rather than failing them.
+const ReasonUnsupportedClientVersion = "UNSUPPORTED_CLIENT_VERSION"
+
 // reasonPrefix is the prefix of every ErrorReason's enum name.
 const reasonPrefix = "ERROR_REASON_"
 
@@ -115,7 +133,12 @@ func Final(r ErrorReason) bool { return finality[r] }
 // final is Final of the reason, and known whether name is an ErrorReason that decides
 // anything. known is false for a name that is no ErrorReason (a newer server's, another
 // domain's) and for UNSPECIFIED, which no server sends: a client then judges by the gRPC code.
+// ReasonUnsupportedClientVersion, the one reason of the contract that is no ErrorReason, is
+// known and not final.
 func FinalName(name string) (final, known bool) {
+	if strings.TrimPrefix(name, reasonPrefix) == ReasonUnsupportedClientVersion {
+		return false, true
+	}
 	r, ok := ParseReason(name)
 	if !ok || r == ErrorReason_ERROR_REASON_UNSPECIFIED {
 		return false, false

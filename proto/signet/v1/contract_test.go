@@ -148,3 +148,21 @@ func TestFinalOfUnknownReasons(t *testing.T) {
 		}
 	}
 }
+
+// TestUnsupportedClientVersionIsNotFinal: the version refusal, the one reason that is no
+// ErrorReason, is known and not final, so a forwarder keeps its objects waiting for the
+// roll-out that cures it; its TitleCase form is a condition reason.
+func TestUnsupportedClientVersionIsNotFinal(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{signetv1.ReasonUnsupportedClientVersion, "ERROR_REASON_" + signetv1.ReasonUnsupportedClientVersion} {
+		if final, known := signetv1.FinalName(name); final || !known {
+			t.Errorf("FinalName(%q) = %v, %v; want false, true", name, final, known)
+		}
+	}
+	if _, ok := signetv1.ParseReason(signetv1.ReasonUnsupportedClientVersion); ok {
+		t.Errorf("%s is an ErrorReason: then the decision core's table must answer it (server/wire)", signetv1.ReasonUnsupportedClientVersion)
+	}
+	if got := signetv1.ConditionReason(signetv1.ReasonUnsupportedClientVersion); got != "UnsupportedClientVersion" {
+		t.Errorf("ConditionReason = %q", got)
+	}
+}
