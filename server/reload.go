@@ -52,7 +52,7 @@ func (s *Server) Reload(ctx context.Context) {
 		if digest == s.signers[i].digest {
 			continue
 		}
-		_, specs, err := configuredSigner(sc)
+		_, specs, err := signerCAs(sc)
 		if err != nil {
 			s.log.Error("reloading signer; keeping the previous CA", "signer", sc.Name, "error", err.Error())
 			continue

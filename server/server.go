@@ -142,62 +142,13 @@ func (s *Server) build(ctx context.Context) error {
 	if err := s.newAttestation(); err != nil {
 		return err
 	}
-	// The idempotency answers and the CA sets are rebuilt from the records Open verifies, in
-	// the same read.
-	store := idempotency.New(idempotency.Options{Retention: cfg.Idempotency.Retention.Duration, ReplayUntil: decision.ReplayUntil})
-	since, replayed := time.Now().Add(-cfg.Idempotency.Retention.Duration), 0
-	replay := func(r ledger.Record) error {
-		if !r.Time.Before(since) {
-			replayed += store.Load(r)
-		}
-		if s.attest != nil {
-			s.attest.Replay(r)
-		}
-		return s.rotation.Replay(r)
-	}
-	var err error
-	appended := func() {
-		if cp := s.checkpoints.Load(); cp != nil {
-			cp.Appended()
-		}
-	}
-	if s.ledger, err = ledger.Open(cfg.Ledger.Dir, ledger.Options{Logger: log, Replay: replay, Appended: appended}); err != nil {
-		return fmt.Errorf("opening ledger: %w", err)
-	}
-	if err := s.openCheckpoints(ctx); err != nil {
+	// Everything the configuration alone defines (profiles, lint gates, CA certificates, client
+	// rules, TLS files) is loaded before the ledger is opened, which creates its directory and
+	// the checkpoint key: a start that fails on the configuration leaves nothing behind.
+	configured, err := configureSigners(cfg.Signers, cfg.Lint)
+	if err != nil {
 		return err
 	}
-	seq, _ := s.ledger.Last()
-	log.Info("ledger opened", "dir", cfg.Ledger.Dir, "last_seq", seq, "idempotent_answers", replayed)
-	s.rotation.SetLedger(s.ledger)
-	for _, sc := range cfg.Signers {
-		pol, err := newPolicy(sc, cfg.Lint)
-		if err != nil {
-			return err
-		}
-		digest, specs, err := configuredSigner(sc)
-		if err != nil {
-			return err
-		}
-		plan := s.rotation.Resolve(sc.Name, rotationConfig(sc), specs)
-		ls, err := loadSigner(ctx, sc.Name, plan.Set, pol, s.keyOptions(sc.Name), digest)
-		if err != nil {
-			return err
-		}
-		s.signers = append(s.signers, ls)
-		if err := s.rotation.Adopt(ctx, plan); err != nil {
-			return fmt.Errorf("signer %s: %w", sc.Name, err)
-		}
-		s.metrics.SetCAExpiry(sc.Name, ls.signer.Issuer.CACertificate().NotAfter)
-		if pol.profile.Insecure() {
-			s.metrics.SetInsecure(sc.Name)
-			log.Warn("INSECURE signer: it signs kubelet client certificates for any node name its approver approves, with no proof of the node's identity (profile kubelet-client-insecure)",
-				"signer", sc.Name)
-		}
-		log.Info("signer loaded", "signer", sc.Name, "profile", sc.Profile.Name, "ca_subject", ls.signer.Issuer.CACertificate().Subject.String(),
-			"max_lifetime", maxLifetime(sc).String(), "lints", ls.lints, "cas", len(plan.Set.Specs()))
-	}
-	s.rotation.SetInstaller(installer{s})
 	authz, err := access.NewAuthorizer(cfg.Clients, names)
 	if err != nil {
 		return fmt.Errorf("clients: %w", err)
@@ -215,6 +166,54 @@ func (s *Server) build(ctx context.Context) error {
 	if s.tls, err = newTLSSource(cfg.TLS); err != nil {
 		return err
 	}
+	// The idempotency answers and the CA sets are rebuilt from the records Open verifies, in
+	// the same read.
+	store := idempotency.New(idempotency.Options{Retention: cfg.Idempotency.Retention.Duration, ReplayUntil: decision.ReplayUntil})
+	since, replayed := time.Now().Add(-cfg.Idempotency.Retention.Duration), 0
+	replay := func(r ledger.Record) error {
+		if !r.Time.Before(since) {
+			replayed += store.Load(r)
+		}
+		if s.attest != nil {
+			s.attest.Replay(r)
+		}
+		return s.rotation.Replay(r)
+	}
+	appended := func() {
+		if cp := s.checkpoints.Load(); cp != nil {
+			cp.Appended()
+		}
+	}
+	if s.ledger, err = ledger.Open(cfg.Ledger.Dir, ledger.Options{Logger: log, Replay: replay, Appended: appended}); err != nil {
+		return fmt.Errorf("opening ledger: %w", err)
+	}
+	if err := s.openCheckpoints(ctx); err != nil {
+		return err
+	}
+	seq, _ := s.ledger.Last()
+	log.Info("ledger opened", "dir", cfg.Ledger.Dir, "last_seq", seq, "idempotent_answers", replayed)
+	s.rotation.SetLedger(s.ledger)
+	for i, sc := range cfg.Signers {
+		c := configured[i]
+		plan := s.rotation.Resolve(sc.Name, rotationConfig(sc), c.specs)
+		ls, err := loadSigner(ctx, sc.Name, plan.Set, c.policy, s.keyOptions(sc.Name), c.digest)
+		if err != nil {
+			return err
+		}
+		s.signers = append(s.signers, ls)
+		if err := s.rotation.Adopt(ctx, plan); err != nil {
+			return fmt.Errorf("signer %s: %w", sc.Name, err)
+		}
+		s.metrics.SetCAExpiry(sc.Name, ls.signer.Issuer.CACertificate().NotAfter)
+		if c.policy.profile.Insecure() {
+			s.metrics.SetInsecure(sc.Name)
+			log.Warn("INSECURE signer: it signs kubelet client certificates for any node name its approver approves, with no proof of the node's identity (profile kubelet-client-insecure)",
+				"signer", sc.Name)
+		}
+		log.Info("signer loaded", "signer", sc.Name, "profile", sc.Profile.Name, "ca_subject", ls.signer.Issuer.CACertificate().Subject.String(),
+			"max_lifetime", maxLifetime(sc).String(), "lints", ls.lints, "cas", len(plan.Set.Specs()))
+	}
+	s.rotation.SetInstaller(installer{s})
 	s.metrics.WatchTLSCertificate(s.tls.certificate)
 	s.tls.guard(authz.VerifyConnection, log, s.metrics)
 	opts := decision.Options{Log: log, Ledger: s.ledger, Store: store, Metrics: s.metrics, Issued: s.rotation.Issued, Rotation: s.rotation}

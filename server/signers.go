@@ -47,11 +47,42 @@ func newPolicy(sc config.Signer, defaultLint config.Lint) (policy, error) {
 	}
 	pol := policy{profile: prof}
 	if !lintCfg.Disabled {
-		if pol.gate, err = lint.New(prof.LintOptions(lintCfg.Options)); err != nil {
+		if pol.gate, err = lint.New(prof.LintOptions(lintOptions(lintCfg))); err != nil {
 			return policy{}, fmt.Errorf("signer %s: lint: %w", sc.Name, err)
 		}
 	}
 	return pol, nil
+}
+
+// lintOptions are the lint gate's options of a configured lint section.
+func lintOptions(l config.Lint) lint.Options {
+	return lint.Options{Sources: l.Sources, Exclude: l.Exclude, ReplaceDefaultExclusions: l.ReplaceDefaultExclusions}
+}
+
+// configuredSigner is what a signer's configuration and its files define: its policy, the
+// digest of its files and its CAs' certificates.
+type configuredSigner struct {
+	policy policy
+	digest [sha256.Size]byte
+	specs  []authority.CASpec
+}
+
+// configureSigners builds the policy and reads the CA certificates of every signer, in order.
+// Errors name the signer.
+func configureSigners(signers []config.Signer, defaultLint config.Lint) ([]configuredSigner, error) {
+	out := make([]configuredSigner, len(signers))
+	for i, sc := range signers {
+		pol, err := newPolicy(sc, defaultLint)
+		if err != nil {
+			return nil, err
+		}
+		digest, specs, err := signerCAs(sc)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = configuredSigner{policy: pol, digest: digest, specs: specs}
+	}
+	return out, nil
 }
 
 // signerFiles are the files whose contents define a signer generation. A key URI that is
@@ -101,8 +132,8 @@ func loadSigner(ctx context.Context, name string, set authority.Set, pol policy,
 	return ls, nil
 }
 
-// configuredSigner reads the digest and the CAs of the signer's configured files.
-func configuredSigner(sc config.Signer) ([sha256.Size]byte, []authority.CASpec, error) {
+// signerCAs reads the digest and the CAs of the signer's configured files.
+func signerCAs(sc config.Signer) ([sha256.Size]byte, []authority.CASpec, error) {
 	digest, err := filereload.Digest(signerFiles(sc)...)
 	if err != nil {
 		return digest, nil, fmt.Errorf("signer %s: %w", sc.Name, err)

@@ -13,7 +13,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -25,6 +24,7 @@ import (
 	"github.com/signet-pki/signet/internal/version"
 	"github.com/signet-pki/signet/server"
 	"github.com/signet-pki/signet/server/config"
+	"github.com/signet-pki/signet/server/configcheck"
 )
 
 // options are the command-line flags.
@@ -102,7 +102,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "signet-server: --config (or --dev) is required")
 		return 2
 	}
-	cfg, err := loadConfig(*opts)
+	cfg, err := loadConfig(*opts, log)
 	if err != nil {
 		log.Error("loading config", "error", err.Error())
 		return 1
@@ -141,13 +141,30 @@ func newFlagSet(stderr io.Writer) (*flag.FlagSet, *options) {
 	return fs, opts
 }
 
-// loadConfig loads and validates the configuration file, applies the flag overrides and
-// validates the result again.
-func loadConfig(opts options) (*config.Config, error) {
-	cfg, err := config.Load(opts.configPath)
+// loadConfig loads the configuration file, applies the flag overrides, validates the result
+// and checks the files it names (server/configcheck), as --validate-config does: a start that
+// would fail on the configuration fails here, before anything is created. The error lists every
+// problem, one a line.
+func loadConfig(opts options, log *slog.Logger) (*config.Config, error) {
+	r, err := configcheck.File(opts.configPath, opts.apply)
 	if err != nil {
 		return nil, err
 	}
+	if !r.Valid() {
+		lines := make([]string, len(r.Problems))
+		for i, p := range r.Problems {
+			lines[i] = p.String()
+		}
+		return nil, fmt.Errorf("config %s is not valid:\n%s", opts.configPath, strings.Join(lines, "\n"))
+	}
+	for _, n := range r.Notes {
+		log.Warn("configuration not fully checked", "note", n.String())
+	}
+	return r.Config, nil
+}
+
+// apply applies the flag overrides to cfg.
+func (opts options) apply(cfg *config.Config) {
 	if opts.listen != "" {
 		cfg.GRPC.Address = opts.listen
 	}
@@ -157,32 +174,33 @@ func loadConfig(opts options) (*config.Config, error) {
 	if opts.reflect {
 		cfg.GRPC.Reflection = true
 	}
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("config %s with the flags applied: %w", opts.configPath, err)
-	}
-	return cfg, nil
 }
 
-// validateConfig checks the configuration as signet-watcher --validate-config does: a file
-// that cannot be read is reported as is; otherwise "configuration is valid" on stdout and 0, or
-// "invalid configuration:" and every problem, one a line, on stderr and 1. No key is opened,
-// nothing listens.
+// validateConfig checks the configuration as signet-watcher --validate-config does, and as a
+// start would short of using a key (server/configcheck: the files it names, key modes, key and
+// certificate pairs): a file that cannot be read is reported as is; otherwise "configuration
+// is valid", each signer's lifetimes and any note on stdout and 0, or "invalid
+// configuration:" and every problem, one a line with its field and line, on stderr and 1. No
+// key is opened on a device, nothing listens, nothing is created.
 func validateConfig(opts options, stdout, stderr io.Writer) int {
-	cfg, err := loadConfig(opts)
+	r, err := configcheck.File(opts.configPath, opts.apply)
 	if err != nil {
-		if _, ok := errors.AsType[*fs.PathError](err); ok {
-			fmt.Fprintln(stderr, err)
-			return 1
-		}
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	if !r.Valid() {
 		fmt.Fprintln(stderr, "invalid configuration:")
-		for _, p := range problems(err) {
+		for _, p := range r.Problems {
 			fmt.Fprintln(stderr, p)
 		}
 		return 1
 	}
 	fmt.Fprintln(stdout, "configuration is valid")
-	for _, sc := range cfg.Signers {
+	for _, sc := range r.Config.Signers {
 		fmt.Fprintln(stdout, lifetimeSummary(sc))
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintln(stdout, "note:", n)
 	}
 	return 0
 }
@@ -209,17 +227,6 @@ func short(d time.Duration) string {
 		return "0s"
 	}
 	return s
-}
-
-// problems returns the errors joined under err's context ("config PATH: …"), each of which
-// names its field; err alone if it joins none.
-func problems(err error) []error {
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		if joined, ok := e.(interface{ Unwrap() []error }); ok {
-			return joined.Unwrap()
-		}
-	}
-	return []error{err}
 }
 
 func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {

@@ -56,8 +56,8 @@ func TestValidateConfig(t *testing.T) {
 	good := devConfig(t)
 	dir := filepath.Dir(good)
 
-	// Valid, but its key files do not exist and its ledger folder is not there yet: only
-	// starting the server would find out.
+	// Its key file does not exist (a start would fail: reported) and its ledger folder is not
+	// there yet (a start creates it: not created by the check).
 	unopened := filepath.Join(dir, "unopened.yaml")
 	data, err := os.ReadFile(good)
 	if err != nil {
@@ -88,17 +88,18 @@ signers: [{name: not-a-signer-name}]
 	}{
 		{name: "file argument", args: []string{"--validate-config", good}, stdout: devValid},
 		{name: "--config", args: []string{"--config", good, "--validate-config"}, stdout: devValid},
-		{name: "keys are not opened", args: []string{"--validate-config", unopened}, stdout: devValid},
+		{name: "missing key file", args: []string{"--validate-config", unopened}, code: 1,
+			stderr: []string{"invalid configuration:\n", "\nsigners[0].key (line 17): " + filepath.Join(dir, "missing.key") + " does not exist\n"}},
 		{
 			name: "flags are applied", args: []string{"--config", good, "--validate-config", "--listen", "no-port", "--http-listen", "also-none"}, code: 1,
-			stderr: []string{"invalid configuration:\n", "\ngrpc.address: address no-port: missing port in address\n", "\nhttp.address: address also-none: missing port in address\n"},
+			stderr: []string{"invalid configuration:\n", "\ngrpc.address (line 5): address no-port: missing port in address\n", "\nhttp.address: address also-none: missing port in address\n"},
 		},
 		{
 			name: "every problem with its field", args: []string{"--validate-config", broken}, code: 1,
 			stderr: []string{
-				"invalid configuration:\n", "\ngrpc.address: ", "\ntls.certFile is required", "\ntls.keyFile is required",
-				"\ntls.clientCAFile is required", "\nledger.dir is required", "\nclients: ", "\nsigners[0].name ",
-				"\nsigners[0].key is required", "\nsigners[0].profile: ",
+				"invalid configuration:\n", "\ngrpc.address (line 3): ", "\ntls.certFile is required", "\ntls.keyFile is required",
+				"\ntls.clientCAFile is required", "\nledger.dir is required", "\nclients: ", "\nsigners[0].name (line 4): ",
+				"\nsigners[0].key (line 4): is required", "\nsigners[0].profile (line 4): name: required",
 			},
 		},
 		{name: "unknown field", args: []string{"--validate-config", unknown}, code: 1, stderr: []string{"invalid configuration:\n", `unknown field "colour"`}},

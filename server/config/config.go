@@ -15,10 +15,6 @@ import (
 	"github.com/signet-pki/signet/internal/configfile"
 	"github.com/signet-pki/signet/keystore"
 	"github.com/signet-pki/signet/server/access"
-	"github.com/signet-pki/signet/server/authority"
-	"github.com/signet-pki/signet/server/checkpoint"
-	"github.com/signet-pki/signet/server/idempotency"
-	"github.com/signet-pki/signet/server/lint"
 	"github.com/signet-pki/signet/server/profile"
 )
 
@@ -38,9 +34,11 @@ const (
 	// default, so that a cut-over keeps the lifetimes (and the outages) the cluster lives with.
 	DefaultKubernetesMaxLifetime = 8760 * time.Hour
 	DefaultReloadInterval        = 10 * time.Second
-	DefaultRetention             = idempotency.DefaultRetention
-	// DefaultCheckpointInterval is ledger.checkpoint.interval's default.
-	DefaultCheckpointInterval = checkpoint.DefaultInterval
+	// DefaultRetention is idempotency.retention's default (the idempotency store's own).
+	DefaultRetention = 24 * time.Hour
+	// DefaultCheckpointInterval is ledger.checkpoint.interval's default (the checkpointer's
+	// own).
+	DefaultCheckpointInterval = 250 * time.Millisecond
 	// DefaultMinPropagationDelay is signers[].rotation.minPropagationDelay's default.
 	DefaultMinPropagationDelay = time.Hour
 )
@@ -168,9 +166,16 @@ type Lint struct {
 	// Disabled turns the gate off. It is on by default: every certificate is linted before
 	// the CA key signs it.
 	Disabled bool `json:"disabled,omitempty"`
-	// Options choose the zlint sources and exclusions; the zero value is Signet's default set
-	// for a private CA.
-	lint.Options `json:",inline"`
+	// Sources are the zlint lint sources that apply, spelled as zlint's lint sources
+	// ("RFC5280", "Community", "CABF_BR", ...). Empty: Signet's default set for a private CA
+	// (every RFC source, the community lints and Mozilla's root store policy).
+	Sources []string `json:"sources,omitempty"`
+	// Exclude names lints not to run, on top of the default exclusions. Every name must be a
+	// lint zlint knows (checked when the server builds the gate).
+	Exclude []string `json:"exclude,omitempty"`
+	// ReplaceDefaultExclusions makes Exclude the complete list: the default exclusions no
+	// longer apply (the always-excluded lints stay out).
+	ReplaceDefaultExclusions bool `json:"replaceDefaultExclusions,omitempty"`
 }
 
 // TLS configures mutual TLS. All three files are required: the server never serves without
@@ -224,6 +229,13 @@ type Rotation struct {
 	MinPropagationDelay *metav1.Duration `json:"minPropagationDelay,omitempty"`
 }
 
+// The states of a CA, the values of CA.State.
+const (
+	StateActive  = "active"
+	StateStaged  = "staged"
+	StateRetired = "retired"
+)
+
 // CA is one CA of a signer.
 type CA struct {
 	// Key is the CA key URI; a retired CA may have none.
@@ -257,18 +269,35 @@ func DefaultMaxLifetimeFor(profileName string) time.Duration {
 
 // Load reads, defaults and validates the configuration file at path. Unknown and duplicate
 // fields are errors; field names are case-sensitive. Relative file paths in the file are
-// resolved against the file's directory.
+// resolved against the file's directory. A duration that is not one is reported with its
+// field path and line, together with every other problem of the file.
 func Load(path string) (*Config, error) {
-	var cfg Config
-	if err := configfile.Decode(path, APIVersion, Kind, &cfg); err != nil {
-		return nil, fmt.Errorf("loading server config: %w", err)
+	cfg, problems, err := Read(path)
+	if err != nil {
+		if len(problems) > 0 {
+			return nil, fmt.Errorf("config %s: %w", path, errors.Join(append(problems, err)...))
+		}
+		return nil, err
+	}
+	if err := errors.Join(append(problems, cfg.Validate())...); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Read reads the configuration file at path as Load does, without validating it: relative
+// paths resolved, defaults applied. problems are the values that could not be decoded (a
+// duration that is not one), each naming its field path and line; the rest of the file is
+// decoded without them. err is for a file that cannot be read or decoded, and then cfg is
+// nil.
+func Read(path string) (cfg *Config, problems []error, err error) {
+	cfg, problems, err = decode(path)
+	if err != nil {
+		return nil, problems, fmt.Errorf("loading server config: %w", err)
 	}
 	cfg.resolvePaths(filepath.Dir(path))
 	cfg.Default()
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
-	}
-	return &cfg, nil
+	return cfg, problems, nil
 }
 
 // Default fills in every unset field that has a default.
@@ -422,17 +451,21 @@ func (s Signer) validateCAs(at string) []error {
 	active := 0
 	for j, ca := range s.CAs {
 		caAt := fmt.Sprintf("%s.cas[%d]", at, j)
-		state, err := authority.ParseState(ca.State)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s.%w", caAt, err))
+		state := ca.State
+		switch state {
+		case "":
+			state = StateActive
+		case StateActive, StateStaged, StateRetired:
+		default:
+			errs = append(errs, fmt.Errorf("%s.state %q is not one of %q, %q, %q", caAt, ca.State, StateActive, StateStaged, StateRetired))
 		}
-		if state == authority.Active {
+		if state == StateActive {
 			active++
 		}
 		if ca.Certificate == "" {
 			errs = append(errs, fmt.Errorf("%s.certificate is required", caAt))
 		}
-		if ca.Key == "" && state != authority.Retired {
+		if ca.Key == "" && state != StateRetired {
 			errs = append(errs, fmt.Errorf("%s.key is required for a CA that is not retired", caAt))
 		}
 	}

@@ -1,0 +1,220 @@
+// Package configcheck checks a signet-server configuration file as far as a start would,
+// short of using a key, and creates nothing: signet-server --validate-config and signetctl
+// validate server both run it, and signet-server runs it before it starts.
+//
+// On top of the configuration's own checks (strict decoding, defaults, config.Validate; a
+// duration that is not one is reported with its field path and line), Files checks what the
+// configuration names on disk:
+//   - the TLS certificate, its key (the pair must match) and the client CA file;
+//   - every signer CA: the certificate file holds exactly one CA certificate (basic
+//     constraints CA:TRUE), the intermediates file parses, and a file key is readable by its
+//     owner only (the server's rule for key files, keystore/pemfile), parses, and matches its
+//     certificate (public keys equal). An encrypted PKCS#8 key whose passphrase file this
+//     user cannot read is reported as a note: the match is not checked. A retired CA's key is
+//     not looked at, as the server does not open it;
+//   - PKCS#11 and TPM keys only by their URI's syntax and the files it names (module,
+//     pin-source, blob): nothing talks to a device;
+//   - the checkpoint key when one is configured (as a file key: mode, Ed25519 or P-256), the
+//     witnessed checkpoint file, and ledger.dir, which must be a directory when it exists (it
+//     is not created);
+//   - attestation's EK roots, allow-list and boot-state reference file, with the loaders the
+//     server uses (LoadTrust, LoadBootPolicy).
+//
+// Every problem is reported at once, each with its field path and, for a file, its line.
+package configcheck
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+
+	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/signet-pki/signet/server/config"
+)
+
+// Problem is one error (or, with Note, one remark that does not make the file invalid) of a
+// configuration: the field it concerns (its path, e.g. signers[0].maxLifetime; empty when
+// the message names none), its line in the file when known, and the message.
+type Problem struct {
+	Field   string `json:"field,omitempty"`
+	Line    int    `json:"line,omitempty"`
+	Message string `json:"message"`
+	// Note marks a remark: something the check could not look at (an encrypted key whose
+	// passphrase this user cannot read), not an error.
+	Note bool `json:"note,omitempty"`
+	// text is the error's message as written, for String when there is no line to add.
+	text string
+}
+
+// String is the problem as one line: "field (line N): message", or the message as written
+// when its line is not known ("ledger.dir is required …").
+func (p Problem) String() string {
+	switch {
+	case p.text != "" && strings.Contains(p.text, "(line "):
+		return p.text // the decoder's message names its line already
+	case p.Field != "" && p.Line > 0:
+		return fmt.Sprintf("%s (line %d): %s", p.Field, p.Line, p.Message)
+	case p.text != "":
+		return p.text
+	case p.Field != "":
+		return fmt.Sprintf("%s: %s", p.Field, p.Message)
+	}
+	return p.Message
+}
+
+// Result is what File found.
+type Result struct {
+	// Config is the configuration as loaded (defaults applied, the adjustments made); nil
+	// when the file could not be decoded.
+	Config *config.Config
+	// Problems are the errors, in the order found; the file is valid without any.
+	Problems []Problem
+	// Notes are the remarks on a file that may be valid.
+	Notes []Problem
+}
+
+// Valid reports whether the file has no problem.
+func (r Result) Valid() bool { return r.Config != nil && len(r.Problems) == 0 }
+
+// File loads the configuration file at path as signet-server does, applies adjust to it (the
+// command-line overrides; nil for none), validates it and checks the files it names (Files).
+// The error is for a file that cannot be read at all; everything else is in the Result.
+func File(path string, adjust func(*config.Config)) (Result, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Result{}, fmt.Errorf("reading config: %w", err)
+	}
+	cfg, readErrs, err := config.Read(path)
+	var errs []error
+	var notes []error
+	switch {
+	case err != nil:
+		errs = append(readErrs, split(err)...)
+		cfg = nil
+	default:
+		if adjust != nil {
+			adjust(cfg)
+		}
+		errs = append(readErrs, split(cfg.Validate())...)
+		files, fileNotes := Files(cfg)
+		errs = append(errs, files...)
+		notes = fileNotes
+	}
+	r := Result{Config: cfg}
+	lines := fieldLines(data)
+	for _, e := range errs {
+		r.Problems = append(r.Problems, toProblem(e, lines))
+	}
+	for _, e := range notes {
+		p := toProblem(e, lines)
+		p.Note = true
+		r.Notes = append(r.Notes, p)
+	}
+	return r, nil
+}
+
+// split returns the errors joined in err (under any wrapping context such as "config PATH:"),
+// err alone if it joins none, nothing for nil. Joins inside a joined error stay whole: their
+// messages carry the path of their field ("signers[0].profile: …").
+func split(err error) []error {
+	if err == nil {
+		return nil
+	}
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			return j.Unwrap()
+		}
+	}
+	return []error{err}
+}
+
+var (
+	// fieldPrefix matches a message that starts with a field path, maybe followed by its line:
+	// "signers[0].maxLifetime: …", "ledger.dir is required", "workers (line 4): want a number…".
+	fieldPrefix = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9]*(?:\[\d+\])?(?:[./][a-zA-Z][a-zA-Z0-9]*(?:\[\d+\])?)*)(?: \(line (\d+)\))?(?::\s*|\s+)(.*)$`)
+	// quotedField matches a strict-decoding error: unknown field "server.adress" (line 6).
+	quotedField = regexp.MustCompile(`^(?:.*: )?((?:unknown|duplicate) field) "([^"]+)"(?: \(line (\d+)\))?(.*)$`)
+	// contextPrefix is the context the loader puts before a message.
+	contextPrefix = regexp.MustCompile(`^(?:loading server config: )?(?:parsing config [^:]+: |config [^:]+: )`)
+)
+
+// toProblem splits an error into its field path, line and message, and finds the line of a
+// field the message does not give one for.
+func toProblem(err error, lines map[string]int) Problem {
+	msg := contextPrefix.ReplaceAllString(err.Error(), "")
+	var p Problem
+	if m := quotedField.FindStringSubmatch(msg); m != nil {
+		p = Problem{Field: m[2], Line: atoi(m[3]), Message: m[1] + m[4], text: msg}
+	} else if m := fieldPrefix.FindStringSubmatch(msg); m != nil && (strings.ContainsAny(m[1], ".[/") || topField(m[1])) {
+		p = Problem{Field: m[1], Line: atoi(m[2]), Message: m[3], text: msg}
+	} else {
+		return Problem{Message: msg}
+	}
+	for f := p.Field; p.Line == 0 && f != ""; f = parent(f) {
+		p.Line = lines[f]
+	}
+	return p
+}
+
+// parent is the path of the field or list that holds the field at path: signers[0] for
+// signers[0].key, signers for signers[0]; "" at the top.
+func parent(path string) string {
+	i := strings.LastIndexAny(path, ".[")
+	if i < 0 {
+		return ""
+	}
+	return path[:i]
+}
+
+// atoi is the number in s, 0 for none.
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+// topField reports whether a single word starting a message is a top-level field of the
+// configuration rather than an ordinary word.
+func topField(w string) bool {
+	switch w {
+	case "apiVersion", "kind", "signers", "clients", "reloadInterval", "grpc", "http", "tls", "ledger",
+		"keys", "lint", "idempotency", "webhook", "attestation":
+		return true
+	}
+	return false
+}
+
+// fieldLines maps the path of every field and list item of a YAML document to its line:
+// "signers[0].maxLifetime" → 12. A document that is not YAML maps nothing.
+func fieldLines(data []byte) map[string]int {
+	lines := map[string]int{}
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil || len(root.Content) != 1 {
+		return lines
+	}
+	var walk func(n *yaml.Node, at string)
+	walk = func(n *yaml.Node, at string) {
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				key := n.Content[i].Value
+				if at != "" {
+					key = at + "." + key
+				}
+				lines[key] = n.Content[i].Line
+				walk(n.Content[i+1], key)
+			}
+		case yaml.SequenceNode:
+			for i, item := range n.Content {
+				key := fmt.Sprintf("%s[%d]", at, i)
+				lines[key] = item.Line
+				walk(item, key)
+			}
+		}
+	}
+	walk(root.Content[0], "")
+	return lines
+}
