@@ -37,6 +37,7 @@ import (
 const (
 	kustomizeBase      = "../../deploy/watcher"
 	podMonitorComp     = "../../deploy/watcher/components/podmonitor"
+	serviceMonitorComp = "../../deploy/watcher/components/servicemonitor"
 	helmChart          = "../../deploy/helm/signet-watcher"
 	toolsModfile       = "../../hack/tools/go.mod"
 	placeholderServer  = "signet.internal.example.com:8443"
@@ -195,13 +196,16 @@ func normalize(t *testing.T, objs []*unstructured.Unstructured) map[string]map[s
 	return out
 }
 
-// TestInstallMethodsRenderTheSameObjects renders the kustomize base (with its PodMonitor
-// component) and the Helm chart with its defaults (plus the two switches that are off by
-// default: the namespace and the PodMonitor) through the real kustomize and helm, and
-// requires the same objects, field by field, once the method-only differences are removed.
+// TestInstallMethodsRenderTheSameObjects renders the kustomize base (with its PodMonitor and
+// ServiceMonitor components) and the Helm chart with its defaults (plus the switches that are
+// off by default: the namespace, the PodMonitor and the ServiceMonitor) through the real
+// kustomize and helm, and requires the same objects, field by field, once the method-only
+// differences are removed: among them the image (the kustomize base's images entry is the
+// chart's appVersion) and its pull policy.
 func TestInstallMethodsRenderTheSameObjects(t *testing.T) {
-	kustomized := normalize(t, renderKustomize(t, true))
-	helmed := normalize(t, renderHelm(t, shippedReleaseName, shippedNamespace, "namespace.create=true", "podMonitor.enabled=true"))
+	kustomizedObjs := renderKustomizeWith(t, podMonitorComp, serviceMonitorComp)
+	kustomized := normalize(t, kustomizedObjs)
+	helmed := normalize(t, renderHelm(t, shippedReleaseName, shippedNamespace, "namespace.create=true", "podMonitor.enabled=true", "serviceMonitor.enabled=true"))
 
 	keys := slices.Sorted(maps.Keys(kustomized))
 	if got := slices.Sorted(maps.Keys(helmed)); !slices.Equal(keys, got) {
@@ -213,7 +217,7 @@ func TestInstallMethodsRenderTheSameObjects(t *testing.T) {
 		}
 	}
 	want := []string{"ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Namespace", "NetworkPolicy",
-		"PodDisruptionBudget", "PodMonitor", "Role", "RoleBinding", "Service", "ServiceAccount"}
+		"PodDisruptionBudget", "PodMonitor", "Role", "RoleBinding", "Service", "ServiceAccount", "ServiceMonitor"}
 	var kinds []string
 	for _, k := range keys {
 		kinds = append(kinds, strings.Fields(k)[0])
@@ -221,7 +225,7 @@ func TestInstallMethodsRenderTheSameObjects(t *testing.T) {
 	if kinds = slices.Compact(kinds); !slices.Equal(kinds, want) {
 		t.Errorf("kinds = %v, want %v", kinds, want)
 	}
-	checkWiring(t, renderKustomize(t, true))
+	checkWiring(t, kustomizedObjs)
 }
 
 // checkWiring checks what the API server does not: that the objects point at each other.
@@ -267,6 +271,14 @@ func checkWiring(t *testing.T, objs []*unstructured.Unstructured) {
 	podMonitorEndpoints, _, _ := unstructured.NestedSlice(byKind["PodMonitor"][0].Object, "spec", "podMetricsEndpoints")
 	if fmt.Sprint(svcPorts[0].(map[string]any)["targetPort"]) != "metrics" || fmt.Sprint(podMonitorEndpoints[0].(map[string]any)["port"]) != "metrics" {
 		t.Errorf("Service ports %v and PodMonitor endpoints %v must name the metrics port", svcPorts, podMonitorEndpoints)
+	}
+	for _, sm := range byKind["ServiceMonitor"] {
+		sel, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
+		endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+		if svc := byKind["Service"][0]; !selects(sel, svc.GetLabels()) || sm.GetNamespace() != svc.GetNamespace() ||
+			fmt.Sprint(endpoints[0].(map[string]any)["port"]) != fmt.Sprint(svcPorts[0].(map[string]any)["name"]) {
+			t.Errorf("ServiceMonitor selects %v with endpoints %v: want the Service's labels %v and its port %v", sel, endpoints, svc.GetLabels(), svcPorts)
+		}
 	}
 	sa, _, _ := unstructured.NestedString(deploy.Object, "spec", "template", "spec", "serviceAccountName")
 	if sa != byKind["ServiceAccount"][0].GetName() {
