@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kube-bins.sh VERSION [BINARY...] builds the Kubernetes binaries pinned by
 # hack/kube/VERSION/go.mod into .cache/kube/VERSION/ (etcd and kube-apiserver by default;
-# kube-controller-manager and kubelet on request). Builds are incremental: Go's build cache makes a second
+# kube-controller-manager, kube-scheduler and kubelet on request). Builds are incremental: Go's build cache makes a second
 # run take seconds.
 set -euo pipefail
 version=${1:-v1.37.1}
@@ -17,7 +17,7 @@ cd "$mod"
 for b in "${bins[@]}"; do
   case "$b" in
     etcd) pkg=go.etcd.io/etcd/server/v3 ;;
-    kube-apiserver|kube-controller-manager|kubelet) pkg=k8s.io/kubernetes/cmd/$b ;;
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubelet) pkg=k8s.io/kubernetes/cmd/$b ;;
     *) echo "kube-bins: unknown binary $b" >&2; exit 1 ;;
   esac
   if [ -x "$out/$b" ] && [ "$out/$b" -nt go.mod ] && [ "$out/$b" -nt go.sum ]; then

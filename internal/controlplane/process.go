@@ -126,3 +126,24 @@ func (c *Cluster) StartControllerManager(dir string, controllers []string, args 
 	}
 	return StartProcess("kube-controller-manager", path, append(flags, args...), filepath.Join(dir, "kube-controller-manager.log"))
 }
+
+// StartScheduler starts kube-scheduler of the cluster's version (built next to kube-apiserver,
+// see AssetsDir) as cluster-admin, without leader election or serving, its kubeconfig and log
+// in dir, so that pods of Deployments land on the cluster's real nodes as they would in a
+// cluster. args are extra flags ("--name=value").
+func (c *Cluster) StartScheduler(dir string, args ...string) (*Process, error) {
+	assets, err := AssetsDir(c.version)
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(assets, "kube-scheduler")
+	if err := checkBinary(path, c.version); err != nil {
+		return nil, fmt.Errorf("%w (hack/kube-bins.sh %s kube-scheduler)", err, c.version)
+	}
+	kubeconfig := filepath.Join(dir, "kube-scheduler.kubeconfig")
+	if err := c.WriteKubeconfig(nil, kubeconfig); err != nil {
+		return nil, err
+	}
+	flags := []string{"--kubeconfig=" + kubeconfig, "--leader-elect=false", "--secure-port=0"}
+	return StartProcess("kube-scheduler", path, append(flags, args...), filepath.Join(dir, "kube-scheduler.log"))
+}
