@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"regexp"
 	"strings"
 	"time"
 
@@ -15,6 +16,9 @@ import (
 
 	"github.com/signet-pki/signet/internal/configfile"
 )
+
+// strictField matches the decoder's unknown and duplicate field errors.
+var strictField = regexp.MustCompile(`^(unknown|duplicate) field "([^"]+)"$`)
 
 // durationType is the type of every duration field of the configuration.
 var durationType = reflect.TypeFor[metav1.Duration]()
@@ -149,7 +153,7 @@ func decode(path string) (*Config, []error, error) {
 		}
 		return &cfg, durationErrs, nil
 	}
-	if err := decodeData(cleaned, &cfg); err != nil {
+	if err := decodeData(cleaned, FieldLines(data), &cfg); err != nil {
 		return nil, durationErrs, err
 	}
 	return &cfg, durationErrs, nil
@@ -157,8 +161,8 @@ func decode(path string) (*Config, []error, error) {
 
 // decodeData decodes a document already cleaned of its wrong durations as configfile.Decode
 // decodes a file: case-sensitive field names, unknown and duplicate fields refused (named by
-// path; their lines are lost with the cleaning), apiVersion and kind checked.
-func decodeData(data []byte, cfg *Config) error {
+// path and their line in the file, from lines), apiVersion and kind checked.
+func decodeData(data []byte, lines map[string]int, cfg *Config) error {
 	jsonData, err := sigsyaml.YAMLToJSONStrict(data)
 	if err != nil {
 		return err
@@ -168,10 +172,47 @@ func decodeData(data []byte, cfg *Config) error {
 		return err
 	}
 	if len(strictErrs) > 0 {
+		for i, e := range strictErrs {
+			if m := strictField.FindStringSubmatch(e.Error()); m != nil && lines[m[2]] > 0 {
+				strictErrs[i] = fmt.Errorf("%s field %q (line %d)", m[1], m[2], lines[m[2]])
+			}
+		}
 		return errors.Join(strictErrs...)
 	}
 	if cfg.APIVersion != APIVersion || cfg.Kind != Kind {
 		return fmt.Errorf("apiVersion/kind is %q/%q, want %q/%q", cfg.APIVersion, cfg.Kind, APIVersion, Kind)
 	}
 	return nil
+}
+
+// FieldLines maps the path of every field and list item of a YAML document to its line:
+// "signers[0].maxLifetime" → 12. A document that is not YAML maps nothing.
+func FieldLines(data []byte) map[string]int {
+	lines := map[string]int{}
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil || len(root.Content) != 1 {
+		return lines
+	}
+	var walk func(n *yaml.Node, at string)
+	walk = func(n *yaml.Node, at string) {
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				key := n.Content[i].Value
+				if at != "" {
+					key = at + "." + key
+				}
+				lines[key] = n.Content[i].Line
+				walk(n.Content[i+1], key)
+			}
+		case yaml.SequenceNode:
+			for i, item := range n.Content {
+				key := fmt.Sprintf("%s[%d]", at, i)
+				lines[key] = item.Line
+				walk(item, key)
+			}
+		}
+	}
+	walk(root.Content[0], "")
+	return lines
 }

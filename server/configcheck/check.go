@@ -31,8 +31,6 @@ import (
 	"strconv"
 	"strings"
 
-	yaml "go.yaml.in/yaml/v3"
-
 	"github.com/signet-pki/signet/server/config"
 )
 
@@ -105,7 +103,7 @@ func File(path string, adjust func(*config.Config)) (Result, error) {
 		notes = fileNotes
 	}
 	r := Result{Config: cfg}
-	lines := fieldLines(data)
+	lines := config.FieldLines(data)
 	for _, e := range errs {
 		r.Problems = append(r.Problems, toProblem(e, lines))
 	}
@@ -185,36 +183,4 @@ func topField(w string) bool {
 		return true
 	}
 	return false
-}
-
-// fieldLines maps the path of every field and list item of a YAML document to its line:
-// "signers[0].maxLifetime" → 12. A document that is not YAML maps nothing.
-func fieldLines(data []byte) map[string]int {
-	lines := map[string]int{}
-	var root yaml.Node
-	if yaml.Unmarshal(data, &root) != nil || len(root.Content) != 1 {
-		return lines
-	}
-	var walk func(n *yaml.Node, at string)
-	walk = func(n *yaml.Node, at string) {
-		switch n.Kind {
-		case yaml.MappingNode:
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				key := n.Content[i].Value
-				if at != "" {
-					key = at + "." + key
-				}
-				lines[key] = n.Content[i].Line
-				walk(n.Content[i+1], key)
-			}
-		case yaml.SequenceNode:
-			for i, item := range n.Content {
-				key := fmt.Sprintf("%s[%d]", at, i)
-				lines[key] = item.Line
-				walk(item, key)
-			}
-		}
-	}
-	walk(root.Content[0], "")
-	return lines
 }

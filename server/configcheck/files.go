@@ -113,7 +113,7 @@ func (c *checker) signer(at string, s config.Signer) {
 		if ca.State == config.StateRetired || ca.Key == "" {
 			continue // a retired CA's key is not opened
 		}
-		c.key(caAt+".key", ca.Key, cert)
+		c.key(caAt+".key", ca.Key, cert, false)
 	}
 }
 
@@ -149,7 +149,7 @@ func (c *checker) ledger(l config.Ledger) {
 		}
 	}
 	if l.Checkpoint.Key != "" {
-		c.key("ledger.checkpoint.key", l.Checkpoint.Key, nil)
+		c.key("ledger.checkpoint.key", l.Checkpoint.Key, nil, true)
 	}
 	if l.Checkpoint.WitnessedFile != "" {
 		c.readable("ledger.checkpoint.witnessedFile", l.Checkpoint.WitnessedFile)

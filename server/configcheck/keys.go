@@ -18,9 +18,10 @@ import (
 
 // key checks the key named by uri under field. A file key is opened as the server opens it
 // (keystore.Open: the owner-only mode rule, the passphrase file of an encrypted PKCS#8 key)
-// and must match cert when there is one; a checkpoint key (cert nil) must be Ed25519 or
-// P-256. PKCS#11 and TPM keys are checked by their URI only.
-func (c *checker) key(field, uri string, cert *x509.Certificate) {
+// and must match cert when there is one (a CA's key whose certificate is not usable is
+// checked alone); a checkpoint key must be Ed25519 or P-256. PKCS#11 and TPM keys are
+// checked by their URI only.
+func (c *checker) key(field, uri string, cert *x509.Certificate, checkpoint bool) {
 	scheme, _, _ := strings.Cut(uri, ":")
 	switch {
 	case scheme == "pkcs11":
@@ -47,10 +48,10 @@ func (c *checker) key(field, uri string, cert *x509.Certificate) {
 	}
 	defer k.Close()
 	pub := k.Public()
+	if checkpoint && !checkpointKeyType(pub) {
+		c.fail(field, "%s is an %s, want an Ed25519 or ECDSA P-256 key for checkpoints", path, keyType(pub))
+	}
 	if cert == nil {
-		if !checkpointKeyType(pub) {
-			c.fail(field, "%s is a %s, want an Ed25519 or ECDSA P-256 key for checkpoints", path, keyType(pub))
-		}
 		return
 	}
 	if eq, ok := pub.(interface{ Equal(crypto.PublicKey) bool }); !ok || !eq.Equal(cert.PublicKey) {
