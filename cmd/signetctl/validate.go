@@ -9,12 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/signet-pki/signet/server/config/fieldscan"
 	"github.com/signet-pki/signet/watcher"
 )
 
@@ -27,6 +29,9 @@ type validation struct {
 	// Signers are, for a valid server file, one line per signer: its profile, its longest
 	// certificate lifetime and the signing outage its clients ride out.
 	Signers []string `json:"signers,omitempty"`
+	// Notes are remarks on a valid server file: what could not be checked (an encrypted key
+	// whose passphrase file this user cannot read).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // problem is one error of a configuration file: the field it concerns (its path, e.g.
@@ -55,7 +60,8 @@ func validateWatcherCommand() *cobra.Command {
 		Use:   "watcher FILE",
 		Short: "Check a WatcherConfiguration file as signet-watcher loads it",
 		Long: `Loads FILE as signet-watcher does (strict: unknown, duplicate or mis-cased fields are errors;
-defaults applied) and validates it, printing each problem with its field path. The TLS files
+defaults applied) and validates it, printing every problem with its field path and line (a
+duration that is not one does not hide the others). The TLS files
 (server.caFile, certFile, keyFile) must be in the file: the watcher's --tls-* flags, which can
 supply them at start, are not considered.
 
@@ -72,18 +78,51 @@ supply them at start, are not considered.
 		if err := readable(path); err != nil {
 			return err
 		}
-		v := validation{File: path, Kind: "WatcherConfiguration", Problems: []problem{}}
-		cfg, err := watcher.LoadConfig(path)
-		if err == nil {
-			err = cfg.Validate()
-		}
-		for _, e := range joined(err) {
-			v.Problems = append(v.Problems, parseProblem(e.Error()))
-		}
-		v.Valid = len(v.Problems) == 0
-		return reportValidation(cmd, out, v)
+		return reportValidation(cmd, out, validateWatcherFile(path))
 	}
 	return cmd
+}
+
+// validateWatcherFile loads the watcher configuration at path as signet-watcher does and
+// validates it. Every problem is reported, each with its field and line: a duration that is
+// not one does not hide the others (fieldscan), and a problem whose message gives no line
+// gets its field's.
+func validateWatcherFile(path string) validation {
+	v := validation{File: path, Kind: "WatcherConfiguration", Problems: []problem{}}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		v.Problems = append(v.Problems, problem{Message: err.Error()})
+		return v
+	}
+	lines := fieldscan.Lines(data)
+	cleaned, errs := fieldscan.Durations(data, reflect.TypeFor[watcher.Config]())
+	var cfg *watcher.Config
+	if cleaned == nil {
+		cfg, err = watcher.LoadConfig(path)
+	} else {
+		cfg = &watcher.Config{}
+		err = fieldscan.DecodeStrict(cleaned, lines, cfg)
+		if err == nil && (cfg.APIVersion != watcher.APIVersion || cfg.Kind != watcher.Kind) {
+			err = fmt.Errorf("apiVersion/kind is %q/%q, want %q/%q", cfg.APIVersion, cfg.Kind, watcher.APIVersion, watcher.Kind)
+		}
+		if err == nil {
+			cfg.DefaultDeployment()
+			cfg.Default()
+		}
+	}
+	errs = append(errs, joined(err)...)
+	if err == nil {
+		errs = append(errs, joined(cfg.Validate())...)
+	}
+	for _, e := range errs {
+		p := parseProblem(e.Error())
+		if p.Line == 0 && p.Field != "" {
+			p.Line = fieldscan.Line(lines, p.Field)
+		}
+		v.Problems = append(v.Problems, p)
+	}
+	v.Valid = len(v.Problems) == 0
+	return v
 }
 
 // validateServerCommand is "signetctl validate server FILE".
@@ -94,8 +133,12 @@ func validateServerCommand() *cobra.Command {
 		Short: "Check a ServerConfiguration file as signet-server loads it",
 		Long: `Checks FILE with 'signet-server --validate-config FILE', the server's own loader and checks (they
 need the server's lint and profile code, which signetctl does not carry), and prints each
-problem with its field path. signet-server is --signet-server, else the one next to
-signetctl, else the one on $PATH.
+problem with its field path and line. The checks are those of a start short of using a key:
+strict decoding, every value, and the files the configuration names (TLS certificate, key and
+client CA; CA certificates; file keys readable by their owner only and matching their
+certificate; PKCS#11 and TPM URIs by their syntax and the files they name; checkpoint key,
+witnessed checkpoint, attestation files). Nothing is created. signet-server is
+--signet-server, else the one next to signetctl, else the one on $PATH.
 
 ` + exitCodesHelp,
 		Example: `  signetctl validate server /etc/signet/server.yaml
@@ -174,6 +217,9 @@ func validateWithServer(ctx context.Context, bin, path string) (validation, erro
 			if strings.HasPrefix(line, "signer ") {
 				v.Signers = append(v.Signers, line)
 			}
+			if note, ok := strings.CutPrefix(line, "note: "); ok {
+				v.Notes = append(v.Notes, note)
+			}
 		}
 		return v, nil
 	case errors.As(err, &exit) && exit.ExitCode() == 1:
@@ -204,6 +250,9 @@ func reportValidation(cmd *cobra.Command, out *outputFlag, v validation) error {
 		fmt.Fprintf(w, "%s: a valid %s\n", v.File, v.Kind)
 		for _, line := range v.Signers {
 			fmt.Fprintln(w, line)
+		}
+		for _, note := range v.Notes {
+			fmt.Fprintln(w, "note:", note)
 		}
 	} else {
 		noun := "problems"

@@ -2,11 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/signet-pki/signet/internal/devpki"
 )
 
 func TestValidateWatcher(t *testing.T) {
@@ -27,9 +31,9 @@ server:
 	code, out, _ = runCmd("validate", "watcher", bad)
 	for _, want := range []string{
 		bad + ": not a valid WatcherConfiguration, 3 problems:\n",
-		"  - signerNames[0]: \"bad\" must look like domain/path",
-		"  - signerNames[2]: \"example.com/a\" is listed twice\n",
-		"  - workers: is -1, must be at least 1\n",
+		"  - signerNames[0] (line 3): \"bad\" must look like domain/path",
+		"  - signerNames[2] (line 3): \"example.com/a\" is listed twice\n",
+		"  - workers (line 4): is -1, must be at least 1\n",
 	} {
 		if code != 1 || !strings.Contains(out, want) {
 			t.Errorf("invalid config: exit %d, output lacks %q:\n%s", code, want, out)
@@ -38,8 +42,21 @@ server:
 	code, out, _ = runCmd("validate", "watcher", bad, "-o", "json")
 	var v validation
 	if err := json.Unmarshal([]byte(out), &v); code != 1 || err != nil || v.Valid || len(v.Problems) != 3 ||
-		v.Problems[2] != (problem{Field: "workers", Message: "is -1, must be at least 1"}) {
+		v.Problems[2] != (problem{Field: "workers", Line: 4, Message: "is -1, must be at least 1"}) {
 		t.Errorf("-o json: exit %d, %v, %+v", code, err, v)
+	}
+	// A duration that is not one names its field and line, and hides no other problem.
+	durations := writeTemp(t, "watcher.yaml", []byte(strings.Replace(string(mustRead(t, bad)), "workers: -1\n", "workers: -1\nrpcTimeout: 5seconds\nbackoff: {initial: 10}\n", 1)))
+	code, out, _ = runCmd("validate", "watcher", durations)
+	for _, want := range []string{
+		durations + ": not a valid WatcherConfiguration, 5 problems:\n",
+		"  - rpcTimeout (line 5): \"5seconds\" is not a duration",
+		"  - backoff.initial (line 6): want a duration such as 24h, 90m or 1h30m, found 10",
+		"  - workers (line 4): is -1, must be at least 1\n",
+	} {
+		if code != 1 || !strings.Contains(out, want) {
+			t.Errorf("wrong durations: exit %d, output lacks %q:\n%s", code, want, out)
+		}
 	}
 	unknown := writeTemp(t, "watcher.yaml", []byte("apiVersion: signet.dev/v1alpha1\nkind: WatcherConfiguration\nserver:\n  adress: x\n  Address: y\n"))
 	code, out, _ = runCmd("validate", "watcher", unknown)
@@ -51,7 +68,9 @@ server:
 	}
 }
 
-// TestValidateServer checks server files with a signet-server built from this tree.
+// TestValidateServer checks server files with a signet-server built from this tree: a valid
+// one (its files exist) with each signer's lifetimes, and an invalid one with every problem,
+// each with its field and line, the files it names included; nothing is created.
 func TestValidateServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds signet-server")
@@ -60,24 +79,40 @@ func TestValidateServer(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/signet-pki/signet/cmd/signet-server").CombinedOutput(); err != nil {
 		t.Fatalf("building signet-server: %v\n%s", err, out)
 	}
-	code, out, errOut := runCmd("validate", "server", "../../deploy/server/server.yaml", "--signet-server", bin)
-	if code != 0 || !strings.HasPrefix(out, "../../deploy/server/server.yaml: a valid ServerConfiguration\n") ||
+	dir := t.TempDir()
+	good, err := devpki.Ensure(devpki.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The dev signer as kube-controller-manager's kubelet-serving signer.
+	data := strings.Replace(string(mustRead(t, good)), "  - name: signet.dev/dev\n", "  - name: kubernetes.io/kubelet-serving\n", 1)
+	data = data[:strings.Index(data, "    profile:\n")] + "    profile: {name: kubelet-serving}\n"
+	good = filepath.Join(dir, "kubelet.yaml")
+	if err := os.WriteFile(good, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd("validate", "server", good, "--signet-server", bin)
+	if code != 0 || !strings.HasPrefix(out, good+": a valid ServerConfiguration\n") ||
 		!strings.Contains(out, "signer kubernetes.io/kubelet-serving: profile kubelet-serving, certificates live up to 8760h") ||
 		!strings.Contains(out, "ride out a signing outage of about 876h") {
-		t.Errorf("the deployed config: exit %d, stdout %q, stderr %q", code, out, errOut)
+		t.Errorf("a valid config: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
+	if _, err := os.Stat(filepath.Join(dir, "ledger")); !os.IsNotExist(err) {
+		t.Errorf("validating created the ledger folder: %v", err)
+	}
+
 	bad := writeTemp(t, "server.yaml", []byte(`apiVersion: signet.dev/v1alpha1
 kind: ServerConfiguration
 grpc:
   address: nope
 tls: {certFile: s.crt, keyFile: s.key, clientCAFile: ca.crt}
-ledger: {dir: /var/lib/signet/ledger}
+ledger: {dir: ledger}
 clients: [{identity: w, signers: [example.com/a]}]
 signers:
 - name: example.com/a
   key: ca.key
   certificate: ca.crt
-  maxLifetime: 1m
+  maxLifetime: 24hours
   profile: {name: kube-apiserver-client}
 `))
 	code, out, errOut = runCmd("validate", "server", bad, "--signet-server", bin, "-o", "json")
@@ -85,16 +120,29 @@ signers:
 	if err := json.Unmarshal([]byte(out), &v); code != 1 || err != nil {
 		t.Fatalf("invalid config: exit %d, %v, stderr %q\n%s", code, err, errOut, out)
 	}
-	fields := []string{}
+	got := []string{}
 	for _, p := range v.Problems {
-		fields = append(fields, p.Field)
+		got = append(got, p.Field+":"+strconv.Itoa(p.Line))
 	}
-	if v.Valid || v.Kind != "ServerConfiguration" || !reflect.DeepEqual(fields, []string{"grpc.address", "signers[0].maxLifetime"}) {
-		t.Errorf("problems %+v", v)
+	want := []string{"signers[0].maxLifetime:12", "grpc.address:4", "tls.certFile:5", "tls.keyFile:5", "tls.clientCAFile:5", "signers[0].certificate:11", "signers[0].key:10"}
+	if v.Valid || v.Kind != "ServerConfiguration" || !reflect.DeepEqual(got, want) {
+		t.Errorf("problems %q, want %q:\n%+v", got, want, v)
+	}
+	if entries, err := os.ReadDir(filepath.Dir(bad)); err != nil || len(entries) != 1 {
+		t.Errorf("the folder of the file holds %v (%v), want only the file", entries, err)
 	}
 	if code, _, errOut = runCmd("validate", "server", bad, "--signet-server", filepath.Join(t.TempDir(), "none")); code != 2 || !strings.Contains(errOut, "--validate-config") {
 		t.Errorf("missing signet-server: exit %d, stderr %q", code, errOut)
 	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 func TestParseProblem(t *testing.T) {

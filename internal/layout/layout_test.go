@@ -58,6 +58,21 @@ var rules = []rule{
 		forbidden: func(dep string) bool { return strings.HasPrefix(dep, "github.com/zmap/zlint") },
 	},
 	{
+		why: "the server's configuration is plain data and its check reads files: neither builds a lint gate (zlint), " +
+			"an issuer or an authority itself; the server's wiring does, from the configuration",
+		packages: []string{"server/config/...", "server/configcheck/..."},
+		forbidden: func(dep string) bool {
+			return strings.HasPrefix(dep, "github.com/zmap/zlint") || dep == module+"server/lint" ||
+				dep == module+"server/issuance" || dep == module+"server/authority" || dep == module+"server/idempotency"
+		},
+		direct: true,
+	},
+	{
+		why:       "fieldscan is shared by the server's and the watcher's configuration checks (signetctl): it carries neither, nor zlint",
+		packages:  []string{"server/config/fieldscan"},
+		forbidden: func(dep string) bool { return strings.HasPrefix(dep, module) || strings.HasPrefix(dep, "github.com/zmap/zlint") },
+	},
+	{
 		why:       "no binary or demo links the testing package",
 		packages:  []string{"cmd/...", "hack/demo"},
 		forbidden: func(dep string) bool { return dep == "testing" },

@@ -32,6 +32,7 @@ import (
 	"strings"
 
 	"github.com/signet-pki/signet/server/config"
+	"github.com/signet-pki/signet/server/config/fieldscan"
 )
 
 // Problem is one error (or, with Note, one remark that does not make the file invalid) of a
@@ -103,7 +104,7 @@ func File(path string, adjust func(*config.Config)) (Result, error) {
 		notes = fileNotes
 	}
 	r := Result{Config: cfg}
-	lines := config.FieldLines(data)
+	lines := fieldscan.Lines(data)
 	for _, e := range errs {
 		r.Problems = append(r.Problems, toProblem(e, lines))
 	}
@@ -152,20 +153,10 @@ func toProblem(err error, lines map[string]int) Problem {
 	} else {
 		return Problem{Message: msg}
 	}
-	for f := p.Field; p.Line == 0 && f != ""; f = parent(f) {
-		p.Line = lines[f]
+	if p.Line == 0 {
+		p.Line = fieldscan.Line(lines, p.Field)
 	}
 	return p
-}
-
-// parent is the path of the field or list that holds the field at path: signers[0] for
-// signers[0].key, signers for signers[0]; "" at the top.
-func parent(path string) string {
-	i := strings.LastIndexAny(path, ".[")
-	if i < 0 {
-		return ""
-	}
-	return path[:i]
 }
 
 // atoi is the number in s, 0 for none.
