@@ -68,9 +68,11 @@ var rules = []rule{
 		direct: true,
 	},
 	{
-		why:       "fieldscan is shared by the server's and the watcher's configuration checks (signetctl): it carries neither, nor zlint",
-		packages:  []string{"server/config/fieldscan"},
-		forbidden: func(dep string) bool { return strings.HasPrefix(dep, module) || strings.HasPrefix(dep, "github.com/zmap/zlint") },
+		why:      "fieldscan is shared by the server's and the watcher's configuration checks (signetctl): it carries neither, nor zlint",
+		packages: []string{"server/config/fieldscan"},
+		forbidden: func(dep string) bool {
+			return strings.HasPrefix(dep, module) || strings.HasPrefix(dep, "github.com/zmap/zlint")
+		},
 	},
 	{
 		why:       "no binary or demo links the testing package",
