@@ -54,6 +54,36 @@ func newPolicy(sc config.Signer, defaultLint config.Lint) (policy, error) {
 	return pol, nil
 }
 
+// CheckPolicies builds the lint gate of every signer as a start does (newPolicy), and returns
+// each problem under its field: signers[i].lint, or lint for the top-level section the signer
+// uses (reported once). It reads no file and opens no key. signet-server --validate-config runs
+// it next to server/configcheck, which does not carry the lint gate (zlint). A profile that
+// does not build is config.Validate's to report.
+func CheckPolicies(cfg *config.Config) []error {
+	var errs []error
+	seen := map[string]bool{}
+	for i, sc := range cfg.Signers {
+		prof, err := profile.New(sc.Profile, maxLifetime(sc))
+		if err != nil {
+			continue
+		}
+		field, lc := "lint", cfg.Lint
+		if sc.Lint != nil {
+			field, lc = fmt.Sprintf("signers[%d].lint", i), *sc.Lint
+		}
+		if lc.Disabled {
+			continue
+		}
+		if _, err := lint.New(prof.LintOptions(lintOptions(lc))); err != nil {
+			if e := fmt.Errorf("%s: %w", field, err); !seen[e.Error()] {
+				seen[e.Error()] = true
+				errs = append(errs, e)
+			}
+		}
+	}
+	return errs
+}
+
 // lintOptions are the lint gate's options of a configured lint section.
 func lintOptions(l config.Lint) lint.Options {
 	return lint.Options{Sources: l.Sources, Exclude: l.Exclude, ReplaceDefaultExclusions: l.ReplaceDefaultExclusions}

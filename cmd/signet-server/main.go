@@ -136,7 +136,7 @@ func newFlagSet(stderr io.Writer) (*flag.FlagSet, *options) {
 	fs.BoolVar(&opts.reflect, "enable-reflection", false, "turn on the gRPC reflection service")
 	fs.StringVar(&opts.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&opts.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	fs.BoolVar(&opts.validateConfig, "validate-config", false, "validate the configuration (--config, or a FILE argument) with the flags applied, print every problem, and exit 0 or 1; opens no key and listens on nothing")
+	fs.BoolVar(&opts.validateConfig, "validate-config", false, "validate the configuration (--config, or a FILE argument) with the flags applied and check what a start would short of using a key (the files it names, file keys' modes and their match with their certificates, the lint gates), print every problem with its field and line, and exit 0 or 1; opens no HSM or TPM, listens on nothing and creates nothing")
 	fs.BoolVar(&opts.version, "version", false, "print the version and exit")
 	return fs, opts
 }
@@ -146,7 +146,7 @@ func newFlagSet(stderr io.Writer) (*flag.FlagSet, *options) {
 // would fail on the configuration fails here, before anything is created. The error lists every
 // problem, one a line.
 func loadConfig(opts options, log *slog.Logger) (*config.Config, error) {
-	r, err := configcheck.File(opts.configPath, opts.apply)
+	r, err := configcheck.File(opts.configPath, opts.apply, server.CheckPolicies)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +183,7 @@ func (opts options) apply(cfg *config.Config) {
 // configuration:" and every problem, one a line with its field and line, on stderr and 1. No
 // key is opened on a device, nothing listens, nothing is created.
 func validateConfig(opts options, stdout, stderr io.Writer) int {
-	r, err := configcheck.File(opts.configPath, opts.apply)
+	r, err := configcheck.File(opts.configPath, opts.apply, server.CheckPolicies)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1

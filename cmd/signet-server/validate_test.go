@@ -86,7 +86,8 @@ type want struct{ field, lineText, message string }
 
 // TestValidateConfigChecksWhatAStartWould: --validate-config finds what only a start used to
 // (missing TLS and CA files, a CA key group or others may read, a key for another
-// certificate), reports a duration that is not one with its field path, and every problem at
+// certificate, a lint gate that does not build), reports a duration that is not one with its
+// field path, and every problem at
 // once, each with its field and line; it exits 1 and creates nothing. A start on the same file
 // fails the same way and creates nothing either (no ledger folder, no checkpoint key).
 func TestValidateConfigChecksWhatAStartWould(t *testing.T) {
@@ -112,6 +113,8 @@ func TestValidateConfigChecksWhatAStartWould(t *testing.T) {
 			[]want{{"signers[0].key", "key: signer-ca.key", "has mode 0644; make it readable by its owner only"}}},
 		{"key for another certificate", []edit{{old: "key: signer-ca.key", new: "key: " + devpki.PodIdentityCAKey}},
 			[]want{{"signers[0].key", "key: " + devpki.PodIdentityCAKey, "does not match the certificate"}}},
+		{"unknown lint", []edit{{old: "ledger:\n", new: "lint: {exclude: [e_no_such_lint]}\nledger:\n"}},
+			[]want{{"lint", "lint: {exclude", `unknown certificate lint "e_no_such_lint"`}}},
 		{"maxLifetime 24hours", []edit{dayHours},
 			[]want{{"signers[0].maxLifetime", "maxLifetime: 24hours", `"24hours" is not a duration`}}},
 		{"several at once", []edit{missingCert, dayHours, keyMode, {old: "dir: ledger", new: "dir: ledger\n  checkpoint: {interval: soon}"}},

@@ -80,9 +80,11 @@ type Result struct {
 func (r Result) Valid() bool { return r.Config != nil && len(r.Problems) == 0 }
 
 // File loads the configuration file at path as signet-server does, applies adjust to it (the
-// command-line overrides; nil for none), validates it and checks the files it names (Files).
-// The error is for a file that cannot be read at all; everything else is in the Result.
-func File(path string, adjust func(*config.Config)) (Result, error) {
+// command-line overrides; nil for none), validates it, checks the files it names (Files) and
+// runs the extra checks (the server's own, such as its lint gates, which this package does
+// not carry). The error is for a file that cannot be read at all; everything else is in the
+// Result.
+func File(path string, adjust func(*config.Config), extra ...func(*config.Config) []error) (Result, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return Result{}, fmt.Errorf("reading config: %w", err)
@@ -99,6 +101,9 @@ func File(path string, adjust func(*config.Config)) (Result, error) {
 			adjust(cfg)
 		}
 		errs = append(readErrs, split(cfg.Validate())...)
+		for _, check := range extra {
+			errs = append(errs, check(cfg)...)
+		}
 		files, fileNotes := Files(cfg)
 		errs = append(errs, files...)
 		notes = fileNotes
