@@ -87,9 +87,9 @@ type want struct{ field, lineText, message string }
 // TestValidateConfigChecksWhatAStartWould: --validate-config finds what only a start used to
 // (missing TLS and CA files, a CA key group or others may read, a key for another
 // certificate, a lint gate that does not build), reports a duration that is not one with its
-// field path, and every problem at
-// once, each with its field and line; it exits 1 and creates nothing. A start on the same file
-// fails the same way and creates nothing either (no ledger folder, no checkpoint key).
+// field path, and every problem at once, each with its field and line; it exits 1 and
+// creates nothing. A start on the same file fails the same way and creates nothing either
+// (no ledger folder, no checkpoint key).
 func TestValidateConfigChecksWhatAStartWould(t *testing.T) {
 	missingCert := edit{old: "certFile: server.crt", new: "certFile: missing-server.crt"}
 	dayHours := edit{old: "    certificate: signer-ca.crt\n", new: "    certificate: signer-ca.crt\n    maxLifetime: 24hours\n"}
