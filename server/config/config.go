@@ -1,4 +1,7 @@
-// Package config is the versioned configuration file of signet-server.
+// Package config is the versioned configuration file of signet-server: its schema, defaults
+// and checks of the values themselves (Validate). What the values name (files, keys) is
+// checked by server/configcheck, and the server's wiring builds profiles, lint gates and
+// client rules from it.
 package config
 
 import (
