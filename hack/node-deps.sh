@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # node-deps.sh installs what the tests run besides Go-built binaries, from the distribution's
 # packages (Debian/Ubuntu), when they are missing: the container runtime containerd and runc
-# (real-kubelet tests), SoftHSM2 (the PKCS#11 keystore backend), swtpm (the TPM backend
+# (real-kubelet tests; its ctr imports the images they run), Debian's CA bundle (make image), SoftHSM2 (the PKCS#11 keystore backend), swtpm (the TPM backend
 # against a separate TPM process) and OpenSSL's headers (the in-process TPM simulator of
 # go-tpm-tools links libcrypto), and systemd's tools (test/deploy verifies the server's unit). It needs root (or sudo) only when it has something to install;
 # without either it prints the one command to run and fails: a missing HSM or TPM is a test
@@ -10,6 +10,8 @@ set -euo pipefail
 missing=()
 command -v containerd >/dev/null || missing+=(containerd)
 command -v runc >/dev/null || missing+=(runc)
+command -v ctr >/dev/null || missing+=(containerd)  # its client ctr imports the test images
+[ -r /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)  # make image's CA bundle
 command -v softhsm2-util >/dev/null || missing+=(softhsm2)
 command -v swtpm >/dev/null || missing+=(swtpm)
 command -v swtpm_setup >/dev/null || missing+=(swtpm-tools)

@@ -38,7 +38,7 @@ const (
 // TestCutOverKeepsTheCA takes a cluster over from kube-controller-manager as docs/operations.md
 // describes it for a kubeadm cluster, keeping its CA: kube-controller-manager signs the
 // kubelet's certificates with the cluster's ca.key and a real kubelet joins; the key is
-// imported into an HSM (SoftHSM2) or a TPM (swtpm) and the file removed; Signet serves the two
+// imported into an HSM (SoftHSM2; TestCutOverKeepsTheCAInATPM: a TPM, swtpm) and the file removed; Signet serves the two
 // kubelet signers with the imported key and the unchanged ca.crt; kube-controller-manager is
 // restarted without its signer (approval only). Then the node keeps working with no trust
 // change anywhere: its serving certificate and its next client certificate come from Signet
@@ -46,21 +46,18 @@ const (
 // reaches the kubelet over TLS verified with that CA; it authenticates the renewed kubelet).
 func TestCutOverKeepsTheCA(t *testing.T) {
 	requireRoot(t)
+	// Not parallel: softhsmtest points SOFTHSM2_CONF, process-wide, at the test's token.
+	cutOver(t, func(t *testing.T) string { return softhsmtest.New(t).URI("kube-ca") })
+}
+
+// TestCutOverKeepsTheCAInATPM is TestCutOverKeepsTheCA with the key imported into a TPM
+// (swtpm) instead of an HSM.
+func TestCutOverKeepsTheCAInATPM(t *testing.T) {
+	requireRoot(t)
 	t.Parallel() // waits minutes for the kubelet to renew, beside the other tests that do (clientLifetime)
-	for _, hw := range []struct {
-		name   string
-		target func(t *testing.T) string // the URI of the key to import
-	}{
-		{"softhsm2", func(t *testing.T) string { return softhsmtest.New(t).URI("kube-ca") }},
-		{"swtpm", func(t *testing.T) string {
-			return swtpmtest.Start(t).URI("blob=" + filepath.Join(t.TempDir(), "kube-ca.tpmkey"))
-		}},
-	} {
-		t.Run(hw.name, func(t *testing.T) {
-			t.Parallel()
-			cutOver(t, hw.target)
-		})
-	}
+	cutOver(t, func(t *testing.T) string {
+		return swtpmtest.Start(t).URI("blob=" + filepath.Join(t.TempDir(), "kube-ca.tpmkey"))
+	})
 }
 
 func cutOver(t *testing.T, target func(t *testing.T) string) {

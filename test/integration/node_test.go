@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -106,7 +107,10 @@ func startProcess(t *testing.T, name, path string, args []string, dir string) *c
 
 // startContainerd runs containerd with its state, sockets and CRI configuration under dir and
 // returns its CRI endpoint once it serves. No CNI network is configured: the node registers
-// and serves, but does not run pods.
+// and runs only host-network pods, in sandboxes of pauseImage (importPauseImage). Where root
+// lacks CAP_SYS_RESOURCE (a sandboxed CI machine), containerd keeps every container's
+// oom_score_adj at or above its own (restrict_oom_score_adj, as for rootless containerd):
+// runc cannot set the sandbox's -998 there and fails with "can't get final child's PID".
 func startContainerd(t *testing.T, dir string) string {
 	t.Helper()
 	path, err := exec.LookPath("containerd")
@@ -127,10 +131,11 @@ state = %[2]q
   address = %[4]q
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "registry.k8s.io/pause:3.10"
+  restrict_oom_score_adj = %[6]t
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = %[5]q
     conf_dir = %[5]q
-`, filepath.Join(root, "root"), filepath.Join(root, "state"), sock, filepath.Join(root, "ttrpc.sock"), filepath.Join(root, "cni"))
+`, filepath.Join(root, "root"), filepath.Join(root, "state"), sock, filepath.Join(root, "ttrpc.sock"), filepath.Join(root, "cni"), !hasCapability(capSysResource))
 	writeFile(t, filepath.Join(root, "config.toml"), []byte(config))
 	p := startProcess(t, "containerd", path, []string{"--config", filepath.Join(root, "config.toml")}, dir)
 	err = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
@@ -279,4 +284,23 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// capSysResource is CAP_SYS_RESOURCE's bit in /proc/self/status's CapEff.
+const capSysResource = 24
+
+// hasCapability reports whether this process has the capability of bit number capBit in
+// its effective set.
+func hasCapability(capBit uint) bool {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && n&(1<<capBit) != 0
+		}
+	}
+	return false
 }

@@ -111,6 +111,9 @@ func (s *signet) watcherConfig(addr string) *watcher.Config {
 			CertFile: filepath.Join(s.state, devpki.ClientCert),
 			KeyFile:  filepath.Join(s.state, devpki.ClientKey),
 		},
+		// Any free port, not the default :9465: the tests that run in parallel each have a
+		// watcher, and the watcher pod on the test node serves 9465 on the host's network.
+		MetricsAddress: "127.0.0.1:0",
 	}
 	cfg.Default()
 	cfg.RPCTimeout.Duration = 2 * time.Second
