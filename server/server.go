@@ -6,9 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -166,6 +168,18 @@ func (s *Server) build(ctx context.Context) error {
 	if s.tls, err = newTLSSource(cfg.TLS); err != nil {
 		return err
 	}
+	// On a first start (no ledger yet) the signers' keys are opened before the ledger is
+	// created, so that a key that does not open (an HSM that refuses its PIN) leaves nothing
+	// behind either; an existing ledger is read first, its recorded rotations deciding which
+	// CAs are opened.
+	_, statErr := os.Stat(cfg.Ledger.Dir)
+	firstStart := errors.Is(statErr, fs.ErrNotExist)
+	var plans []rotation.Plan
+	if firstStart {
+		if plans, err = s.openSigners(ctx, configured); err != nil {
+			return err
+		}
+	}
 	// The idempotency answers and the CA sets are rebuilt from the records Open verifies, in
 	// the same read.
 	store := idempotency.New(idempotency.Options{Retention: cfg.Idempotency.Retention.Duration, ReplayUntil: decision.ReplayUntil})
@@ -193,25 +207,13 @@ func (s *Server) build(ctx context.Context) error {
 	seq, _ := s.ledger.Last()
 	log.Info("ledger opened", "dir", cfg.Ledger.Dir, "last_seq", seq, "idempotent_answers", replayed)
 	s.rotation.SetLedger(s.ledger)
-	for i, sc := range cfg.Signers {
-		c := configured[i]
-		plan := s.rotation.Resolve(sc.Name, rotationConfig(sc), c.specs)
-		ls, err := loadSigner(ctx, sc.Name, plan.Set, c.policy, s.keyOptions(sc.Name), c.digest)
-		if err != nil {
+	if !firstStart {
+		if plans, err = s.openSigners(ctx, configured); err != nil {
 			return err
 		}
-		s.signers = append(s.signers, ls)
-		if err := s.rotation.Adopt(ctx, plan); err != nil {
-			return fmt.Errorf("signer %s: %w", sc.Name, err)
-		}
-		s.metrics.SetCAExpiry(sc.Name, ls.signer.Issuer.CACertificate().NotAfter)
-		if c.policy.profile.Insecure() {
-			s.metrics.SetInsecure(sc.Name)
-			log.Warn("INSECURE signer: it signs kubelet client certificates for any node name its approver approves, with no proof of the node's identity (profile kubelet-client-insecure)",
-				"signer", sc.Name)
-		}
-		log.Info("signer loaded", "signer", sc.Name, "profile", sc.Profile.Name, "ca_subject", ls.signer.Issuer.CACertificate().Subject.String(),
-			"max_lifetime", maxLifetime(sc).String(), "lints", ls.lints, "cas", len(plan.Set.Specs()))
+	}
+	if err := s.adoptSigners(ctx, plans); err != nil {
+		return err
 	}
 	s.rotation.SetInstaller(installer{s})
 	s.metrics.WatchTLSCertificate(s.tls.certificate)

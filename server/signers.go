@@ -54,6 +54,43 @@ func newPolicy(sc config.Signer, defaultLint config.Lint) (policy, error) {
 	return pol, nil
 }
 
+// openSigners resolves each signer's CA set (the configured CAs, or the recorded set
+// reconciled with them) and opens its keys and issuer, in the configuration's order. The plans
+// are for adoptSigners.
+func (s *Server) openSigners(ctx context.Context, configured []configuredSigner) ([]rotation.Plan, error) {
+	plans := make([]rotation.Plan, len(configured))
+	for i, sc := range s.cfg.Signers {
+		c := configured[i]
+		plans[i] = s.rotation.Resolve(sc.Name, rotationConfig(sc), c.specs)
+		ls, err := loadSigner(ctx, sc.Name, plans[i].Set, c.policy, s.keyOptions(sc.Name), c.digest)
+		if err != nil {
+			return nil, err
+		}
+		s.signers = append(s.signers, ls)
+	}
+	return plans, nil
+}
+
+// adoptSigners records the plans' changes (rotation.Manager.Adopt), once the ledger is open,
+// and reports each signer.
+func (s *Server) adoptSigners(ctx context.Context, plans []rotation.Plan) error {
+	for i, sc := range s.cfg.Signers {
+		ls := s.signers[i]
+		if err := s.rotation.Adopt(ctx, plans[i]); err != nil {
+			return fmt.Errorf("signer %s: %w", sc.Name, err)
+		}
+		s.metrics.SetCAExpiry(sc.Name, ls.signer.Issuer.CACertificate().NotAfter)
+		if ls.policy.profile.Insecure() {
+			s.metrics.SetInsecure(sc.Name)
+			s.log.Warn("INSECURE signer: it signs kubelet client certificates for any node name its approver approves, with no proof of the node's identity (profile kubelet-client-insecure)",
+				"signer", sc.Name)
+		}
+		s.log.Info("signer loaded", "signer", sc.Name, "profile", sc.Profile.Name, "ca_subject", ls.signer.Issuer.CACertificate().Subject.String(),
+			"max_lifetime", maxLifetime(sc).String(), "lints", ls.lints, "cas", len(plans[i].Set.Specs()))
+	}
+	return nil
+}
+
 // CheckPolicies builds the lint gate of every signer as a start does (newPolicy), and returns
 // each problem under its field: signers[i].lint, or lint for the top-level section the signer
 // uses (reported once). It reads no file and opens no key. signet-server --validate-config runs

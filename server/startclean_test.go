@@ -14,9 +14,10 @@ import (
 	"github.com/signet-pki/signet/server/servertest"
 )
 
-// TestFailedStartLeavesNothing: a start that fails on its configuration (a missing TLS
-// file, a broken profile or lint setting, a CA certificate that is not one, an unknown
-// client signer) fails before the ledger is opened: no ledger folder, no checkpoint key.
+// TestFailedStartLeavesNothing: a first start that fails on its configuration (a missing TLS
+// file, a lint setting that does not build, a CA certificate that is not one) or on a key (one
+// that is not its certificate's) fails before the ledger is created: no ledger folder, no
+// checkpoint key.
 func TestFailedStartLeavesNothing(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -30,6 +31,8 @@ func TestFailedStartLeavesNothing(t *testing.T) {
 		{"CA certificate is the server's", func(cfg *config.Config, dir string) {
 			cfg.Signers[0].Certificate = filepath.Join(dir, devpki.ServerCert)
 		}, "not a CA certificate"},
+		// Keys are opened before a first start creates the ledger.
+		{"CA key of another CA", func(cfg *config.Config, dir string) { cfg.Signers[0].Key = filepath.Join(dir, devpki.TLSCAKey) }, "signer " + devpki.DefaultSigner},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
