@@ -146,7 +146,7 @@ func newFlagSet(stderr io.Writer) (*flag.FlagSet, *options) {
 // would fail on the configuration fails here, before anything is created. The error lists every
 // problem, one a line.
 func loadConfig(opts options, log *slog.Logger) (*config.Config, error) {
-	r, err := configcheck.File(opts.configPath, opts.apply, server.CheckPolicies)
+	r, err := opts.check()
 	if err != nil {
 		return nil, err
 	}
@@ -161,6 +161,19 @@ func loadConfig(opts options, log *slog.Logger) (*config.Config, error) {
 		log.Warn("configuration not fully checked", "note", n.String())
 	}
 	return r.Config, nil
+}
+
+// check is configcheck.File with the flag overrides and the server's own checks; problems of
+// a field a flag set name the flag.
+func (opts options) check() (configcheck.Result, error) {
+	r, err := configcheck.File(opts.configPath, opts.apply, server.CheckPolicies)
+	if opts.listen != "" {
+		r.Overridden("grpc.address", "--listen")
+	}
+	if opts.httpListen != "" {
+		r.Overridden("http.address", "--http-listen")
+	}
+	return r, err
 }
 
 // apply applies the flag overrides to cfg.
@@ -183,7 +196,7 @@ func (opts options) apply(cfg *config.Config) {
 // configuration:" and every problem, one a line with its field and line, on stderr and 1. No
 // key is opened on a device, nothing listens, nothing is created.
 func validateConfig(opts options, stdout, stderr io.Writer) int {
-	r, err := configcheck.File(opts.configPath, opts.apply, server.CheckPolicies)
+	r, err := opts.check()
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1

@@ -92,7 +92,7 @@ signers: [{name: not-a-signer-name}]
 			stderr: []string{"invalid configuration:\n", "\nsigners[0].key (line 17): " + filepath.Join(dir, "missing.key") + " does not exist\n"}},
 		{
 			name: "flags are applied", args: []string{"--config", good, "--validate-config", "--listen", "no-port", "--http-listen", "also-none"}, code: 1,
-			stderr: []string{"invalid configuration:\n", "\ngrpc.address (line 5): address no-port: missing port in address\n", "\nhttp.address: address also-none: missing port in address\n"},
+			stderr: []string{"invalid configuration:\n", "\ngrpc.address (set by --listen): address no-port: missing port in address\n", "\nhttp.address (set by --http-listen): address also-none: missing port in address\n"},
 		},
 		{
 			name: "every problem with its field", args: []string{"--validate-config", broken}, code: 1,

@@ -76,6 +76,18 @@ type Result struct {
 	Notes []Problem
 }
 
+// Overridden says that field's value came from a command-line flag, not the file: its problems
+// name the flag instead of the field's line in the file.
+func (r *Result) Overridden(field, flag string) {
+	for i, p := range r.Problems {
+		if p.Field == field {
+			p.Line = 0
+			p.text = fmt.Sprintf("%s (set by %s): %s", p.Field, flag, p.Message)
+			r.Problems[i] = p
+		}
+	}
+}
+
 // Valid reports whether the file has no problem.
 func (r Result) Valid() bool { return r.Config != nil && len(r.Problems) == 0 }
 
