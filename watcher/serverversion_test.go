@@ -68,7 +68,9 @@ type fakeVersionServer struct {
 	err  error
 }
 
-func (f fakeVersionServer) ServerInfo(context.Context) (signerclient.ServerInfo, error) { return f.info, f.err }
+func (f fakeVersionServer) ServerInfo(context.Context) (signerclient.ServerInfo, error) {
+	return f.info, f.err
+}
 
 // TestCheckServerVersion: the server's version is logged; a development build on either side
 // is logged as a warning; an unreachable server lets the start go on; a refusal stops it.
@@ -82,7 +84,7 @@ func TestCheckServerVersion(t *testing.T) {
 		absentLogs []string
 	}{
 		{name: "supported", server: fakeVersionServer{info: signerclient.ServerInfo{Version: "v0.3.1", Commit: "abc"}}, own: "v0.2.4",
-			wantLogs:   []string{`"Signing server version" serverVersion="v0.3.1" serverCommit="abc" watcherVersion="v0.2.4" skew="supported"`},
+			wantLogs:   []string{`Signing server version serverVersion="v0.3.1" serverCommit="abc" watcherVersion="v0.2.4" skew="supported"`},
 			absentLogs: []string{"Development build"}},
 		{name: "development watcher", server: fakeVersionServer{info: signerclient.ServerInfo{Version: "v0.3.1"}}, own: "81c084c-dirty",
 			wantLogs: []string{`skew="development"`, "Development build: no version check between the watcher and the signing server",

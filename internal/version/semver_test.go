@@ -15,12 +15,12 @@ func TestParse(t *testing.T) {
 	}{
 		{in: "v0.3.0", major: 0, minor: 3},
 		{in: "v1.12.4", major: 1, minor: 12, patch: 4},
-		{in: "0.1.0", minor: 1},                                     // a chart's appVersion without the v
-		{in: "v0.3.0-rc.1", minor: 3, pre: "rc.1"},                  // a release candidate
-		{in: "v0.3.0-12-gabc1234", minor: 3, pre: "12-gabc1234"},    // git describe after a tag
+		{in: "0.1.0", minor: 1},                                  // a chart's appVersion without the v
+		{in: "v0.3.0-rc.1", minor: 3, pre: "rc.1"},               // a release candidate
+		{in: "v0.3.0-12-gabc1234", minor: 3, pre: "12-gabc1234"}, // git describe after a tag
 		{in: "v0.3.0-12-gabc1234-dirty", minor: 3, pre: "12-gabc1234-dirty"},
 		{in: "v0.3.0-dirty", minor: 3, pre: "dirty"},
-		{in: "v0.3.0+meta", minor: 3},                               // build metadata is dropped
+		{in: "v0.3.0+meta", minor: 3}, // build metadata is dropped
 		{in: "v0.3.1-0.20261128060000-abcdef123456", minor: 3, patch: 1, pre: "0.20261128060000-abcdef123456"}, // go build after v0.3.0
 		{in: "v0.3.1-0.20261128060000-abcdef123456+dirty", minor: 3, patch: 1, pre: "0.20261128060000-abcdef123456"},
 	} {

@@ -18,6 +18,15 @@
 // INVALID_ARGUMENT, FAILED_PRECONDITION, NOT_FOUND or PERMISSION_DENIED; a transient one
 // RESOURCE_EXHAUSTED, UNAVAILABLE or INTERNAL). Without a known reason, INVALID_ARGUMENT and
 // FAILED_PRECONDITION are terminal and every other code may succeed on retry.
+//
+// Versions. A client may send its own version (v0.3.1) in the gRPC metadata key
+// "signet-client-version" on every call; Signet's Go client does. The server accepts clients of
+// its own minor version and of the one before it, never newer ones (a development build on
+// either side is accepted), and refuses any other call to these services with
+// FAILED_PRECONDITION and an ErrorInfo of reason "UNSUPPORTED_CLIENT_VERSION" whose metadata
+// hold server_version and client_version. That reason is not final (an upgrade lets the same
+// request through) and is not an ErrorReason value: it is answered before any decision, and
+// nothing is recorded. A call without the key is not checked. See docs/compatibility.md.
 
 package signetv1
 
