@@ -142,17 +142,25 @@ func (c *checker) caCertificate(field, path string) *x509.Certificate {
 // checkpoint key when one is configured, and the witnessed checkpoint file.
 func (c *checker) ledger(l config.Ledger) {
 	if l.Dir != "" {
-		if st, err := os.Stat(l.Dir); err == nil && !st.IsDir() {
-			c.fail("ledger.dir", "%s is not a directory", l.Dir)
-		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			c.fail("ledger.dir", "%s", fileError(l.Dir, err))
-		}
+		c.ledgerDir(l.Dir)
 	}
 	if l.Checkpoint.Key != "" {
 		c.key("ledger.checkpoint.key", l.Checkpoint.Key, nil, true)
 	}
 	if l.Checkpoint.WitnessedFile != "" {
 		c.readable("ledger.checkpoint.witnessedFile", l.Checkpoint.WitnessedFile)
+	}
+}
+
+// ledgerDir checks that dir is a directory, or that the start can create it (no file stands
+// where a folder on its path must be).
+func (c *checker) ledgerDir(dir string) {
+	st, err := os.Stat(dir)
+	switch {
+	case err == nil && !st.IsDir():
+		c.fail("ledger.dir", "%s is not a directory", dir)
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		c.fail("ledger.dir", "%s cannot be created or used: %s", dir, fileError(dir, err))
 	}
 }
 

@@ -121,6 +121,11 @@ func TestFiles(t *testing.T) {
 		}, []string{"ledger.checkpoint.witnessedFile: "}},
 		{"ledger.dir is a file", func(t *testing.T, cfg *config.Config, dir string) { cfg.Ledger.Dir = in(dir, devpki.ConfigFile) },
 			[]string{"ledger.dir: "}},
+		{"ledger.dir under a file", func(t *testing.T, cfg *config.Config, dir string) {
+			cfg.Ledger.Dir = in(dir, devpki.ConfigFile+"/a/ledger")
+		},
+			[]string{"ledger.dir: "}},
+		{"ledger.dir to create", func(t *testing.T, cfg *config.Config, dir string) { cfg.Ledger.Dir = in(dir, "var/lib/ledger") }, nil},
 		{"retired CA without its key", func(t *testing.T, cfg *config.Config, dir string) {
 			s := &cfg.Signers[0]
 			s.CAs = []config.CA{{Key: s.Key, Certificate: s.Certificate}, {Key: in(dir, "gone.key"), Certificate: in(dir, devpki.PodIdentityCACert), State: config.StateRetired}}
