@@ -9,15 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
-
-	"github.com/signet-pki/signet/server/config/fieldscan"
-	"github.com/signet-pki/signet/watcher"
 )
 
 // validation is validate's answer (-o json|yaml).
@@ -63,12 +59,17 @@ func validateWatcherCommand() *cobra.Command {
 defaults applied) and validates it, printing every problem with its field path and line (a
 duration that is not one does not hide the others). The TLS files
 (server.caFile, certFile, keyFile) must be in the file: the watcher's --tls-* flags, which can
-supply them at start, are not considered.
+supply them at start, are not considered. The files live in the watcher's pod (Secret and
+ConfigMap mounts); where they are at hand, --check-files checks them as a start would: the CA
+bundle, the client certificate and key (a matching pair) and the ledger witness's public keys.
 
 ` + exitCodesHelp,
-		Example: `  signetctl validate watcher /etc/signet/watcher.yaml`,
-		Args:    cobra.ExactArgs(1),
+		Example: `  signetctl validate watcher /etc/signet/watcher.yaml
+  signetctl validate watcher --check-files /etc/signet-watcher/config.yaml`,
+		Args: cobra.ExactArgs(1),
 	}
+	var checkFiles bool
+	cmd.Flags().BoolVar(&checkFiles, "check-files", false, "also check the files the configuration names (TLS files, witness public keys)")
 	out := addOutputFlag(cmd, "the file, whether it is valid, and each problem with its field")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := out.check(cmd); err != nil {
@@ -78,51 +79,9 @@ supply them at start, are not considered.
 		if err := readable(path); err != nil {
 			return err
 		}
-		return reportValidation(cmd, out, validateWatcherFile(path))
+		return reportValidation(cmd, out, validateWatcherFile(path, checkFiles))
 	}
 	return cmd
-}
-
-// validateWatcherFile loads the watcher configuration at path as signet-watcher does and
-// validates it. Every problem is reported, each with its field and line: a duration that is
-// not one does not hide the others (fieldscan), and a problem whose message gives no line
-// gets its field's.
-func validateWatcherFile(path string) validation {
-	v := validation{File: path, Kind: "WatcherConfiguration", Problems: []problem{}}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		v.Problems = append(v.Problems, problem{Message: err.Error()})
-		return v
-	}
-	lines := fieldscan.Lines(data)
-	cleaned, errs := fieldscan.Durations(data, reflect.TypeFor[watcher.Config]())
-	var cfg *watcher.Config
-	if cleaned == nil {
-		cfg, err = watcher.LoadConfig(path)
-	} else {
-		cfg = &watcher.Config{}
-		err = fieldscan.DecodeStrict(cleaned, lines, cfg)
-		if err == nil && (cfg.APIVersion != watcher.APIVersion || cfg.Kind != watcher.Kind) {
-			err = fmt.Errorf("apiVersion/kind is %q/%q, want %q/%q", cfg.APIVersion, cfg.Kind, watcher.APIVersion, watcher.Kind)
-		}
-		if err == nil {
-			cfg.DefaultDeployment()
-			cfg.Default()
-		}
-	}
-	errs = append(errs, joined(err)...)
-	if err == nil {
-		errs = append(errs, joined(cfg.Validate())...)
-	}
-	for _, e := range errs {
-		p := parseProblem(e.Error())
-		if p.Line == 0 && p.Field != "" {
-			p.Line = fieldscan.Line(lines, p.Field)
-		}
-		v.Problems = append(v.Problems, p)
-	}
-	v.Valid = len(v.Problems) == 0
-	return v
 }
 
 // validateServerCommand is "signetctl validate server FILE".

@@ -68,6 +68,42 @@ server:
 	}
 }
 
+// TestValidateWatcherFiles: --check-files checks the TLS files and the witness's public keys as
+// a watcher start reads them; without it, files are not looked at (they live in the pod).
+func TestValidateWatcherFiles(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := devpki.Ensure(devpki.Options{Dir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, body string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	const head = "apiVersion: signet.dev/v1alpha1\nkind: WatcherConfiguration\nsignerNames: [example.com/a]\n"
+	good := write("good.yaml", head+"server: {address: \"signet:8443\", caFile: tls-ca.crt, certFile: client.crt, keyFile: client.key}\n")
+	if code, out, errOut := runCmd("validate", "watcher", "--check-files", good); code != 0 {
+		t.Errorf("files in place: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	bad := write("bad.yaml", head+"server: {address: \"signet:8443\", caFile: none.crt, certFile: client.crt, keyFile: client.key}\n")
+	if code, out, _ := runCmd("validate", "watcher", bad); code != 0 {
+		t.Errorf("without --check-files: exit %d, %s", code, out)
+	}
+	code, out, _ := runCmd("validate", "watcher", "--check-files", bad)
+	if code != 1 || !strings.Contains(out, "  - server.caFile (line 4): stat "+filepath.Join(dir, "none.crt")+": no such file or directory\n") {
+		t.Errorf("missing CA file: exit %d:\n%s", code, out)
+	}
+	other := write("other.yaml", head+"server: {address: \"signet:8443\", caFile: tls-ca.crt, certFile: client.crt, keyFile: "+devpki.SignerCAKey+"}\n"+
+		"ledgerWitness: {publicKeyFiles: [\""+filepath.Join(dir, "tls-ca.crt")+"\"]}\n")
+	code, out, _ = runCmd("validate", "watcher", "--check-files", other)
+	if code != 1 || !strings.Contains(out, "  - server.keyFile (line 4): ") || !strings.Contains(out, "are not a TLS pair") ||
+		!strings.Contains(out, "  - ledgerWitness.publicKeyFiles[0] (line 5): ") {
+		t.Errorf("key of another certificate, a certificate for a public key: exit %d:\n%s", code, out)
+	}
+}
+
 // TestValidateServer checks server files with a signet-server built from this tree: a valid
 // one (its files exist) with each signer's lifetimes, and an invalid one with every problem,
 // each with its field and line, the files it names included; nothing is created.
