@@ -32,11 +32,15 @@ func (c *checker) key(field, uri string, cert *x509.Certificate, checkpoint bool
 		return
 	}
 	path, isFile := keystore.FilePath(uri)
-	if isFile && !c.readable(field, path) {
+	switch {
+	case !isFile && scheme != "file":
+		c.fail(field, "%q is not a key URI: want a path, file:, pkcs11: or tpm:", keystore.Redact(uri))
+		return
+	case isFile && !c.readable(field, path):
 		return
 	}
-	// For a file (or a malformed file: URI, or an unknown scheme, which Open refuses as the
-	// server would) Open reads and parses; it talks to no device.
+	// For a file (or a malformed file: URI, which Open refuses as the server would) Open reads
+	// and parses; it talks to no device.
 	k, err := keystore.Open(context.Background(), uri, keystore.Options{})
 	if err != nil {
 		if errors.Is(err, fs.ErrPermission) && strings.Contains(err.Error(), "passphrase-file") {
