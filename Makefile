@@ -43,8 +43,8 @@ kube-bins: ## Build kube-apiserver and etcd (KUBE_VERSION, default v1.37.1) from
 	./hack/kube-bins.sh $(KUBE_VERSION)
 
 .PHONY: test-deps
-test-deps: ## Build every Kubernetes binary the tests run (kube-bins plus kube-controller-manager and kubelet, and v1.36.3's etcd and kube-apiserver for the v1beta1 PodCertificateRequest tests); install containerd, runc, softhsm2, swtpm and libssl-dev if missing.
-	./hack/kube-bins.sh $(KUBE_VERSION) etcd kube-apiserver kube-controller-manager kubelet
+test-deps: ## Build every Kubernetes binary the tests run (kube-bins plus kube-controller-manager, kube-scheduler and kubelet, and v1.36.3's etcd and kube-apiserver for the v1beta1 PodCertificateRequest tests); install containerd, runc, softhsm2, swtpm and libssl-dev if missing.
+	./hack/kube-bins.sh $(KUBE_VERSION) etcd kube-apiserver kube-controller-manager kube-scheduler kubelet
 	./hack/kube-bins.sh v1.36.3 etcd kube-apiserver
 	./hack/node-deps.sh
 
@@ -57,25 +57,38 @@ test-unit: ## Run the package tests, without the end-to-end suite in test/integr
 	./hack/node-deps.sh
 	$(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v -e /test/integration)
 
-# The watcher's container image (deploy/watcher/Dockerfile): IMAGE_REPO:IMAGE_TAG and
-# IMAGE_REPO:latest (deploy/watcher/deployment.yaml runs signet-watcher:latest). CONTAINER_TOOL
-# is docker, else podman, whichever is on PATH.
-IMAGE_REPO     ?= signet-watcher
-IMAGE_TAG      ?= $(subst +,-,$(VERSION))
-CONTAINER_TOOL ?= $(shell command -v docker 2>/dev/null || command -v podman 2>/dev/null)
-WATCHER_DOCKERFILE := deploy/watcher/Dockerfile
+# The watcher's container image, built without a container daemon by hack/image
+# (internal/ociimage: go-containerregistry as a library): a multi-platform OCI image index
+# (IMAGE_PLATFORMS) of the static signet-watcher (CGO_ENABLED=0, -trimpath, the daemons'
+# ldflags), on scratch with /etc/passwd and /etc/group (nonroot 65532), Debian's CA bundle
+# (CA_BUNDLE, from the ca-certificates package) and a CycloneDX SBOM at
+# /sbom/signet-watcher.cdx.json, or on BASE (a registry image where one is reachable, or
+# oci-layout:DIR, a base vendored as an OCI layout). Every time in it is COMMIT_DATE (else
+# SOURCE_DATE_EPOCH), so the same commit gives the same digest. It is named IMAGE_REPO:IMAGE_TAG (a bare name is docker.io/library/NAME, as the
+# kubelet resolves it); IMAGE_TAG is VERSION with + replaced by -.
+IMAGE_REPO      ?= signet-watcher
+IMAGE_TAG       ?= $(subst +,-,$(VERSION))
+IMAGE_DIR       ?= $(BIN)/image
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+CA_BUNDLE       ?= /etc/ssl/certs/ca-certificates.crt
+BASE            ?=
+REGISTRY        ?=
+ifneq ($(filter image-push,$(MAKECMDGOALS)),)
+ifeq ($(REGISTRY),)
+$(error make image-push: set REGISTRY, e.g. make image-push REGISTRY=ghcr.io/you)
+endif
+endif
 
 .PHONY: image
-image: ## Build the watcher's container image (static, distroless, non-root) as IMAGE_REPO:IMAGE_TAG (signet-watcher:VERSION) and :latest, with docker or podman.
-	@if [ -z "$(CONTAINER_TOOL)" ]; then echo "make image: neither docker nor podman is installed; install one (or set CONTAINER_TOOL=/path/to/docker-compatible tool)" >&2; exit 1; fi
-	@if ! command -v $(CONTAINER_TOOL) >/dev/null; then echo "make image: CONTAINER_TOOL=$(CONTAINER_TOOL) is not an executable on PATH" >&2; exit 1; fi
-	@if ! $(CONTAINER_TOOL) info >/dev/null 2>&1; then echo "make image: $(CONTAINER_TOOL) is installed but cannot reach its daemon ('$(CONTAINER_TOOL) info' fails): start it, or set CONTAINER_TOOL=podman" >&2; exit 1; fi
-	$(CONTAINER_TOOL) build -f $(WATCHER_DOCKERFILE) \
-		$(if $(findstring podman,$(notdir $(CONTAINER_TOOL))),--ignorefile $(WATCHER_DOCKERFILE).dockerignore) \
-		--build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) --build-arg COMMIT_DATE=$(COMMIT_DATE) \
-		--build-arg DAEMON_GODEBUG=$(DAEMON_GODEBUG) \
-		-t $(IMAGE_REPO):$(IMAGE_TAG) -t $(IMAGE_REPO):latest .
-	@echo "built $(IMAGE_REPO):$(IMAGE_TAG) and $(IMAGE_REPO):latest (deploy/watcher/deployment.yaml runs signet-watcher:latest; push it and set the image there or with kustomize's images:)"
+image: ## Build the watcher's image without a daemon (multi-arch OCI, scratch, non-root, SBOM; BASE=registry image or oci-layout:DIR): an OCI layout at bin/image/signet-watcher, an archive for ctr import/docker load at bin/image/signet-watcher.tar, tagged IMAGE_REPO:IMAGE_TAG (signet-watcher:VERSION).
+	@[ -n "$(BASE)" ] || [ -r "$(CA_BUNDLE)" ] || { echo "make image: no CA bundle at $(CA_BUNDLE): install Debian's ca-certificates (apt-get install ca-certificates) or set CA_BUNDLE" >&2; exit 1; }
+	$(GO) run ./hack/image build -out $(IMAGE_DIR) -repo $(IMAGE_REPO) -tag $(IMAGE_TAG) -platforms $(IMAGE_PLATFORMS) \
+		-version $(VERSION) -commit "$(COMMIT)" -commit-date "$(COMMIT_DATE)" -ca-bundle $(CA_BUNDLE) $(if $(BASE),-base $(BASE)) \
+		-ldflags="$(daemon_ldflags) $(version_ldflags)"
+
+.PHONY: image-push
+image-push: image ## Push the watcher's image (the index, every platform) to REGISTRY/signet-watcher:IMAGE_TAG and print its digest.
+	$(GO) run ./hack/image push -layout $(IMAGE_DIR)/signet-watcher -registry $(REGISTRY)
 
 # KEY is where the demo signer's CA key lives: file (signet-server --dev's PEM file), pkcs11
 # (made inside a SoftHSM2 token) or tpm (made inside a TPM 2.0: swtpm, a separate process).

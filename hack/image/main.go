@@ -7,7 +7,8 @@
 //
 // build cross-compiles ./cmd/signet-watcher for each platform (CGO_ENABLED=0, -trimpath, the
 // -ldflags make passes: version stamping and the daemons' GODEBUG default), assembles the
-// multi-platform OCI image index (scratch, or -base, a registry image), and writes it as an
+// multi-platform OCI image index (scratch, or -base: a registry image or a vendored OCI
+// layout), and writes it as an
 // OCI layout at <out>/<name>, as an OCI archive <out>/<name>.tar (for `ctr images import`,
 // `docker load`, `podman load`), and its digest to <out>/<name>.digest. Every time in the
 // image is the commit's date (-commit-date, else $SOURCE_DATE_EPOCH), so building the same
@@ -78,7 +79,7 @@ func build(ctx context.Context, args []string, stdout io.Writer) error {
 		commitDate = fs.String("commit-date", "", "the commit's date, RFC 3339 (make's COMMIT_DATE); default $SOURCE_DATE_EPOCH")
 		ldflags    = fs.String("ldflags", "", "go build -ldflags (make's daemon and version flags)")
 		caBundle   = fs.String("ca-bundle", "/etc/ssl/certs/ca-certificates.crt", "the CA bundle for a scratch base (Debian's ca-certificates)")
-		base       = fs.String("base", "", "a registry base image instead of scratch (its own CA bundle and users are used)")
+		base       = fs.String("base", "", "a base image instead of scratch: a registry reference, or oci-layout:DIR for a vendored OCI layout (its own CA bundle and users are used)")
 		goCmd      = fs.String("go", "go", "the go command")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -100,7 +101,11 @@ func build(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	spec := ociimage.Spec{Name: *imgName, Description: description, Version: *version, Commit: *commit,
 		Created: created, Source: source, License: license, ExposedPorts: []string{"9465/tcp"}}
-	if *base != "" {
+	if dir, ok := strings.CutPrefix(*base, "oci-layout:"); ok {
+		if spec.Base, err = ociimage.BaseFromLayout(dir); err != nil {
+			return err
+		}
+	} else if *base != "" {
 		if spec.Base, err = ociimage.BaseFromRemote(ctx, *base); err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
@@ -49,15 +50,56 @@ func BaseFromRemote(ctx context.Context, ref string) (func(v1.Platform) (v1.Imag
 		if err != nil {
 			return nil, fmt.Errorf("reading the base image %s: %w", r, err)
 		}
-		cf, err := img.ConfigFile()
-		if err != nil {
-			return nil, fmt.Errorf("reading the base image %s: %w", r, err)
-		}
-		if cf.OS != p.OS || cf.Architecture != p.Architecture {
-			return nil, fmt.Errorf("base image %s is %s/%s only, not %s/%s", r, cf.OS, cf.Architecture, p.OS, p.Architecture)
-		}
-		return img, nil
+		return singlePlatform(img, p, r.String())
 	}, nil
+}
+
+// BaseFromLayout returns a Spec.Base that takes each platform's image from the OCI image
+// layout at dir (a base vendored into the repository or copied in with `crane pull
+// --format=oci`): the first entry of its index.json, a multi-platform index or a single image.
+func BaseFromLayout(dir string) (func(v1.Platform) (v1.Image, error), error) {
+	p, err := layout.FromPath(dir)
+	if err != nil {
+		return nil, fmt.Errorf("base layout %s: %w", dir, err)
+	}
+	top, err := p.ImageIndex()
+	if err != nil {
+		return nil, fmt.Errorf("base layout %s: %w", dir, err)
+	}
+	m, err := top.IndexManifest()
+	if err != nil {
+		return nil, fmt.Errorf("base layout %s: %w", dir, err)
+	}
+	if len(m.Manifests) == 0 {
+		return nil, fmt.Errorf("base layout %s: index.json lists no image", dir)
+	}
+	d := m.Manifests[0]
+	return func(pl v1.Platform) (v1.Image, error) {
+		if d.MediaType.IsIndex() {
+			idx, err := top.ImageIndex(d.Digest)
+			if err != nil {
+				return nil, fmt.Errorf("base layout %s: %w", dir, err)
+			}
+			return imageFor(idx, pl, dir)
+		}
+		img, err := top.Image(d.Digest)
+		if err != nil {
+			return nil, fmt.Errorf("base layout %s: %w", dir, err)
+		}
+		return singlePlatform(img, pl, dir)
+	}, nil
+}
+
+// singlePlatform returns img if it is for platform p.
+func singlePlatform(img v1.Image, p v1.Platform, what string) (v1.Image, error) {
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("reading the base image %s: %w", what, err)
+	}
+	if cf.OS != p.OS || cf.Architecture != p.Architecture {
+		return nil, fmt.Errorf("base image %s is %s/%s only, not %s/%s", what, cf.OS, cf.Architecture, p.OS, p.Architecture)
+	}
+	return img, nil
 }
 
 // imageFor returns the image of idx for platform p (OS and architecture, and the variant

@@ -298,10 +298,37 @@ func TestBuildOnRegistryBase(t *testing.T) {
 		}
 	}
 
+	// The same base vendored as an OCI layout gives the same image, less the base's name.
+	dir := t.TempDir()
+	if err := WriteLayout(dir, baseIdx, baseRef); err != nil {
+		t.Fatal(err)
+	}
+	fromLayout := spec
+	fromLayout.BaseName = baseRef.String()
+	if fromLayout.Base, err = BaseFromLayout(dir); err != nil {
+		t.Fatal(err)
+	}
+	idx2, err := Build(fromLayout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := digestOf(t, idx), digestOf(t, idx2); a != b {
+		t.Errorf("the base from a layout gives %s, from the registry %s", b, a)
+	}
+
 	spec.Binaries = append(spec.Binaries, Binary{Platform: v1.Platform{OS: "linux", Architecture: "s390x"}, Path: spec.Binaries[0].Path})
 	if _, err := Build(spec); err == nil || !strings.Contains(err.Error(), "no linux/s390x image") {
 		t.Errorf("a platform the base lacks: err = %v", err)
 	}
+}
+
+func digestOf(t *testing.T, idx v1.ImageIndex) v1.Hash {
+	t.Helper()
+	d, err := idx.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 func untar(t *testing.T, archive, dir string) {

@@ -1,181 +1,343 @@
+// Package deploy tests the deployment artifacts: the watcher's container image, built here by
+// `make image` exactly as a user builds it (no container daemon; docker and podman on PATH are
+// stubs that fail the test if called), and the server's systemd unit, drop-ins, sysusers.d and
+// tmpfiles.d files (deploy/server). Where the systemd tools are installed the tests run them
+// too, and say in the log when they could not.
+//
+// The image is built once per test run (both platforms; the arm64 cross-compile takes a
+// minute or so the first time on a machine, seconds after) and shared by the image tests; one
+// of them builds it a second time and pushes it to an in-process registry (make image-push),
+// to check that the build is reproducible and the push gives the same digest.
 package deploy
 
 import (
+	"archive/tar"
 	"bytes"
+	"crypto/x509"
 	"debug/buildinfo"
 	"debug/elf"
+	"errors"
+	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/validate"
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/signet-pki/signet/internal/ociimage"
 )
 
-// TestWatcherDeploymentMatchesTheImage: deploy/watcher/deployment.yaml runs the image make
-// image tags, as the image's user, with a read-only root file system and the image's own
-// entrypoint.
-func TestWatcherDeploymentMatchesTheImage(t *testing.T) {
-	df := loadWatcherDockerfile(t)
-	uid, gid := imageUser(t, df.stages[len(df.stages)-1])
-	var d appsv1.Deployment
-	if err := yaml.UnmarshalStrict([]byte(readFile(t, "deploy/watcher/deployment.yaml")), &d); err != nil {
-		t.Fatalf("deploy/watcher/deployment.yaml: %v", err)
-	}
-	psc := d.Spec.Template.Spec.SecurityContext
-	if psc == nil || psc.RunAsUser == nil || *psc.RunAsUser != int64(uid) || psc.RunAsGroup == nil || *psc.RunAsGroup != int64(gid) {
-		t.Errorf("deployment.yaml: pod securityContext %+v: want runAsUser %d, runAsGroup %d (the image's USER)", psc, uid, gid)
-	}
-	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
-		t.Error("deployment.yaml: want runAsNonRoot: true")
-	}
-	repo := regexp.MustCompile(`(?m)^IMAGE_REPO\s*\?=\s*(\S+)`).FindStringSubmatch(readFile(t, "Makefile"))
-	if repo == nil {
-		t.Fatal("Makefile: no IMAGE_REPO")
-	}
-	var watcher bool
-	for _, c := range d.Spec.Template.Spec.Containers {
-		if c.Image != repo[1]+":latest" {
-			continue
-		}
-		watcher = true
-		if len(c.Command) > 0 {
-			t.Errorf("deployment.yaml: container %s sets command %v: the image's ENTRYPOINT starts the watcher", c.Name, c.Command)
-		}
-		if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
-			t.Errorf("deployment.yaml: container %s: want readOnlyRootFilesystem: true (the image writes nothing)", c.Name)
-		}
-	}
-	if !watcher {
-		t.Errorf("deployment.yaml: no container runs %s:latest, the image make image tags", repo[1])
-	}
+// repoRoot is the repository root, two levels above this package.
+var repoRoot = filepath.Join("..", "..")
+
+// What the test image is stamped with: make image's VERSION, COMMIT and COMMIT_DATE. The '+'
+// of the version's build metadata becomes '-' in the tag.
+const (
+	imageVersion    = "v0.0.0-image-test+build.1"
+	imageTag        = "v0.0.0-image-test-build.1"
+	imageCommit     = "0123456789abcdef0123456789abcdef01234567"
+	imageCommitDate = "2026-01-02T03:04:05Z"
+	watcherPath     = "/signet-watcher"
+	hostCABundle    = "/etc/ssl/certs/ca-certificates.crt" // make image's default CA_BUNDLE
+)
+
+// builtImage is the output of one make image run.
+type builtImage struct {
+	dir    string // IMAGE_DIR
+	output string // what make printed
+	err    error
 }
 
-// TestWatcherImageContextBuilds checks, without a container daemon, what the Dockerfile's build
-// stage promises. On a copy of the repository as the Dockerfile's ignore file
-// (Dockerfile.dockerignore) admits it, every package signet-watcher needs must be there (go
-// list), and the Dockerfile's own RUN … go build, run there with the build arguments make image
-// passes, must build a binary that is static (no ELF interpreter, no dynamic section, no shared
-// library; CGO_ENABLED=0 and -trimpath in its build settings), carries the GODEBUG default, and
-// reports the version and commit it was given. The runtime stage must copy that binary (the go
-// build's -o) and start it (ENTRYPOINT).
-//
-// The build is a static -trimpath one, which shares nothing with the build cache of go test
-// -race: the first run on a machine compiles every dependency again (three to five minutes on
-// two cores); -trimpath keeps the cache keys free of the copy's path, so later runs take
-// seconds.
-func TestWatcherImageContextBuilds(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatal("no go on PATH: the build context cannot be checked")
-	}
-	df := loadWatcherDockerfile(t)
-	run := goBuild(t, df)
-	built := checkBinaryPath(t, df, run)
-	ignore := readFile(t, watcherDockerfile+".dockerignore")
-	ctx := t.TempDir()
-	n := copyContext(t, repoRoot, ctx, parseDockerignore(ignore))
-	t.Logf("build context: %d files admitted by %s.dockerignore", n, watcherDockerfile)
-	list := exec.Command(goBin, "list", "-e", "-deps", "-f", "{{with .Error}}{{.}}{{end}}{{with .DepsErrors}}{{.}}{{end}}", "./cmd/signet-watcher")
-	list.Dir = ctx
-	list.Env = append(os.Environ(), "CGO_ENABLED=0", "GOTOOLCHAIN=local")
-	if b, err := list.CombinedOutput(); err != nil || len(bytes.TrimSpace(b)) > 0 {
-		t.Fatalf("go list ./cmd/signet-watcher in the build context: %v\n%s", err, b)
-	}
+func (b builtImage) layout() string  { return filepath.Join(b.dir, "signet-watcher") }
+func (b builtImage) archive() string { return filepath.Join(b.dir, "signet-watcher.tar") }
 
-	// The build writes to a directory of the build stage (/out): here, to a temporary one.
-	out := t.TempDir()
-	script := strings.ReplaceAll(stripRunFlags(run.args), path.Dir(built)+"/", out+"/")
-	godebug, _ := df.stages[0].argDefault("DAEMON_GODEBUG")
-	cmd := exec.Command("sh", "-c", script)
-	cmd.Dir = ctx
-	cmd.Env = append(os.Environ(),
-		"PATH="+filepath.Dir(goBin)+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"VERSION=v0.0.0-image-test", "COMMIT=0123456789abcdef0123456789abcdef01234567", "COMMIT_DATE=2026-01-02T03:04:05Z",
-		"DAEMON_GODEBUG="+godebug, "TARGETOS="+runtime.GOOS, "TARGETARCH="+runtime.GOARCH, "GOTOOLCHAIN=local")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%s:%d: the go build fails on the context the ignore file admits: %v\n%s", watcherDockerfile, run.line, err, b)
+var (
+	sharedOnce  sync.Once
+	sharedImage builtImage
+	sharedRoot  string // removed by TestMain
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if sharedRoot != "" {
+		os.RemoveAll(sharedRoot)
 	}
-	bin := filepath.Join(out, path.Base(built))
-	checkStatic(t, bin)
-	info, err := buildinfo.ReadFile(bin)
+	os.Exit(code)
+}
+
+// watcherImage returns the image make image built for this test run, building it on first use.
+func watcherImage(t *testing.T) builtImage {
+	t.Helper()
+	sharedOnce.Do(func() {
+		root, err := os.MkdirTemp("", "signet-image-test-")
+		if err != nil {
+			sharedImage.err = err
+			return
+		}
+		sharedRoot = root
+		sharedImage = runMake(root, filepath.Join(root, "first"), "image")
+	})
+	if sharedImage.err != nil {
+		t.Fatalf("make image: %v\n%s", sharedImage.err, sharedImage.output)
+	}
+	return sharedImage
+}
+
+// runMake runs `make <target>` in the repository with the test's version, writing the image to
+// dir, with docker and podman on PATH replaced by stubs that leave a mark in root: a call to
+// either is an error.
+func runMake(root, dir string, target string, vars ...string) builtImage {
+	b := builtImage{dir: dir}
+	stubs := filepath.Join(root, "stubs")
+	mark := filepath.Join(root, "container-tool-called")
+	if err := os.MkdirAll(stubs, 0o755); err != nil {
+		b.err = err
+		return b
+	}
+	for _, tool := range []string{"docker", "podman", "buildah"} {
+		script := fmt.Sprintf("#!/bin/sh\necho %s \"$@\" >> %s\nexit 1\n", tool, mark)
+		if err := os.WriteFile(filepath.Join(stubs, tool), []byte(script), 0o755); err != nil {
+			b.err = err
+			return b
+		}
+	}
+	args := append([]string{"-C", repoRoot, "--no-print-directory", target,
+		"VERSION=" + imageVersion, "COMMIT=" + imageCommit, "COMMIT_DATE=" + imageCommitDate,
+		"IMAGE_DIR=" + dir}, vars...)
+	cmd := exec.Command("make", args...)
+	// An outer make (make test) passes its command-line variables down in MAKEFLAGS: drop them,
+	// so the image is built as a user's make image builds it.
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); k != "MAKEFLAGS" && k != "MFLAGS" && k != "MAKELEVEL" && k != "PATH" {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "PATH="+stubs+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	b.output, b.err = string(out), err
+	if called, rerr := os.ReadFile(mark); rerr == nil {
+		b.err = errors.Join(b.err, fmt.Errorf("make %s called a container tool: %s", target, called))
+	}
+	return b
+}
+
+// readImage returns the index in the layout at dir and its index.json annotations.
+func readImage(t *testing.T, dir string) (v1.ImageIndex, map[string]string) {
+	t.Helper()
+	idx, anns, err := ociimage.ReadLayout(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	settings := map[string]string{}
-	for _, s := range info.Settings {
-		settings[s.Key] = s.Value
-	}
-	if settings["CGO_ENABLED"] != "0" || settings["-trimpath"] != "true" {
-		t.Errorf("build settings %v: want CGO_ENABLED=0 and -trimpath=true", settings)
-	}
-	// -trimpath leaves -ldflags out of the build settings: look for the GODEBUG default (a
-	// string the runtime reads) in the binary itself.
-	if data, err := os.ReadFile(bin); err != nil || !bytes.Contains(data, []byte(godebug)) {
-		t.Errorf("%s lacks the GODEBUG default %s (-X=runtime.godebugDefault) (%v)", bin, godebug, err)
-	}
-	v, err := exec.Command(bin, "--version").CombinedOutput()
-	if err != nil || !bytes.Contains(v, []byte("v0.0.0-image-test")) || !bytes.Contains(v, []byte("0123456789ab")) {
-		t.Errorf("signet-watcher --version = %q, %v: want the version and commit passed as build arguments", v, err)
-	}
+	return idx, anns
 }
 
-// stripRunFlags drops a RUN's leading --mount=… (and other --flag) options, leaving the
-// shell command.
-func stripRunFlags(args string) string {
-	for strings.HasPrefix(args, "--") {
-		_, rest, _ := strings.Cut(args, " ")
-		args = strings.TrimSpace(rest)
-	}
-	return args
-}
-
-// checkBinaryPath returns the file the go build writes (its -o, an absolute path outside the
-// build context), and fails unless the runtime stage copies it from the build stage and its
-// ENTRYPOINT starts the copy.
-func checkBinaryPath(t *testing.T, df *dockerfile, run instruction) string {
+// platformImages returns the images of idx by platform ("linux/amd64").
+func platformImages(t *testing.T, idx v1.ImageIndex) map[string]v1.Image {
 	t.Helper()
-	out := regexp.MustCompile(`(?:^|\s)-o\s+(\S+)`).FindStringSubmatch(run.args)
-	if out == nil || !path.IsAbs(out[1]) || path.Dir(out[1]) == "/" {
-		t.Fatalf("%s:%d: the go build's output (-o) %v: want a file in a directory of its own, by absolute path", watcherDockerfile, run.line, out)
+	m, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
 	}
-	final := df.stages[len(df.stages)-1]
-	copies := final.all("COPY")
-	if len(copies) != 1 {
-		t.Fatalf("%s: want one COPY in the runtime stage, got %d", watcherDockerfile, len(copies))
+	out := map[string]v1.Image{}
+	for _, d := range m.Manifests {
+		if d.Platform == nil {
+			t.Fatalf("index entry %s has no platform", d.Digest)
+		}
+		img, err := idx.Image(d.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[d.Platform.String()] = img
 	}
-	var paths []string
-	for _, f := range strings.Fields(copies[0].args) {
-		if !strings.HasPrefix(f, "--") {
-			paths = append(paths, f)
+	return out
+}
+
+// imageFiles returns the flattened file system of img: path → header and content.
+func imageFiles(t *testing.T, img v1.Image) (map[string]*tar.Header, map[string][]byte) {
+	t.Helper()
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	hdrs, data := map[string]*tar.Header{}, map[string][]byte{}
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return hdrs, data
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := "/" + strings.TrimSuffix(h.Name, "/")
+		hdrs[p] = h
+		if data[p], err = io.ReadAll(tr); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if len(paths) != 2 || paths[0] != out[1] {
-		t.Errorf("%s:%d: COPY %s: want the go build's output %s copied", watcherDockerfile, copies[0].line, copies[0].args, out[1])
-	}
-	ep := final.all("ENTRYPOINT")
-	if len(ep) != 1 || len(paths) != 2 || !strings.HasPrefix(ep[0].args, `["`+paths[1]+`"`) {
-		t.Errorf("%s: ENTRYPOINT %v does not start the binary copied to %v", watcherDockerfile, ep, paths)
-	}
-	return out[1]
 }
 
-// checkStatic fails unless the ELF file at path has no interpreter, no dynamic section and no
-// shared libraries.
-func checkStatic(t *testing.T, path string) {
+// TestWatcherImageIndex: make image writes an OCI layout holding one index for linux/amd64 and
+// linux/arm64, named for containerd as the kubelet resolves signet-watcher:<tag>, each image
+// running /signet-watcher as 65532:65532 from /, with the version, commit and commit date it
+// was built from in its labels and annotations.
+func TestWatcherImageIndex(t *testing.T) {
+	img := watcherImage(t)
+	idx, anns := readImage(t, img.layout())
+	if err := validate.Index(idx); err != nil {
+		t.Fatalf("the layout's index does not validate: %v", err)
+	}
+	want := "docker.io/library/signet-watcher:" + imageTag
+	if anns[ociimage.AnnotationContainerName] != want || anns[ociimage.AnnotationRefName] != imageTag {
+		t.Errorf("index.json names the image %v: want %s (tag %s)", anns, want, imageTag)
+	}
+	digest, err := idx.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if file, _ := os.ReadFile(img.layout() + ".digest"); strings.TrimSpace(string(file)) != digest.String() {
+		t.Errorf("signet-watcher.digest says %q, the index is %s", file, digest)
+	}
+	if !strings.Contains(img.output, digest.String()) {
+		t.Errorf("make image did not print the digest %s:\n%s", digest, img.output)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{
+		ociimage.LabelVersion:  imageVersion,
+		ociimage.LabelRevision: imageCommit,
+		ociimage.LabelCreated:  imageCommitDate,
+		ociimage.LabelTitle:    "signet-watcher",
+		ociimage.LabelSource:   "https://github.com/signet-pki/signet",
+		ociimage.LabelLicenses: "Apache-2.0",
+	}
+	checkLabels(t, "the index's annotations", m.Annotations, labels)
+	images := platformImages(t, idx)
+	if len(images) != 2 || images["linux/amd64"] == nil || images["linux/arm64"] == nil {
+		t.Fatalf("platforms %v: want linux/amd64 and linux/arm64", keys(images))
+	}
+	for platform, im := range images {
+		cf, err := im.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cf.OS+"/"+cf.Architecture != platform {
+			t.Errorf("%s: the config says %s/%s", platform, cf.OS, cf.Architecture)
+		}
+		c := cf.Config
+		if c.User != "65532:65532" || c.WorkingDir != "/" || strings.Join(c.Entrypoint, " ") != watcherPath || len(c.Cmd) != 0 {
+			t.Errorf("%s: user %q, working dir %q, entrypoint %v, cmd %v: want 65532:65532, /, [%s], none", platform, c.User, c.WorkingDir, c.Entrypoint, c.Cmd, watcherPath)
+		}
+		if got := cf.Created.UTC().Format("2006-01-02T15:04:05Z"); got != imageCommitDate {
+			t.Errorf("%s: created %s, want the commit date %s", platform, got, imageCommitDate)
+		}
+		checkLabels(t, platform+" config labels", c.Labels, labels)
+		mf, err := im.Manifest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkLabels(t, platform+" manifest annotations", mf.Annotations, labels)
+	}
+}
+
+func checkLabels(t *testing.T, what string, got, want map[string]string) {
+	t.Helper()
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %s = %q, want %q", what, k, got[k], v)
+		}
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// TestWatcherImageFiles: each image holds the static watcher for its own architecture (built
+// with CGO_ENABLED=0, -trimpath and the daemons' GODEBUG default), the CA bundle of Debian's
+// ca-certificates, passwd and group entries for 65532, and nothing dated other than the
+// commit.
+func TestWatcherImageFiles(t *testing.T) {
+	img := watcherImage(t)
+	idx, _ := readImage(t, img.layout())
+	ca, err := os.ReadFile(hostCABundle)
+	if err != nil {
+		t.Fatalf("the CA bundle make image takes (Debian: apt-get install ca-certificates): %v", err)
+	}
+	godebug := regexp.MustCompile(`(?m)^DAEMON_GODEBUG\s*:?=\s*(\S+)`).FindStringSubmatch(readFile(t, "Makefile"))
+	if godebug == nil {
+		t.Fatal("Makefile: no DAEMON_GODEBUG")
+	}
+	machine := map[string]elf.Machine{"linux/amd64": elf.EM_X86_64, "linux/arm64": elf.EM_AARCH64}
+	for platform, im := range platformImages(t, idx) {
+		hdrs, data := imageFiles(t, im)
+		if h := hdrs[watcherPath]; h == nil || h.Typeflag != tar.TypeReg || h.Mode != 0o755 || h.Uid != 0 {
+			t.Fatalf("%s: %s %+v: want a root-owned 0755 file", platform, watcherPath, h)
+		}
+		bin := filepath.Join(t.TempDir(), "signet-watcher")
+		if err := os.WriteFile(bin, data[watcherPath], 0o755); err != nil {
+			t.Fatal(err)
+		}
+		checkStatic(t, bin, machine[platform])
+		info, err := buildinfo.ReadFile(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		settings := map[string]string{}
+		for _, s := range info.Settings {
+			settings[s.Key] = s.Value
+		}
+		if settings["CGO_ENABLED"] != "0" || settings["-trimpath"] != "true" || settings["GOOS"]+"/"+settings["GOARCH"] != platform {
+			t.Errorf("%s: build settings %v: want CGO_ENABLED=0, -trimpath=true, %s", platform, settings, platform)
+		}
+		// -trimpath leaves -ldflags out of the build settings: look for the GODEBUG default
+		// (a string the runtime reads) in the binary itself.
+		if !bytes.Contains(data[watcherPath], []byte(godebug[1])) {
+			t.Errorf("%s: the binary lacks the daemons' GODEBUG default %s", platform, godebug[1])
+		}
+		if !bytes.Equal(data[ociimage.CABundlePath], ca) {
+			t.Errorf("%s: %s is not %s", platform, ociimage.CABundlePath, hostCABundle)
+		}
+		if pool := x509.NewCertPool(); !pool.AppendCertsFromPEM(data[ociimage.CABundlePath]) {
+			t.Errorf("%s: no certificate in %s", platform, ociimage.CABundlePath)
+		}
+		if !strings.Contains(string(data["/etc/passwd"]), "nonroot:x:65532:65532:") || !strings.Contains(string(data["/etc/group"]), "nonroot:x:65532:") {
+			t.Errorf("%s: /etc/passwd %q, /etc/group %q: want nonroot 65532", platform, data["/etc/passwd"], data["/etc/group"])
+		}
+		for p, h := range hdrs {
+			if got := h.ModTime.UTC().Format("2006-01-02T15:04:05Z"); got != imageCommitDate {
+				t.Errorf("%s: %s dated %s, want the commit date", platform, p, got)
+			}
+		}
+	}
+}
+
+// checkStatic fails unless the ELF file at path is for machine and has no interpreter, no
+// dynamic section and no shared libraries.
+func checkStatic(t *testing.T, path string, machine elf.Machine) {
 	t.Helper()
 	f, err := elf.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	if f.Machine != machine {
+		t.Errorf("%s is for %v, want %v", path, f.Machine, machine)
+	}
 	for _, p := range f.Progs {
 		switch p.Type {
 		case elf.PT_INTERP:
@@ -189,94 +351,35 @@ func checkStatic(t *testing.T, path string) {
 	}
 }
 
-// ignoreRule is one line of a .dockerignore file.
-type ignoreRule struct {
-	re     *regexp.Regexp
-	negate bool
-}
-
-// parseDockerignore compiles the rules of a .dockerignore file as docker reads them: one
-// pattern a line, # comments, ! re-includes, * and ? within one path element, ** across
-// any number of them, and a pattern matching a folder matching everything in it.
-func parseDockerignore(text string) []ignoreRule {
-	var rules []ignoreRule
-	for _, line := range strings.Split(text, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		r := ignoreRule{}
-		if p, ok := strings.CutPrefix(line, "!"); ok {
-			r.negate, line = true, p
-		}
-		line = strings.TrimPrefix(filepath.ToSlash(filepath.Clean(line)), "/")
-		var re strings.Builder
-		for i := 0; i < len(line); i++ {
-			switch c := line[i]; {
-			case strings.HasPrefix(line[i:], "**/"):
-				re.WriteString("(.*/)?")
-				i += 2
-			case strings.HasPrefix(line[i:], "**"):
-				re.WriteString(".*")
-				i++
-			case c == '*':
-				re.WriteString("[^/]*")
-			case c == '?':
-				re.WriteString("[^/]")
-			default:
-				re.WriteString(regexp.QuoteMeta(string(c)))
-			}
-		}
-		r.re = regexp.MustCompile("^" + re.String() + "(/.*)?$")
-		rules = append(rules, r)
+// TestWatcherImageRuns: the watcher taken out of the image for this machine's architecture
+// runs, and says the version and commit the image was built with.
+func TestWatcherImageRuns(t *testing.T) {
+	img := watcherImage(t)
+	idx, _ := readImage(t, img.layout())
+	platform := "linux/" + runtime.GOARCH
+	im := platformImages(t, idx)[platform]
+	if im == nil {
+		t.Fatalf("the image has no %s variant to run here", platform)
 	}
-	return rules
-}
-
-// excluded says whether rules keep rel (slash-separated, relative to the context) out of
-// the build context: the last rule that matches it decides.
-func excluded(rules []ignoreRule, rel string) bool {
-	out := false
-	for _, r := range rules {
-		if r.re.MatchString(rel) {
-			out = !r.negate
-		}
+	_, data := imageFiles(t, im)
+	bin := filepath.Join(t.TempDir(), "signet-watcher")
+	if err := os.WriteFile(bin, data[watcherPath], 0o755); err != nil {
+		t.Fatal(err)
 	}
-	return out
+	out, err := exec.Command(bin, "--version").CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte(imageVersion)) || !bytes.Contains(out, []byte(imageCommit)) || !bytes.Contains(out, []byte(imageCommitDate)) {
+		t.Errorf("%s --version = %q, %v: want the version, commit and date make image stamped", watcherPath, out, err)
+	}
 }
 
-// copyContext copies the files under src that rules admit to dst and returns how many. .git
-// and .cache are not walked (the rules must exclude them: checked).
-func copyContext(t *testing.T, src, dst string, rules []ignoreRule) int {
+// readFile reads a file of the repository.
+func readFile(t *testing.T, rel string) string {
 	t.Helper()
-	for _, big := range []string{".git/config", ".cache/kube"} {
-		if !excluded(rules, big) {
-			t.Errorf("%s.dockerignore admits %s into the build context", watcherDockerfile, big)
-		}
-	}
-	n := 0
-	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			if rel == ".git" || rel == ".cache" {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !d.Type().IsRegular() || excluded(rules, rel) {
-			return nil
-		}
-		n++
-		return copyFile(path, filepath.Join(dst, rel))
-	})
+	data, err := os.ReadFile(filepath.Join(repoRoot, rel))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return n
+	return string(data)
 }
 
 func copyFile(src, dst string) error {
@@ -299,22 +402,58 @@ func copyFile(src, dst string) error {
 	return out.Close()
 }
 
-// TestDockerignoreRules pins the matcher to docker's behaviour on the patterns the watcher's
-// ignore file uses.
-func TestDockerignoreRules(t *testing.T) {
-	rules := parseDockerignore("*\n!go.mod\n!**/*.go\n")
-	for rel, want := range map[string]bool{
-		"go.mod":                  false,
-		"go.sum":                  true,
-		"main.go":                 false,
-		"cmd/signet-watcher/x.go": false,
-		"bin/signet-watcher":      true,
-		"README.md":               true,
-		"docs/x.md":               true,
-		".git/HEAD":               true,
-	} {
-		if got := excluded(rules, rel); got != want {
-			t.Errorf("excluded(%q) = %v, want %v", rel, got, want)
+// TestWatcherDeploymentMatchesTheImage: deploy/watcher/deployment.yaml runs the image make
+// image names (IMAGE_REPO), as the image's user, with a read-only root file system and the
+// image's own entrypoint.
+func TestWatcherDeploymentMatchesTheImage(t *testing.T) {
+	img := watcherImage(t)
+	idx, _ := readImage(t, img.layout())
+	cf, err := platformImages(t, idx)["linux/amd64"].ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d appsv1.Deployment
+	if err := yaml.UnmarshalStrict([]byte(readFile(t, "deploy/watcher/deployment.yaml")), &d); err != nil {
+		t.Fatalf("deploy/watcher/deployment.yaml: %v", err)
+	}
+	psc := d.Spec.Template.Spec.SecurityContext
+	user := ""
+	if psc != nil && psc.RunAsUser != nil && psc.RunAsGroup != nil {
+		user = fmt.Sprintf("%d:%d", *psc.RunAsUser, *psc.RunAsGroup)
+	}
+	if user != cf.Config.User {
+		t.Errorf("deployment.yaml: pod runs as %q, the image's user is %q", user, cf.Config.User)
+	}
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
+		t.Error("deployment.yaml: want runAsNonRoot: true")
+	}
+	repo := regexp.MustCompile(`(?m)^IMAGE_REPO\s*\?=\s*(\S+)`).FindStringSubmatch(readFile(t, "Makefile"))
+	if repo == nil {
+		t.Fatal("Makefile: no IMAGE_REPO")
+	}
+	var watcher bool
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if imageRepository(c.Image) != repo[1] {
+			continue
+		}
+		watcher = true
+		if len(c.Command) > 0 {
+			t.Errorf("deployment.yaml: container %s sets command %v: the image's entrypoint %v starts the watcher", c.Name, c.Command, cf.Config.Entrypoint)
+		}
+		if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			t.Errorf("deployment.yaml: container %s: want readOnlyRootFilesystem: true (the image writes nothing)", c.Name)
 		}
 	}
+	if !watcher {
+		t.Errorf("deployment.yaml: no container runs %s, the image make image names", repo[1])
+	}
+}
+
+// imageRepository returns the repository of an image reference, without tag or digest.
+func imageRepository(ref string) string {
+	ref, _, _ = strings.Cut(ref, "@")
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		ref = ref[:i]
+	}
+	return ref
 }
