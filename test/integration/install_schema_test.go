@@ -44,6 +44,15 @@ func TestHelmSchemaRefusesUnknownKeys(t *testing.T) {
 	if out, ok := helmRun(t, "lint", "--strict", helmChart); !ok {
 		t.Fatalf("helm lint --strict with the defaults fails:\n%s", out)
 	}
+	// With every template on: each renders, and what it renders passes the linter.
+	everything := withSetJSON([]string{"lint", "--strict", helmChart}, "podMonitor.enabled=true", "serviceMonitor.enabled=true",
+		"prometheusRule.enabled=true", "ledgerWitness.enabled=true", "replicaCount=1", "podDisruptionBudget.maxUnavailable=1",
+		`namespace={"create":true,"podSecurity":"privileged"}`, "hostNetwork=true", `tpmApprover.signerNames=["example.com/a-tpm"]`,
+		`nodeAddresses.signerNames=["example.com/a-tpm"]`, `signerNames=["kubernetes.io/kube-apiserver-client-kubelet"]`,
+		`topologySpreadConstraints=[{"maxSkew":1,"topologyKey":"topology.kubernetes.io/zone","whenUnsatisfiable":"ScheduleAnyway"}]`)
+	if out, ok := helmRun(t, everything...); !ok {
+		t.Fatalf("helm lint --strict with every template on fails:\n%s", out)
+	}
 	for _, c := range []struct {
 		set, key, at string
 	}{
