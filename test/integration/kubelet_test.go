@@ -180,6 +180,9 @@ func kubeletClusterWith(t *testing.T, clientCA []byte, servingFile, dir string) 
 	flags := controlplane.BootstrapTokenFlags()
 	flags["authorization-mode"] = "Node,RBAC"
 	flags["enable-admission-plugins"] = "NodeRestriction"
+	// envtest turns the ServiceAccount admission plugin off; kubeadm's API server runs it, and
+	// a pod gets its API credentials (the kube-api-access volume) from it.
+	flags["disable-admission-plugins"] = ""
 	flags["kubelet-certificate-authority"] = servingFile
 	flags["kubelet-client-certificate"] = certFile
 	flags["kubelet-client-key"] = keyFile
