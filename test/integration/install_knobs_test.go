@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"io/fs"
 	"maps"
 	"os"
@@ -124,6 +125,28 @@ func TestHelmImage(t *testing.T) {
 	typed(t, only(t, renderKustomize(t, false), "Deployment"), &kd)
 	if got := kd.Spec.Template.Spec.Containers[0]; got.Image != "signet-watcher:"+meta.AppVersion || got.ImagePullPolicy != corev1.PullIfNotPresent {
 		t.Errorf("kustomize base: image %q, pull policy %q; want signet-watcher:%s (the chart's appVersion), IfNotPresent", got.Image, got.ImagePullPolicy, meta.AppVersion)
+	}
+
+	// An overlay's images entry moves the base's image the way the chart's values do, a digest
+	// winning over the tag.
+	overlay := t.TempDir()
+	base, err := filepath.Abs(kustomizeBase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(overlay, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kustomization := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [%q]\n"+
+		"images:\n  - {name: signet-watcher, newName: registry.example.com/signet/signet-watcher, digest: %q}\n", rel, digest)
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	typed(t, only(t, decodeObjects(t, "kustomize build", goTool(t, "kustomize", "build", overlay)), "Deployment"), &kd)
+	hd, _ := deploymentOf(t, `image.registry="registry.example.com/signet"`, `image.tag="v9.8.7"`, `image.digest="`+digest+`"`)
+	if k, h := kd.Spec.Template.Spec.Containers[0].Image, hd.Spec.Template.Spec.Containers[0].Image; k != h || !strings.HasSuffix(k, "@"+digest) {
+		t.Errorf("an overlay's images entry gives %q, the chart's values %q; want the same, by digest", k, h)
 	}
 
 	latest := regexp.MustCompile(`(?i):latest\b|pullPolicy:\s*"?Always`)
