@@ -113,6 +113,13 @@ func startProcess(t *testing.T, name, path string, args []string, dir string) *c
 // runc cannot set the sandbox's -998 there and fails with "can't get final child's PID".
 func startContainerd(t *testing.T, dir string) string {
 	t.Helper()
+	return startContainerdWith(t, dir, nil)
+}
+
+// startContainerdWith is startContainerd pulling from the plain-HTTP registries insecure
+// (host:port), such as the tests' own (go-containerregistry's pkg/registry).
+func startContainerdWith(t *testing.T, dir string, insecure []string) string {
+	t.Helper()
 	path, err := exec.LookPath("containerd")
 	if err != nil {
 		t.Fatalf("containerd is not installed (hack/node-deps.sh installs it): %v", err)
@@ -136,6 +143,9 @@ state = %[2]q
     bin_dir = %[5]q
     conf_dir = %[5]q
 `, filepath.Join(root, "root"), filepath.Join(root, "state"), sock, filepath.Join(root, "ttrpc.sock"), filepath.Join(root, "cni"), !hasCapability(capSysResource))
+	for _, host := range insecure {
+		config += fmt.Sprintf("  [plugins.\"io.containerd.grpc.v1.cri\".registry.mirrors.%q]\n    endpoint = [%q]\n", host, "http://"+host)
+	}
 	writeFile(t, filepath.Join(root, "config.toml"), []byte(config))
 	p := startProcess(t, "containerd", path, []string{"--config", filepath.Join(root, "config.toml")}, dir)
 	err = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {

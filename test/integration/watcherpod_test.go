@@ -10,15 +10,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	corev1 "k8s.io/api/core/v1"
@@ -48,21 +52,46 @@ const (
 )
 
 // TestWatcherImageRunsAsAPod runs the watcher as an operator does: `make image` builds its
-// OCI image without a daemon; the image is imported into the containerd of a real node (a
-// kubelet joined with a bootstrap token, kube-controller-manager signing its certificate,
-// kube-scheduler placing pods); the Helm chart is installed with that image by digest
-// (hostNetwork, since the node has no CNI; the API server's loopback address, since no
-// kube-proxy serves the kubernetes Service). The pod starts on the node from the image, takes
-// its Lease, signs an approved CSR through the signing server and publishes the signer's
-// ClusterTrustBundle. The image runs as 65532, carries its SBOM and its version label.
+// OCI image without a daemon, and the Helm chart is installed with it by digest on a real node
+// (a kubelet joined with a bootstrap token, kube-controller-manager signing its certificate,
+// kube-scheduler placing pods; hostNetwork, since the node has no CNI, and the API server's
+// loopback address, since no kube-proxy serves the kubernetes Service), the image either
+// imported into the node's containerd (`ctr images import`) or pushed by `make image-push` to
+// a registry (go-containerregistry's, on loopback) that the kubelet pulls it from. Each time
+// the pod starts on the node from the image, takes its Lease, signs an approved CSR through
+// the signing server and publishes the signer's ClusterTrustBundle. The image runs as 65532,
+// carries its SBOM and its version label.
 func TestWatcherImageRunsAsAPod(t *testing.T) {
 	requireRoot(t)
-	t.Parallel() // minutes of builds and a node start: beside the renewal tests (clientLifetime)
+	t.Parallel() // minutes of builds and node starts: beside the renewal tests (clientLifetime)
+	img := makeImage(t, filepath.Join(t.TempDir(), "image"))
+	checkImage(t, img)
+	// One after the other: each pod serves its metrics on the host's port 9465.
+	t.Run("imported", func(t *testing.T) {
+		runWatcherPod(t, img, func(t *testing.T, runtime string) string {
+			importImage(t, runtime, img.archive)
+			tagByDigest(t, runtime, img.name, img.digest)
+			return ""
+		}, nil)
+	})
+	t.Run("pulled", func(t *testing.T) {
+		reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+		t.Cleanup(reg.Close)
+		host := strings.TrimPrefix(reg.URL, "http://")
+		if pushed := pushImage(t, img, host); pushed != img.digest {
+			t.Fatalf("make image-push printed digest %s, make image built %s", pushed, img.digest)
+		}
+		runWatcherPod(t, img, func(*testing.T, string) string { return host }, []string{host})
+	})
+}
+
+// runWatcherPod starts a signing server and a node whose containerd pulls from the insecure
+// registries, lets provide put the image on the node (returning the registry to name in the
+// chart's image.registry), installs the chart with the image by digest, and checks that the
+// pod signs and publishes.
+func runWatcherPod(t *testing.T, img builtImage, provide func(t *testing.T, runtime string) (registry string), insecure []string) {
 	dir := nodeDir(t)
 	ctx := context.Background()
-	img := makeImage(t, filepath.Join(dir, "image"))
-	checkImage(t, img)
-
 	s := newSignet(t, podSigner, time.Hour)
 	s.startServer()
 
@@ -93,10 +122,9 @@ func TestWatcherImageRunsAsAPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sched.Stop() })
-	runtime := startContainerd(t, dir)
+	runtime := startContainerdWith(t, dir, insecure)
 	importPauseImage(t, runtime, dir)
-	importImage(t, runtime, img.archive)
-	tagByDigest(t, runtime, img.name, img.digest)
+	imageRegistry := provide(t, runtime)
 	kubelet, _ := startKubelet(t, kubeletOptions{dir: dir, nodeName: podNode, runtime: runtime,
 		bootstrap: c.BootstrapConfig(tok), clientCAFile: kubeletClientCA, port: freePort(t)})
 	alive := func() error { return errors.Join(kubelet.Running(), kcm.Running(), sched.Running()) }
@@ -112,7 +140,7 @@ func TestWatcherImageRunsAsAPod(t *testing.T) {
 		`clusterName="node"`,
 		fmt.Sprintf(`server={"address":%q}`, s.addr),
 		`replicaCount=1`,
-		fmt.Sprintf(`image={"registry":"","repository":"signet-watcher","digest":%q}`, img.digest),
+		fmt.Sprintf(`image={"registry":%q,"repository":"signet-watcher","digest":%q}`, imageRegistry, img.digest),
 		`hostNetwork=true`,
 		`tolerations=[{"key":"node.kubernetes.io/not-ready","operator":"Exists","effect":"NoSchedule"}]`,
 		fmt.Sprintf(`extraEnv=[{"name":"KUBERNETES_SERVICE_HOST","value":%q},{"name":"KUBERNETES_SERVICE_PORT","value":%q}]`, apiserver.Hostname(), apiserver.Port()),
@@ -122,8 +150,8 @@ func TestWatcherImageRunsAsAPod(t *testing.T) {
 	createWatcherSecret(t, admin, s, podNamespace, "signet-watcher-tls")
 
 	pod := waitWatcherPod(t, admin, alive)
-	if !strings.HasSuffix(pod.Status.ContainerStatuses[0].ImageID, img.digest) && !strings.Contains(pod.Spec.Containers[0].Image, img.digest) {
-		t.Errorf("the pod runs image %s (%s), want the one make image built, %s", pod.Spec.Containers[0].Image, pod.Status.ContainerStatuses[0].ImageID, img.digest)
+	if id := pod.Status.ContainerStatuses[0].ImageID; !strings.HasSuffix(id, "@"+img.digest) {
+		t.Errorf("the pod runs image %s (%s), want the one make image built, %s", pod.Spec.Containers[0].Image, id, img.digest)
 	}
 	waitLeaseHeldBy(t, admin, podNamespace, podRelease, pod.Name, alive)
 
@@ -146,6 +174,24 @@ func TestWatcherImageRunsAsAPod(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the watcher pod did not publish the ClusterTrustBundle %s holding the signer's CA: %v", trustbundle.Name(podSigner), err)
 	}
+}
+
+// pushImage runs `make image-push` to the registry at host and returns the digest it printed.
+func pushImage(t *testing.T, img builtImage, host string) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("make", "-s", "-C", root, "image-push", "REGISTRY="+host, "IMAGE_DIR="+filepath.Dir(img.layout), "VERSION="+img.version).CombinedOutput()
+	if err != nil {
+		t.Fatalf("make image-push: %v\n%s", err, out)
+	}
+	digest := regexp.MustCompile(`sha256:[0-9a-f]{64}`).FindAllString(string(out), -1)
+	if len(digest) == 0 {
+		t.Fatalf("make image-push printed no digest:\n%s", out)
+	}
+	return digest[len(digest)-1]
 }
 
 // waitWatcherPod waits until the release's one pod runs on the node and is ready.
