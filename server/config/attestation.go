@@ -9,7 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/signet-pki/signet/server/profile"
+	"github.com/signet-pki/signet/server/profile/spec"
 )
 
 // Attestation configures TPM node attestation (docs/attestation.md): the challenge endpoint
@@ -64,14 +64,14 @@ func (a Attestation) validate(signers []Signer, taken ...string) []error {
 	var errs []error
 	var attested []string
 	for _, s := range signers {
-		if s.Profile.Name == profile.NameKubeletClientTPM || s.Profile.Name == profile.NameKubeletServingTPM {
+		if s.Profile.Name == spec.NameKubeletClientTPM || s.Profile.Name == spec.NameKubeletServingTPM {
 			attested = append(attested, s.Name)
 		}
 	}
 	if !a.Enabled() {
 		if len(attested) > 0 {
 			errs = append(errs, fmt.Errorf("attestation.address: required: signers %q use the %s or %s profile, whose requests carry TPM evidence the server verifies",
-				attested, profile.NameKubeletClientTPM, profile.NameKubeletServingTPM))
+				attested, spec.NameKubeletClientTPM, spec.NameKubeletServingTPM))
 		}
 		if a.EKRootsFile != "" || a.EKAllowListFile != "" {
 			errs = append(errs, errors.New("attestation: ekRootsFile or ekAllowListFile is set but attestation.address is not (attestation is off without an address)"))

@@ -18,7 +18,7 @@ import (
 	"github.com/signet-pki/signet/internal/configfile"
 	"github.com/signet-pki/signet/keystore"
 	"github.com/signet-pki/signet/server/access"
-	"github.com/signet-pki/signet/server/profile"
+	"github.com/signet-pki/signet/server/profile/spec"
 )
 
 // APIVersion and Kind identify a signet-server configuration file.
@@ -210,7 +210,7 @@ type Signer struct {
 	MaxLifetime *metav1.Duration `json:"maxLifetime,omitempty"`
 	// Profile is the signer's policy: one of the kubernetes.io profiles, custom, or
 	// pod-identity (PodCertificateRequests only).
-	Profile profile.Spec `json:"profile"`
+	Profile spec.Spec `json:"profile"`
 	// RateLimit bounds the signer's issuance rate across all clients; none by default.
 	RateLimit *access.Rate `json:"rateLimit,omitempty"`
 	// Lint overrides the top-level lint gate for this signer.
@@ -264,7 +264,7 @@ func (s Signer) Authorities() []CA {
 // profileName: DefaultKubernetesMaxLifetime for the four that reproduce kube-controller-manager's
 // signers, DefaultMaxLifetime for the others.
 func DefaultMaxLifetimeFor(profileName string) time.Duration {
-	if _, ok := profile.KubernetesProfileFor("kubernetes.io/" + profileName); ok {
+	if _, ok := spec.KubernetesProfileFor("kubernetes.io/" + profileName); ok {
 		return DefaultKubernetesMaxLifetime
 	}
 	return DefaultMaxLifetime
@@ -395,7 +395,7 @@ func (c *Config) Validate() error {
 		seen[s.Name] = true
 		errs = append(errs, s.validateCAs(at)...)
 		if s.MaxLifetime != nil {
-			if err := profile.CheckMaxLifetime(s.Profile.Name, s.MaxLifetime.Duration); err != nil {
+			if err := spec.CheckMaxLifetime(s.Profile.Name, s.MaxLifetime.Duration); err != nil {
 				errs = append(errs, fmt.Errorf("%s.maxLifetime %w", at, err))
 			}
 		}

@@ -9,12 +9,6 @@ import (
 	"github.com/signet-pki/signet/server/issuance"
 )
 
-// isKubeletClient reports whether the profile named name issues kubelet client certificates:
-// kube-apiserver-client-kubelet and its attested and insecure variants, which share its rules.
-func isKubeletClient(name string) bool {
-	return name == NameKubeAPIServerClientKubelet || name == NameKubeletClientTPM || name == NameKubeletClientInsecure
-}
-
 // RequiresAttestation reports whether the profile's requests must carry TPM evidence, which
 // the server verifies before the profile's rules run (issuance.Request.Attested).
 func (p Profile) RequiresAttestation() bool {

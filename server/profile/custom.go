@@ -2,113 +2,32 @@ package profile
 
 import (
 	"encoding/asn1"
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
 
 	"github.com/signet-pki/signet/server/issuance"
+	"github.com/signet-pki/signet/server/profile/spec"
 )
 
-// compiledCustom is a validated CustomSpec with its patterns compiled.
-type compiledCustom struct {
-	spec          CustomSpec
-	commonNames   []glob
-	organizations []glob
-	dns, uri      []glob
-	email         []glob
-	ip            []netip.Prefix
-	keyTypes      []string
-}
-
-// compileCustom validates and compiles c. Errors name the field by its path in Spec.
-func compileCustom(c CustomSpec) (*compiledCustom, []error) {
-	out := &compiledCustom{spec: c, keyTypes: c.KeyTypes}
-	var errs, e []error
-	out.commonNames, e = compileGlobs("custom.subject.commonNames", c.Subject.CommonNames, compileNamePattern)
-	errs = append(errs, e...)
-	out.organizations, e = compileGlobs("custom.subject.organizations", c.Subject.Organizations, compileNamePattern)
-	errs = append(errs, e...)
-	out.dns, e = compileGlobs("custom.sans.dns", c.SANs.DNS, compileDNSPattern)
-	errs = append(errs, e...)
-	out.uri, e = compileGlobs("custom.sans.uri", c.SANs.URI, compileURIPattern)
-	errs = append(errs, e...)
-	out.email, e = compileGlobs("custom.sans.email", c.SANs.Email, compileEmailPattern)
-	errs = append(errs, e...)
-	errs = append(errs, validateList("custom.sans.ip", c.SANs.IP, func(s string) error {
-		p, err := parseIPRange(s)
-		if err == nil {
-			out.ip = append(out.ip, p)
-		}
-		return err
-	})...)
-	if c.SANs.Required && len(c.SANs.DNS)+len(c.SANs.IP)+len(c.SANs.URI)+len(c.SANs.Email) == 0 {
-		errs = append(errs, errors.New("custom.sans.required: no SAN type is allowed (list dns, ip, uri or email patterns)"))
-	}
-	errs = append(errs, validateUsages(c.Usages)...)
-	errs = append(errs, validateList("custom.keyTypes", c.KeyTypes, func(k string) error {
-		if !slices.Contains(knownKeyTypes, k) {
-			return fmt.Errorf("is not one of %s", strings.Join(knownKeyTypes, ", "))
-		}
-		return nil
-	})...)
-	return out, errs
-}
-
-// compileGlobs compiles every pattern of list with compile; errors name field[i].
-func compileGlobs(field string, list []string, compile func(string) (glob, error)) ([]glob, []error) {
-	var globs []glob
-	errs := validateList(field, list, func(p string) error {
-		g, err := compile(p)
-		if err == nil {
-			globs = append(globs, g)
-		}
-		return err
-	})
-	return globs, errs
-}
-
-// validateUsages checks custom.usages: allowed is non-empty, every usage is known and not a
-// CA usage, and every required usage is allowed.
-func validateUsages(u UsageSpec) []error {
-	known := func(s string) error {
-		if _, _, err := issuance.ParseUsages([]string{s}); err != nil {
-			return errors.New("is not a certificates.k8s.io/v1 usage")
-		}
-		if s == usageCertSign || s == usageCRLSign {
-			return errors.New("is reserved for CA certificates; Signet issues leaf certificates only")
-		}
-		return nil
-	}
-	var errs []error
-	if len(u.Allowed) == 0 {
-		errs = append(errs, errors.New("custom.usages.allowed: required, at least one usage"))
-	}
-	errs = append(errs, validateList("custom.usages.allowed", u.Allowed, known)...)
-	errs = append(errs, validateList("custom.usages.required", u.Required, func(s string) error {
-		if !slices.Contains(u.Allowed, s) {
-			return errors.New("is not in custom.usages.allowed")
-		}
-		return nil
-	})...)
-	return errs
-}
+// compiledCustom is a custom profile's compiled configuration (spec.Custom), with its rules.
+type compiledCustom struct{ *spec.Custom }
 
 // rules returns the custom profile's rules: subject, SANs, usages.
 func (c *compiledCustom) rules() []rule {
 	rules := []rule{c.commonNameRule(), c.organizationRule()}
-	if !c.spec.Subject.AllowOtherAttributes {
+	if !c.Spec.Subject.AllowOtherAttributes {
 		rules = append(rules, otherAttributesRule())
 	}
 	rules = append(rules, c.dnsRule(), c.ipRule(), c.uriRule(), c.emailRule())
-	if c.spec.SANs.Required {
+	if c.Spec.SANs.Required {
 		rules = append(rules, rule{name: "sans: at least one", check: func(in *input) (string, error) {
 			return outcome(sanCount(in.csr) > 0, describeSANs(in.csr))
 		}})
 	}
-	rules = append(rules, usagesAtMostRule(c.spec.Usages.Allowed))
-	if req := c.spec.Usages.Required; len(req) != 0 {
+	rules = append(rules, usagesAtMostRule(c.Spec.Usages.Allowed))
+	if req := c.Spec.Usages.Required; len(req) != 0 {
 		rules = append(rules, rule{name: "usages: include " + strings.Join(req, ", "), check: func(in *input) (string, error) {
 			for _, u := range req {
 				if !slices.Contains(in.usages, u) {
@@ -125,12 +44,12 @@ func (c *compiledCustom) rules() []rule {
 // none.
 func (c *compiledCustom) commonNameRule() rule {
 	name := "subject: common name empty"
-	if len(c.commonNames) != 0 {
-		name = "subject: common name matches one of " + list(texts(c.commonNames))
+	if len(c.CommonNames) != 0 {
+		name = "subject: common name matches one of " + list(texts(c.CommonNames))
 	}
 	return rule{name: name, check: func(in *input) (string, error) {
 		cn := in.csr.Subject.CommonName
-		ok := cn == "" && len(c.commonNames) == 0 || matchAny(c.commonNames, cn)
+		ok := cn == "" && len(c.CommonNames) == 0 || spec.MatchAny(c.CommonNames, cn)
 		return outcome(ok, fmt.Sprintf("common name is %q", cn))
 	}}
 }
@@ -139,13 +58,13 @@ func (c *compiledCustom) commonNameRule() rule {
 // there are no patterns.
 func (c *compiledCustom) organizationRule() rule {
 	name := "subject: no organization"
-	if len(c.organizations) != 0 {
-		name = "subject: every organization matches one of " + list(texts(c.organizations))
+	if len(c.Organizations) != 0 {
+		name = "subject: every organization matches one of " + list(texts(c.Organizations))
 	}
 	return rule{name: name, check: func(in *input) (string, error) {
 		orgs := in.csr.Subject.Organization
 		for _, o := range orgs {
-			if !matchAny(c.organizations, o) {
+			if !spec.MatchAny(c.Organizations, o) {
 				return fmt.Sprintf("organizations are %s; %q matches no pattern", quoted(orgs), o), issuance.ErrPolicyViolation
 			}
 		}
@@ -193,8 +112,8 @@ func otherAttributesRule() rule {
 // there are no patterns.
 func (c *compiledCustom) dnsRule() rule {
 	name := "sans: no DNS names"
-	if len(c.dns) != 0 {
-		name = "sans: DNS names are host names matching one of " + list(texts(c.dns))
+	if len(c.DNS) != 0 {
+		name = "sans: DNS names are host names matching one of " + list(texts(c.DNS))
 	}
 	return rule{name: name, check: func(in *input) (string, error) {
 		names := in.csr.DNSNames
@@ -203,7 +122,7 @@ func (c *compiledCustom) dnsRule() rule {
 			if err := checkDNSName(n); err != nil {
 				return fmt.Sprintf("%s; %q %v", found, n, err), issuance.ErrPolicyViolation
 			}
-			if !matchAny(c.dns, asciiLower(n)) {
+			if !spec.MatchAny(c.DNS, spec.LowerASCII(n)) {
 				return fmt.Sprintf("%s; %q matches no pattern", found, n), issuance.ErrPolicyViolation
 			}
 		}
@@ -214,9 +133,9 @@ func (c *compiledCustom) dnsRule() rule {
 // ipRule requires every IP SAN to be within a range; none are allowed when there are none.
 func (c *compiledCustom) ipRule() rule {
 	name := "sans: no IP addresses"
-	if len(c.ip) != 0 {
-		ranges := make([]string, len(c.ip))
-		for i, p := range c.ip {
+	if len(c.IP) != 0 {
+		ranges := make([]string, len(c.IP))
+		for i, p := range c.IP {
 			ranges[i] = p.String()
 		}
 		name = "sans: IP addresses within " + list(ranges)
@@ -226,7 +145,7 @@ func (c *compiledCustom) ipRule() rule {
 		for _, ip := range in.csr.IPAddresses {
 			addr, ok := netip.AddrFromSlice(ip)
 			addr = addr.Unmap()
-			if !ok || !slices.ContainsFunc(c.ip, func(p netip.Prefix) bool { return p.Contains(addr) }) {
+			if !ok || !slices.ContainsFunc(c.IP, func(p netip.Prefix) bool { return p.Contains(addr) }) {
 				return fmt.Sprintf("%s; %s is in no allowed range", found, ip), issuance.ErrPolicyViolation
 			}
 		}
@@ -238,8 +157,8 @@ func (c *compiledCustom) ipRule() rule {
 // when there are no patterns. URIs are matched as the certificate will carry them.
 func (c *compiledCustom) uriRule() rule {
 	name := "sans: no URIs"
-	if len(c.uri) != 0 {
-		name = "sans: URIs without user information, query, fragment or dot segments, matching one of " + list(texts(c.uri))
+	if len(c.URI) != 0 {
+		name = "sans: URIs without user information, query, fragment or dot segments, matching one of " + list(texts(c.URI))
 	}
 	return rule{name: name, check: func(in *input) (string, error) {
 		uris := make([]string, len(in.csr.URIs))
@@ -251,7 +170,7 @@ func (c *compiledCustom) uriRule() rule {
 			if err := checkURI(u); err != nil {
 				return fmt.Sprintf("%s; %q %v", found, uris[i], err), issuance.ErrPolicyViolation
 			}
-			if !matchAny(c.uri, uris[i]) {
+			if !spec.MatchAny(c.URI, uris[i]) {
 				return fmt.Sprintf("%s; %q matches no pattern", found, uris[i]), issuance.ErrPolicyViolation
 			}
 		}
@@ -263,8 +182,8 @@ func (c *compiledCustom) uriRule() rule {
 // patterns.
 func (c *compiledCustom) emailRule() rule {
 	name := "sans: no email addresses"
-	if len(c.email) != 0 {
-		name = "sans: email addresses matching one of " + list(texts(c.email))
+	if len(c.Email) != 0 {
+		name = "sans: email addresses matching one of " + list(texts(c.Email))
 	}
 	return rule{name: name, check: func(in *input) (string, error) {
 		found := "email addresses are " + quoted(in.csr.EmailAddresses)
@@ -273,7 +192,7 @@ func (c *compiledCustom) emailRule() rule {
 			if err != nil {
 				return fmt.Sprintf("%s; %q %v", found, e, err), issuance.ErrPolicyViolation
 			}
-			if !matchAny(c.email, norm) {
+			if !spec.MatchAny(c.Email, norm) {
 				return fmt.Sprintf("%s; %q matches no pattern", found, e), issuance.ErrPolicyViolation
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/signet-pki/signet/server/issuance"
+	"github.com/signet-pki/signet/server/profile/spec"
 )
 
 // Description is how a signer works, for operators and requesters: the seven points the
@@ -55,8 +56,8 @@ func (p Profile) Describe() Description {
 		ExtraPEMBlocks: "Standard meaning: status.certificate holds the leaf certificate first, then this signer's configured intermediate CA certificates (if any), " +
 			"to be presented in TLS handshakes after the leaf. The root is never included.",
 	}
-	if p.custom != nil && len(p.custom.keyTypes) != 0 {
-		d.KeyTypes = slices.Clone(p.custom.keyTypes)
+	if p.custom != nil && len(p.custom.KeyTypes) != 0 {
+		d.KeyTypes = slices.Clone(p.custom.KeyTypes)
 	}
 	switch p.spec.Name {
 	case NameKubeAPIServerClient:
@@ -144,7 +145,7 @@ func (p Profile) describeBootstrap() string {
 		return " Bootstrap is off (bootstrap.disabled): a requester that is not the node, a kubelet joining with a bootstrap token included, " +
 			"is refused, so nodes must obtain their first certificate by other means."
 	}
-	groups := defaultBootstrapGroups
+	groups := spec.DefaultBootstrapGroups()
 	if b := p.spec.Bootstrap; b != nil && len(b.Groups) != 0 {
 		groups = b.Groups
 	}
@@ -160,17 +161,17 @@ func (c *compiledCustom) describe(d *Description, privileged string) {
 	d.TrustDistribution = "Out of band, chosen by the operator: relying parties must be given this signer's CA bundle " +
 		"(for example a signer-linked ClusterTrustBundle published by signet-watcher, or a file). Trust only what this profile permits."
 	var subj []string
-	if len(c.commonNames) == 0 {
+	if len(c.CommonNames) == 0 {
 		subj = append(subj, "The common name must be empty.")
 	} else {
-		subj = append(subj, fmt.Sprintf("The common name must match one of %s.", quoted(texts(c.commonNames))))
+		subj = append(subj, fmt.Sprintf("The common name must match one of %s.", quoted(texts(c.CommonNames))))
 	}
-	if len(c.organizations) == 0 {
+	if len(c.Organizations) == 0 {
 		subj = append(subj, "No organization is allowed.")
 	} else {
-		subj = append(subj, fmt.Sprintf("Every organization must match one of %s.", quoted(texts(c.organizations))))
+		subj = append(subj, fmt.Sprintf("Every organization must match one of %s.", quoted(texts(c.Organizations))))
 	}
-	if c.spec.Subject.AllowOtherAttributes {
+	if c.Spec.Subject.AllowOtherAttributes {
 		subj = append(subj, "Other subject attributes (OU, C, L, ...) are copied unchecked.")
 	} else {
 		subj = append(subj, "No other subject attribute (OU, C, L, ...) is allowed.")
@@ -178,9 +179,9 @@ func (c *compiledCustom) describe(d *Description, privileged string) {
 	subj = append(subj, patternSyntax+privileged+refusal)
 	d.PermittedSubjects = strings.Join(subj, " ")
 	d.PermittedExtensions = c.describeSANs() + otherExtensions + refusal
-	d.PermittedKeyUsages = fmt.Sprintf("spec.usages must be at most %s", quoted(c.spec.Usages.Allowed))
-	if len(c.spec.Usages.Required) != 0 {
-		d.PermittedKeyUsages += fmt.Sprintf(" and must include %s", quoted(c.spec.Usages.Required))
+	d.PermittedKeyUsages = fmt.Sprintf("spec.usages must be at most %s", quoted(c.Spec.Usages.Allowed))
+	if len(c.Spec.Usages.Required) != 0 {
+		d.PermittedKeyUsages += fmt.Sprintf(" and must include %s", quoted(c.Spec.Usages.Required))
 	}
 	d.PermittedKeyUsages += " (exact strings)." + leafOnlyUsages + usagesOnlySpec + refusal
 }
@@ -198,11 +199,11 @@ func (c *compiledCustom) describeSANs() string {
 		}
 		parts = append(parts, fmt.Sprintf("%s SANs must match one of %s%s.", kind, quoted(allowed), extra))
 	}
-	add("DNS", texts(c.dns), " and be host names (no wildcard names)")
-	add("IP", c.spec.SANs.IP, " (CIDR ranges)")
-	add("URI", texts(c.uri), " and have no user information, query, fragment or dot segment")
-	add("Email", texts(c.email), "")
-	if c.spec.SANs.Required {
+	add("DNS", texts(c.DNS), " and be host names (no wildcard names)")
+	add("IP", c.Spec.SANs.IP, " (CIDR ranges)")
+	add("URI", texts(c.URI), " and have no user information, query, fragment or dot segment")
+	add("Email", texts(c.Email), "")
+	if c.Spec.SANs.Required {
 		parts = append(parts, "At least one SAN is required.")
 	}
 	parts = append(parts, "Permitted SANs are copied as requested.")

@@ -3,7 +3,6 @@ package profile
 import (
 	"crypto/rsa"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -11,16 +10,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/signet-pki/signet/server/issuance"
+	"github.com/signet-pki/signet/server/profile/spec"
 )
-
-// DefaultTrustDomain is the SPIFFE trust domain of a pod-identity profile that sets none.
-const DefaultTrustDomain = "cluster.local"
-
-// maxTrustDomainLength is the SPIFFE limit on a trust domain name.
-const maxTrustDomainLength = 255
 
 // maxPodUIDLength is the kube-apiserver's limit on the UIDs of a PodCertificateRequest.
 const maxPodUIDLength = 128
@@ -30,69 +23,9 @@ const maxPodUIDLength = 128
 // keyTypeOf's names. RSA must have exactly these modulus sizes.
 var podKeyTypes = []string{"ECDSA-P256", "ECDSA-P384", "ECDSA-P521", "Ed25519", "RSA-3072", "RSA-4096"}
 
-// compiledPod is a validated PodIdentitySpec with its defaults applied.
-type compiledPod struct {
-	trustDomain string
-	// allowed are the allowed annotation keys, lower-cased (the kube-apiserver treats keys
-	// case-insensitively), in configuration order.
-	allowed []string
-}
-
-// compilePodIdentity validates s (nil: every default). Errors name the field by its path in
-// Spec.
-func compilePodIdentity(s *PodIdentitySpec) (*compiledPod, []error) {
-	if s == nil {
-		s = &PodIdentitySpec{}
-	}
-	out := &compiledPod{trustDomain: s.TrustDomain}
-	var errs []error
-	if out.trustDomain == "" {
-		out.trustDomain = DefaultTrustDomain
-	} else if err := checkTrustDomain(s.TrustDomain); err != nil {
-		errs = append(errs, fmt.Errorf("podIdentity.trustDomain: %q: %w", s.TrustDomain, err))
-	}
-	lower := make([]string, len(s.AllowedAnnotations))
-	for i, k := range s.AllowedAnnotations {
-		lower[i] = strings.ToLower(k)
-	}
-	errs = append(errs, validateList("podIdentity.allowedAnnotations", lower, checkAnnotationKey)...)
-	out.allowed = lower
-	return out, errs
-}
-
-// checkAnnotationKey accepts what the kube-apiserver accepts as an unverified user annotation
-// key (lower-cased): a label key with a domain prefix, e.g. "example.com/purpose".
-func checkAnnotationKey(k string) error {
-	if k == "" {
-		return errors.New("must not be empty")
-	}
-	var details []string
-	for _, e := range validation.IsDomainPrefixedKey(field.NewPath("key"), k) {
-		details = append(details, e.Detail)
-	}
-	if len(details) > 0 {
-		return fmt.Errorf("is not a domain-prefixed key such as \"example.com/purpose\": %s", strings.Join(details, "; "))
-	}
-	return nil
-}
-
-// checkTrustDomain accepts a bare SPIFFE trust domain name: lower-case letters, digits, ".",
-// "-" and "_", at most 255 characters, with no empty label; no scheme, port or path.
-func checkTrustDomain(td string) error {
-	switch {
-	case strings.ContainsAny(td, "/:"):
-		return errors.New(`must be a bare trust domain such as "cluster.local", without scheme, port or path`)
-	case len(td) > maxTrustDomainLength:
-		return fmt.Errorf("is %d characters, more than %d", len(td), maxTrustDomainLength)
-	case strings.ContainsFunc(td, func(r rune) bool {
-		return (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '.' && r != '-' && r != '_'
-	}):
-		return errors.New(`may contain only lower-case letters, digits, ".", "-" and "_"`)
-	case slices.Contains(strings.Split(td, "."), ""):
-		return errors.New("has an empty label")
-	}
-	return nil
-}
+// compiledPod is the pod-identity profile's compiled configuration (spec.Pod), with its
+// rules.
+type compiledPod struct{ *spec.Pod }
 
 // rules are pod-identity's rules for a PodCertificateRequest, in order.
 func (c *compiledPod) rules(maxLifetime time.Duration) []rule {
@@ -206,8 +139,8 @@ func podNameProblems(p issuance.PodIdentity) []string {
 // case-insensitively as the kube-apiserver validates them; allowed ones are ignored.
 func (c *compiledPod) annotationsRule() rule {
 	name := "annotations: no spec.unverifiedUserAnnotations (none allowed)"
-	if len(c.allowed) > 0 {
-		name = "annotations: spec.unverifiedUserAnnotations keys only from " + list(c.allowed)
+	if len(c.AllowedAnnotations) > 0 {
+		name = "annotations: spec.unverifiedUserAnnotations keys only from " + list(c.AllowedAnnotations)
 	}
 	return rule{name: name, check: func(in *input) (string, error) {
 		keys := make([]string, 0, len(in.pod.UnverifiedUserAnnotations))
@@ -215,7 +148,7 @@ func (c *compiledPod) annotationsRule() rule {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		unknown := slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return slices.Contains(c.allowed, strings.ToLower(k)) })
+		unknown := slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return slices.Contains(c.AllowedAnnotations, strings.ToLower(k)) })
 		switch {
 		case len(unknown) > 0:
 			return fmt.Sprintf("keys %s are not recognised by this signer", quoted(unknown)), issuance.ErrUnknownAnnotation
@@ -273,16 +206,16 @@ func (c *compiledPod) decision(key *issuance.PodKey, req issuance.PodRequest, ma
 
 // spiffeID is the SPIFFE ID of the pod's service account.
 func (c *compiledPod) spiffeID(p issuance.PodIdentity) *url.URL {
-	return &url.URL{Scheme: "spiffe", Host: c.trustDomain, Path: "/ns/" + p.Namespace + "/sa/" + p.ServiceAccountName}
+	return &url.URL{Scheme: "spiffe", Host: c.TrustDomain, Path: "/ns/" + p.Namespace + "/sa/" + p.ServiceAccountName}
 }
 
 // describe fills d for pod-identity, whose signer serves PodCertificateRequests only.
 func (c *compiledPod) describe(d *Description, maxLifetime time.Duration) {
-	id := fmt.Sprintf("spiffe://%s/ns/<namespace>/sa/<serviceAccountName>", c.trustDomain)
+	id := fmt.Sprintf("spiffe://%s/ns/<namespace>/sa/<serviceAccountName>", c.TrustDomain)
 	d.KeyTypes = slices.Clone(podKeyTypes)
 	d.TrustDistribution = "Out of band, chosen by the operator: relying parties need this signer's CA bundle " +
 		"(for example a signer-linked ClusterTrustBundle published by signet-watcher, which pods mount with a clusterTrustBundle projection). " +
-		fmt.Sprintf("Trust it for SPIFFE IDs in the trust domain %q only.", c.trustDomain)
+		fmt.Sprintf("Trust it for SPIFFE IDs in the trust domain %q only.", c.TrustDomain)
 	d.PermittedSubjects = "PodCertificateRequests only; a CertificateSigningRequest is refused. The certificate has an empty subject and names the pod's service account as " +
 		id + ", from the request's spec (which the kube-apiserver's NodeRestriction admission, when enabled, ties to the real pod). " +
 		"Every pod, service account and node name and UID must be set; the namespace must be a DNS-1123 label and the names DNS-1123 subdomains, or the request is refused as malformed."
@@ -304,8 +237,8 @@ func (c *compiledPod) describe(d *Description, maxLifetime time.Duration) {
 
 // describeAnnotations explains the unverified user annotation rule.
 func (c *compiledPod) describeAnnotations() string {
-	if len(c.allowed) == 0 {
+	if len(c.AllowedAnnotations) == 0 {
 		return "Any spec.unverifiedUserAnnotations key is refused (Denied, InvalidUnverifiedUserAnnotations): this signer recognises none."
 	}
-	return fmt.Sprintf("The spec.unverifiedUserAnnotations keys %s are accepted and ignored; any other key is refused (Denied, InvalidUnverifiedUserAnnotations).", quoted(c.allowed))
+	return fmt.Sprintf("The spec.unverifiedUserAnnotations keys %s are accepted and ignored; any other key is refused (Denied, InvalidUnverifiedUserAnnotations).", quoted(c.AllowedAnnotations))
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/signet-pki/signet/server/issuance"
+	"github.com/signet-pki/signet/server/profile/spec"
 )
 
 // Profile is a loaded, validated signer profile. It implements issuance.Policy and is safe
@@ -58,52 +59,30 @@ var sentinels = []error{issuance.ErrMalformedRequest, issuance.ErrUnsupportedKey
 // maximum certificate lifetime, at least issuance.MinLifetime, and for pod-identity at least
 // issuance.PodMinLifetime. Errors name the field (see Spec.Validate; "maxLifetime" for
 // maxLifetime).
-func New(spec Spec, maxLifetime time.Duration) (Profile, error) {
+func New(s Spec, maxLifetime time.Duration) (Profile, error) {
 	var errs []error
-	if err := CheckMaxLifetime(spec.Name, maxLifetime); err != nil {
+	if err := CheckMaxLifetime(s.Name, maxLifetime); err != nil {
 		errs = append(errs, fmt.Errorf("maxLifetime: %w", err))
 	}
-	c, err := spec.compile()
+	c, err := s.Compile()
 	if err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Profile{}, err
 	}
-	p := Profile{spec: cloneSpec(spec), maxLifetime: maxLifetime, privileged: slices.Clone(spec.PrivilegedGroups)}
+	p := Profile{spec: cloneSpec(s), maxLifetime: maxLifetime, privileged: slices.Clone(s.PrivilegedGroups)}
 	if len(p.privileged) == 0 {
-		p.privileged = slices.Clone(defaultPrivilegedGroups)
+		p.privileged = spec.DefaultPrivilegedGroups()
 	}
-	p.custom, p.pod = c.custom, c.pod
+	if c.Custom != nil {
+		p.custom = &compiledCustom{c.Custom}
+	}
+	if c.Pod != nil {
+		p.pod = &compiledPod{c.Pod}
+	}
 	p.rules, p.podRules = p.buildRules()
 	return p, nil
-}
-
-// CheckMaxLifetime checks a signer's maximum lifetime for the profile named name: at least
-// issuance.MinLifetime, and at least issuance.PodMinLifetime for pod-identity (the
-// kube-apiserver refuses shorter pod certificates, so a lower maximum could issue nothing).
-// New calls it; so does the configuration's validation, to report every error at once.
-func CheckMaxLifetime(name string, maxLifetime time.Duration) error {
-	if maxLifetime < issuance.MinLifetime {
-		return fmt.Errorf("%s is below the %s floor", maxLifetime, shortDuration(issuance.MinLifetime))
-	}
-	if name == NamePodIdentity && maxLifetime < issuance.PodMinLifetime {
-		return fmt.Errorf("%s is below the %s floor of pod certificates (the kube-apiserver refuses shorter ones)",
-			maxLifetime, shortDuration(issuance.PodMinLifetime))
-	}
-	return nil
-}
-
-// shortDuration formats d without trailing zero units: "10m", "1h".
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 // cloneSpec deep-copies spec, so later changes by the caller do not reach the profile.

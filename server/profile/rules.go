@@ -11,6 +11,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 
 	"github.com/signet-pki/signet/server/issuance"
+	"github.com/signet-pki/signet/server/profile/spec"
 )
 
 // Kubernetes names the kubelet profiles check.
@@ -36,7 +37,7 @@ var oidBasicConstraints = asn1.ObjectIdentifier{2, 5, 29, 19}
 func (p Profile) keyRule() rule {
 	var allowed []string
 	if p.custom != nil {
-		allowed = p.custom.keyTypes
+		allowed = p.custom.KeyTypes
 	}
 	name := "key: RSA of 2048 to 8192 bits (whole bytes) with exponent 65537, ECDSA P-256, P-384 or P-521, or Ed25519"
 	if len(allowed) != 0 {
@@ -157,7 +158,7 @@ func kubeletClientRules(b *BootstrapSpec) []rule {
 // grounds, which the ledger records.
 func nodeClientRequesterRule(b *BootstrapSpec) rule {
 	disabled := b != nil && b.Disabled
-	groups := defaultBootstrapGroups
+	groups := spec.DefaultBootstrapGroups()
 	if b != nil && len(b.Groups) != 0 {
 		groups = b.Groups
 	}
