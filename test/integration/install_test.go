@@ -21,16 +21,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
-	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/watcher/trustbundle"
 )
 
@@ -46,39 +41,11 @@ func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
 	w.list = append(w.list, text)
 }
 
-// applyObjects creates objs on the test API server with server-side apply, as cluster-admin,
-// and returns the API server's warnings.
+// applyObjects creates objs on the shared test API server with server-side apply, as
+// cluster-admin, and returns the API server's warnings.
 func applyObjects(t *testing.T, objs []*unstructured.Unstructured) []string {
 	t.Helper()
-	cfg, _ := cluster.Admin()
-	cfg = rest.CopyConfig(cfg)
-	w := &warnings{}
-	cfg.WarningHandler = w
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
-	ctx := context.Background()
-	for _, o := range objs {
-		gvk := o.GroupVersionKind()
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			t.Fatalf("%s: %v", objectKey(o), err)
-		}
-		var r dynamic.ResourceInterface = dyn.Resource(m.Resource)
-		if o.GetNamespace() != "" {
-			r = dyn.Resource(m.Resource).Namespace(o.GetNamespace())
-		}
-		if _, err := r.Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: "signet-install-test", Force: true}); err != nil {
-			t.Fatalf("applying %s: %v", objectKey(o), err)
-		}
-	}
-	return w.list
+	return applyObjectsTo(t, cluster, objs)
 }
 
 // installed is the watcher's objects as one install method rendered them, on the API server.
@@ -113,19 +80,8 @@ func install(t *testing.T, method string, s *signet, objs []*unstructured.Unstru
 	if w := applyObjects(t, apply); len(w) > 0 {
 		t.Errorf("%s: the API server warned: %s", method, strings.Join(w, "; "))
 	}
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: secretVolume(t, in.deployment), Namespace: in.namespace},
-		Type:       corev1.SecretTypeTLS,
-		Data: map[string][]byte{
-			corev1.TLSCertKey:       mustRead(t, filepath.Join(s.state, devpki.ClientCert)),
-			corev1.TLSPrivateKeyKey: mustRead(t, filepath.Join(s.state, devpki.ClientKey)),
-			"ca.crt":                mustRead(t, filepath.Join(s.state, devpki.TLSCACert)),
-		},
-	}
 	_, admin := cluster.Admin()
-	if _, err := admin.CoreV1().Secrets(in.namespace).Create(context.Background(), secret, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createWatcherSecret(t, admin, s, in.namespace, secretVolume(t, in.deployment))
 	return in
 }
 
