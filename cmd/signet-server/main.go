@@ -18,7 +18,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/internal/version"
@@ -191,55 +190,18 @@ func (opts options) apply(cfg *config.Config) {
 
 // validateConfig checks the configuration as signet-watcher --validate-config does, and as a
 // start would short of using a key (server/configcheck: the files it names, key modes, key and
-// certificate pairs): a file that cannot be read is reported as is; otherwise "configuration
-// is valid", each signer's lifetimes and any note on stdout and 0, or "invalid
-// configuration:" and every problem, one a line with its field and line, on stderr and 1. No
-// key is opened on a device, nothing listens, nothing is created.
+// certificate pairs; and the server's own checks, its lint gates): a file that cannot be read
+// is reported as is; otherwise configcheck's report ("configuration is valid", each signer's
+// lifetimes and any note on stdout and 0, or "invalid configuration:" and every problem, one a
+// line with its field and line, on stderr and 1). No key is opened on a device, nothing
+// listens, nothing is created.
 func validateConfig(opts options, stdout, stderr io.Writer) int {
 	r, err := opts.check()
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	if !r.Valid() {
-		fmt.Fprintln(stderr, "invalid configuration:")
-		for _, p := range r.Problems {
-			fmt.Fprintln(stderr, p)
-		}
-		return 1
-	}
-	fmt.Fprintln(stdout, "configuration is valid")
-	for _, sc := range r.Config.Signers {
-		fmt.Fprintln(stdout, lifetimeSummary(sc))
-	}
-	for _, n := range r.Notes {
-		fmt.Fprintln(stdout, "note:", n)
-	}
-	return 0
-}
-
-// lifetimeSummary is one line on a signer's certificate lifetime and the signing outage its
-// clients ride out: kubelets (and client-go's certificate manager) renew between 70 and 90 %
-// of a certificate's life, so the last tenth of the longest lifetime is what a signer may be
-// down for before certificates start to expire.
-func lifetimeSummary(sc config.Signer) string {
-	life := sc.MaxLifetime.Duration
-	return fmt.Sprintf("signer %s: profile %s, certificates live up to %s (never past the CA certificate's NotAfter); "+
-		"clients renewing at 70–90 %% of a certificate's life ride out a signing outage of about %s",
-		sc.Name, sc.Profile.Name, short(life), short((life / 10).Round(time.Minute)))
-}
-
-// short formats d without trailing zero units: "8760h", "2h24m".
-func short(d time.Duration) string {
-	s := d.String()
-	s = strings.TrimSuffix(s, "0s")
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	if s == "" {
-		return "0s"
-	}
-	return s
+	return r.Report(stdout, stderr)
 }
 
 func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {

@@ -1,19 +1,18 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/signet-pki/signet/server/config"
+	"github.com/signet-pki/signet/server/configcheck"
 )
 
 // validation is validate's answer (-o json|yaml).
@@ -44,7 +43,7 @@ func validateCommand() *cobra.Command {
 	return groupCommand("validate", "Check a signet-server or signet-watcher configuration file (server, watcher)",
 		`Loads a configuration file as the binary would at start (strict decoding, defaults, every check)
 and prints each problem with the path of its field. Exit 0 when the file is valid, 1 when it is
-not, 2 when it cannot be read (or, for a server file, signet-server cannot be run).`,
+not, 2 when it cannot be read.`,
 		`  signetctl validate server /etc/signet/server.yaml
   signetctl validate watcher deploy/watcher/config.yaml -o json`,
 		validateServerCommand(), validateWatcherCommand())
@@ -86,40 +85,45 @@ bundle, the client certificate and key (a matching pair) and the ledger witness'
 
 // validateServerCommand is "signetctl validate server FILE".
 func validateServerCommand() *cobra.Command {
-	var binary string
 	cmd := &cobra.Command{
 		Use:   "server FILE",
 		Short: "Check a ServerConfiguration file as signet-server loads it",
-		Long: `Checks FILE with 'signet-server --validate-config FILE', the server's own loader and checks (they
-need the server's lint and profile code, which signetctl does not carry), and prints each
-problem with its field path and line. The checks are those of a start short of using a key:
-strict decoding, every value, and the files the configuration names (TLS certificate, key and
-client CA; CA certificates; file keys readable by their owner only and matching their
-certificate; PKCS#11 and TPM URIs by their syntax and the files they name; checkpoint key,
-witnessed checkpoint, attestation files). Nothing is created. signet-server is
---signet-server, else the one next to signetctl, else the one on $PATH.
+		Long: `Loads FILE as signet-server does at start (strict: unknown, duplicate or mis-cased fields are
+errors; relative paths resolved against the file's folder; defaults applied) and checks it as a
+start would short of using a key, in process: every value (a duration that is not one does not
+hide the others), and the files the configuration names (TLS certificate, key and client CA; CA
+certificates; file keys readable by their owner only and matching their certificate; PKCS#11 and
+TPM URIs by their syntax and the files they name; checkpoint key, witnessed checkpoint,
+attestation files). Every problem is printed with its field path and line; a valid file gets one
+line per signer on its certificates' lifetime. Nothing is created and no HSM or TPM is opened.
+
+Not checked here: the names in the lint settings (lint.sources, lint.exclude, signers[].lint),
+which only zlint knows and signetctl does not carry. 'signet-server --validate-config FILE' runs
+the same checks and those too.
 
 ` + exitCodesHelp,
 		Example: `  signetctl validate server /etc/signet/server.yaml
-  signetctl validate server server.yaml --signet-server ./bin/signet-server -o json`,
+  signetctl validate server server.yaml -o json`,
 		Args: cobra.ExactArgs(1),
 	}
-	cmd.Flags().StringVar(&binary, "signet-server", "", "`path` of the signet-server binary that checks the file")
-	_ = cmd.MarkFlagFilename("signet-server")
+	// --signet-server named the binary signetctl ran to check the file, before it checked
+	// in process: accepted, hidden and ignored, with a warning.
+	cmd.Flags().String("signet-server", "", "ignored: server files are checked in process")
+	_ = cmd.Flags().MarkHidden("signet-server")
 	out := addOutputFlag(cmd, "the file, whether it is valid, and each problem with its field")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := out.check(cmd); err != nil {
 			return err
 		}
+		if cmd.Flags().Changed("signet-server") {
+			fmt.Fprintln(cmd.ErrOrStderr(), "signetctl: --signet-server is ignored: server files are checked in process "+
+				"(run 'signet-server --validate-config FILE' to check lint names too)")
+		}
 		path := args[0]
 		if err := readable(path); err != nil {
 			return err
 		}
-		bin, err := findServerBinary(binary)
-		if err != nil {
-			return inputError("%v", err)
-		}
-		v, err := validateWithServer(cmd.Context(), bin, path)
+		v, err := validateServerFile(path)
 		if err != nil {
 			return err
 		}
@@ -141,59 +145,24 @@ func readable(path string) error {
 	return nil
 }
 
-// findServerBinary is flag, else signet-server next to this executable, else on $PATH.
-func findServerBinary(flag string) (string, error) {
-	if flag != "" {
-		return flag, nil
-	}
-	if self, err := os.Executable(); err == nil {
-		next := filepath.Join(filepath.Dir(self), "signet-server")
-		if st, err := os.Stat(next); err == nil && !st.IsDir() {
-			return next, nil
-		}
-	}
-	bin, err := exec.LookPath("signet-server")
+// validateServerFile checks the server configuration at path with server/configcheck, as
+// signet-server --validate-config does without its lint gates: the problems with their field
+// and line, and for a valid file each signer's lifetime line and the notes. A file that cannot
+// be read is an input error (exit 2).
+func validateServerFile(path string) (validation, error) {
+	v := validation{File: path, Kind: config.Kind, Problems: []problem{}}
+	r, err := configcheck.File(path, nil)
 	if err != nil {
-		return "", errors.New("signet-server not found next to signetctl nor on $PATH; give --signet-server PATH (validating a server file needs the server's own checks)")
+		return v, inputError("%v", err)
 	}
-	return bin, nil
-}
-
-// validateWithServer runs 'bin --validate-config path': exit 0 valid, 1 invalid (the problems
-// follow "invalid configuration:" on its standard error, one per line), anything else an
-// error (exit 2).
-func validateWithServer(ctx context.Context, bin, path string) (validation, error) {
-	v := validation{File: path, Kind: "ServerConfiguration", Problems: []problem{}}
-	var stdout, stderr bytes.Buffer
-	c := exec.CommandContext(ctx, bin, "--validate-config", path)
-	c.Stdout, c.Stderr = &stdout, &stderr
-	err := c.Run()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-		v.Valid = true
-		for line := range strings.SplitSeq(stdout.String(), "\n") {
-			if strings.HasPrefix(line, "signer ") {
-				v.Signers = append(v.Signers, line)
-			}
-			if note, ok := strings.CutPrefix(line, "note: "); ok {
-				v.Notes = append(v.Notes, note)
-			}
+	for _, p := range r.Problems {
+		v.Problems = append(v.Problems, problem{Field: p.Field, Line: p.Line, Message: p.Message})
+	}
+	if v.Valid = r.Valid(); v.Valid {
+		v.Signers = r.Signers()
+		for _, n := range r.Notes {
+			v.Notes = append(v.Notes, n.String())
 		}
-		return v, nil
-	case errors.As(err, &exit) && exit.ExitCode() == 1:
-	default:
-		return v, inputError("running %s --validate-config: %v: %s", bin, err, strings.TrimSpace(stderr.String()))
-	}
-	text := strings.TrimSpace(stderr.String())
-	text = strings.TrimSpace(strings.TrimPrefix(text, "invalid configuration:"))
-	for line := range strings.SplitSeq(text, "\n") {
-		if line = strings.TrimSpace(line); line != "" {
-			v.Problems = append(v.Problems, parseProblem(line))
-		}
-	}
-	if len(v.Problems) == 0 {
-		v.Problems = append(v.Problems, problem{Message: "signet-server refused the file without saying why"})
 	}
 	return v, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,40 +105,23 @@ func TestValidateWatcherFiles(t *testing.T) {
 	}
 }
 
-// TestValidateServer checks server files with a signet-server built from this tree: a valid
-// one (its files exist) with each signer's lifetimes, and an invalid one with every problem,
-// each with its field and line, the files it names included; nothing is created.
-func TestValidateServer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds signet-server")
-	}
-	bin := filepath.Join(t.TempDir(), "signet-server")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/signet-pki/signet/cmd/signet-server").CombinedOutput(); err != nil {
-		t.Fatalf("building signet-server: %v\n%s", err, out)
-	}
+// serverFiles writes a valid server configuration (the dev state, its signer as
+// kube-controller-manager's kubelet-serving signer, its files in place) and an invalid one
+// whose files are missing, and returns their paths.
+func serverFiles(t *testing.T) (good, bad string) {
+	t.Helper()
 	dir := t.TempDir()
 	good, err := devpki.Ensure(devpki.Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The dev signer as kube-controller-manager's kubelet-serving signer.
 	data := strings.Replace(string(mustRead(t, good)), "  - name: signet.dev/dev\n", "  - name: kubernetes.io/kubelet-serving\n", 1)
 	data = data[:strings.Index(data, "    profile:\n")] + "    profile: {name: kubelet-serving}\n"
 	good = filepath.Join(dir, "kubelet.yaml")
 	if err := os.WriteFile(good, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut := runCmd("validate", "server", good, "--signet-server", bin)
-	if code != 0 || !strings.HasPrefix(out, good+": a valid ServerConfiguration\n") ||
-		!strings.Contains(out, "signer kubernetes.io/kubelet-serving: profile kubelet-serving, certificates live up to 8760h") ||
-		!strings.Contains(out, "ride out a signing outage of about 876h") {
-		t.Errorf("a valid config: exit %d, stdout %q, stderr %q", code, out, errOut)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "ledger")); !os.IsNotExist(err) {
-		t.Errorf("validating created the ledger folder: %v", err)
-	}
-
-	bad := writeTemp(t, "server.yaml", []byte(`apiVersion: signet.dev/v1alpha1
+	bad = writeTemp(t, "server.yaml", []byte(`apiVersion: signet.dev/v1alpha1
 kind: ServerConfiguration
 grpc:
   address: nope
@@ -151,7 +135,25 @@ signers:
   maxLifetime: 24hours
   profile: {name: kube-apiserver-client}
 `))
-	code, out, errOut = runCmd("validate", "server", bad, "--signet-server", bin, "-o", "json")
+	return good, bad
+}
+
+// TestValidateServer checks server files in process: a valid one (its files exist) with each
+// signer's lifetimes, and an invalid one with every problem, each with its field and line, the
+// files it names included; nothing is created.
+func TestValidateServer(t *testing.T) {
+	good, bad := serverFiles(t)
+	code, out, errOut := runCmd("validate", "server", good)
+	if code != 0 || !strings.HasPrefix(out, good+": a valid ServerConfiguration\n") ||
+		!strings.Contains(out, "signer kubernetes.io/kubelet-serving: profile kubelet-serving, certificates live up to 8760h") ||
+		!strings.Contains(out, "ride out a signing outage of about 876h") {
+		t.Errorf("a valid config: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(good), "ledger")); !os.IsNotExist(err) {
+		t.Errorf("validating created the ledger folder: %v", err)
+	}
+
+	code, out, errOut = runCmd("validate", "server", bad, "-o", "json")
 	var v validation
 	if err := json.Unmarshal([]byte(out), &v); code != 1 || err != nil {
 		t.Fatalf("invalid config: exit %d, %v, stderr %q\n%s", code, err, errOut, out)
@@ -167,9 +169,91 @@ signers:
 	if entries, err := os.ReadDir(filepath.Dir(bad)); err != nil || len(entries) != 1 {
 		t.Errorf("the folder of the file holds %v (%v), want only the file", entries, err)
 	}
-	if code, _, errOut = runCmd("validate", "server", bad, "--signet-server", filepath.Join(t.TempDir(), "none")); code != 2 || !strings.Contains(errOut, "--validate-config") {
-		t.Errorf("missing signet-server: exit %d, stderr %q", code, errOut)
+	code, out, _ = runCmd("validate", "server", bad)
+	if code != 1 || !strings.Contains(out, bad+": not a valid ServerConfiguration, 7 problems:\n") ||
+		!strings.Contains(out, "  - signers[0].maxLifetime (line 12): ") {
+		t.Errorf("text output: exit %d:\n%s", code, out)
 	}
+	// --signet-server, from when signetctl ran the server to check, is accepted and ignored.
+	if code, out, errOut = runCmd("validate", "server", good, "--signet-server", filepath.Join(t.TempDir(), "none")); code != 0 ||
+		!strings.HasPrefix(out, good+": a valid ServerConfiguration\n") || !strings.Contains(errOut, "--signet-server is ignored") {
+		t.Errorf("--signet-server: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if code, _, errOut = runCmd("validate", "server", filepath.Join(t.TempDir(), "none.yaml")); code != 2 || !strings.Contains(errOut, "no such file") {
+		t.Errorf("missing file: exit %d, stderr %q", code, errOut)
+	}
+	if code, out, _ = runCmd("validate", "server", "--help"); code != 0 || !strings.Contains(out, "signet-server --validate-config FILE") {
+		t.Errorf("help does not say where lint names are checked: exit %d\n%s", code, out)
+	}
+}
+
+// TestValidateServerAgreesWithSignetServer: signetctl and signet-server --validate-config, built
+// from this tree, report the same lifetimes for a valid file and the same problems for an
+// invalid one; only the lint names, which need zlint, are the server's alone.
+func TestValidateServerAgreesWithSignetServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds signet-server")
+	}
+	bin := filepath.Join(t.TempDir(), "signet-server")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/signet-pki/signet/cmd/signet-server").CombinedOutput(); err != nil {
+		t.Fatalf("building signet-server: %v\n%s", err, out)
+	}
+	server := func(path string) (int, []string, []string) {
+		var stdout, stderr strings.Builder
+		c := exec.Command(bin, "--validate-config", path)
+		c.Stdout, c.Stderr = &stdout, &stderr
+		err := c.Run()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatalf("running signet-server: %v", err)
+		}
+		return c.ProcessState.ExitCode(), lines(stdout.String()), lines(stderr.String())
+	}
+	ctl := func(path string) (int, validation) {
+		code, out, errOut := runCmd("validate", "server", path, "-o", "json")
+		var v validation
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatalf("signetctl validate server %s: exit %d, %v, stderr %q", path, code, err, errOut)
+		}
+		return code, v
+	}
+	good, bad := serverFiles(t)
+
+	code, stdout, _ := server(good)
+	ctlCode, v := ctl(good)
+	if want := append([]string{"configuration is valid"}, v.Signers...); code != 0 || ctlCode != 0 || !reflect.DeepEqual(stdout, want) {
+		t.Errorf("a valid file: signet-server exit %d, %q; signetctl exit %d, %q", code, stdout, ctlCode, want)
+	}
+
+	code, _, stderr := server(bad)
+	ctlCode, v = ctl(bad)
+	var fromServer []problem
+	for _, line := range stderr[1:] {
+		fromServer = append(fromServer, parseProblem(line))
+	}
+	if code != 1 || ctlCode != 1 || len(stderr) == 0 || stderr[0] != "invalid configuration:" || !reflect.DeepEqual(fromServer, v.Problems) {
+		t.Errorf("an invalid file: signet-server exit %d, %q\nsignetctl exit %d, %+v", code, stderr, ctlCode, v.Problems)
+	}
+
+	lint := filepath.Join(filepath.Dir(good), "lint.yaml")
+	if err := os.WriteFile(lint, append(mustRead(t, good), "lint: {sources: [NoSuchSource]}\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = server(lint)
+	if ctlCode, v = ctl(lint); code != 1 || !strings.Contains(strings.Join(stderr, "\n"), "lint (line ") || ctlCode != 0 || !v.Valid {
+		t.Errorf("an unknown lint source: signet-server exit %d, %q; signetctl exit %d (it does not check lint names)", code, stderr, ctlCode)
+	}
+}
+
+// lines splits s into its non-empty lines.
+func lines(s string) []string {
+	var out []string
+	for line := range strings.SplitSeq(s, "\n") {
+		if line != "" {
+			out = append(out, line)
+		}
+	}
+	return out
 }
 
 func mustRead(t *testing.T, path string) []byte {
