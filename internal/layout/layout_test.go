@@ -53,19 +53,14 @@ var rules = []rule{
 		forbidden: func(dep string) bool { return strings.HasPrefix(dep, module+"server") },
 	},
 	{
-		why:       "signetctl is a small client: the lint gate (zlint) belongs to the server",
-		packages:  []string{"cmd/signetctl"},
-		forbidden: func(dep string) bool { return strings.HasPrefix(dep, "github.com/zmap/zlint") },
-	},
-	{
-		why: "the server's configuration is plain data and its check reads files: neither builds a lint gate (zlint), " +
-			"an issuer or an authority itself; the server's wiring does, from the configuration",
-		packages: []string{"server/config/...", "server/configcheck/..."},
+		why: "the server's configuration is plain data (its profiles are server/profile/spec) and its check reads files: " +
+			"neither they nor signetctl, a small client that runs the check in process, carry the lint gate (zlint), " +
+			"the profiles' rules, an issuer or an authority; the server's wiring builds those from the configuration",
+		packages: []string{"server/config/...", "server/configcheck/...", "server/profile/spec", "cmd/signetctl"},
 		forbidden: func(dep string) bool {
-			return strings.HasPrefix(dep, "github.com/zmap/zlint") || dep == module+"server/lint" ||
+			return strings.HasPrefix(dep, "github.com/zmap/zlint") || dep == module+"server/lint" || dep == module+"server/profile" ||
 				dep == module+"server/issuance" || dep == module+"server/authority" || dep == module+"server/idempotency"
 		},
-		direct: true,
 	},
 	{
 		why:      "fieldscan is shared by the server's and the watcher's configuration checks (signetctl): it carries neither, nor zlint",
