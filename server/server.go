@@ -227,7 +227,7 @@ func (s *Server) build(ctx context.Context) error {
 		Malformed: signerapi.Undecodable(s.core)})
 	s.grpc = grpc.NewServer(append(s.guard.ServerOptions(),
 		grpc.Creds(s.tls.credentials()),
-		grpc.ChainUnaryInterceptor(signerapi.ClientVersionCheck(Version, log)), // the skew policy, docs/compatibility.md
+		grpc.ChainUnaryInterceptor(signerapi.ClientVersionCheck(Version, log, s.metrics.ObserveClientVersionRefused)), // the skew policy, docs/compatibility.md
 		grpc.MaxRecvMsgSize(maxRecvMsgSize),
 		// Stop (after shutdownGrace) waits for the handlers it cancels, so Close never
 		// releases a key or the ledger under a call still running.

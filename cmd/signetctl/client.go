@@ -12,8 +12,11 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/signet-pki/signet/internal/devpki"
+	"github.com/signet-pki/signet/internal/version"
+	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
 	"github.com/signet-pki/signet/server/access"
 	"github.com/signet-pki/signet/signerclient"
 )
@@ -162,11 +165,32 @@ func (c *connFlags) dial() (*grpc.ClientConn, error) {
 	c.identity = access.Identity(leaf)
 	c.creds = signerclient.NewHandshakeCredentials(credentials.NewTLS(cfg),
 		signerclient.HandshakeOptions{ClientCertificate: func() *x509.Certificate { return leaf }})
-	conn, err := grpc.NewClient(c.settings.server, grpc.WithTransportCredentials(c.creds), grpc.WithUserAgent("signetctl"))
+	conn, err := grpc.NewClient(c.settings.server, grpc.WithTransportCredentials(c.creds), grpc.WithUserAgent("signetctl"),
+		grpc.WithUnaryInterceptor(sendClientVersion(clientVersion)))
 	if err != nil {
 		return nil, inputError("server %s: %v", c.settings.server, err)
 	}
 	return conn, nil
+}
+
+// clientVersion is the version signetctl reports to the server (internal/version's); a
+// variable so that tests can play an older or newer signetctl.
+var clientVersion = version.Version
+
+// sendClientVersion sends v as the client's version (signetv1.ClientVersionHeader) with every
+// call but GetServerInfo, so that the server applies its skew policy to signetctl as to the
+// watcher (docs/compatibility.md): a signetctl it does not accept is refused with
+// UNSUPPORTED_CLIENT_VERSION and a message naming both versions (callError prints "refused
+// (UNSUPPORTED_CLIENT_VERSION): …", exit 1). GetServerInfo goes without it, as a client that
+// sends no version, which no server refuses: 'signetctl version' must show both builds
+// precisely when they do not agree. signetctl makes no streaming calls.
+func sendClientVersion(v string) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if method != signetv1.SignerService_GetServerInfo_FullMethodName {
+			ctx = metadata.AppendToOutgoingContext(ctx, signetv1.ClientVersionHeader, v)
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
 }
 
 // callContext bounds one call by the timeout setting.

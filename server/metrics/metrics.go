@@ -4,7 +4,8 @@
 // Label values are bounded: signer is always a served signer name or "unknown" (a name a
 // client sent that the server does not serve), outcome is one of the Outcome constants,
 // reason an ErrorReason name (of tls_client_refused_total: a TLSRefusalReasons value), limit
-// "client" or "signer", lint a lint name from the configured lint set.
+// "client" or "signer", lint a lint name from the configured lint set, client_version a
+// release line vMAJOR.MINOR or "devel" (at most 16 values, then "other"), never a raw version.
 package metrics
 
 import (
@@ -49,20 +50,21 @@ type Metrics struct {
 
 	signers map[string]bool // served signer names; read-only after New
 
-	requests      *prometheus.CounterVec
-	refusals      *prometheus.CounterVec
-	signDuration  *prometheus.HistogramVec
-	issuance      *prometheus.HistogramVec
-	lintFailures  *prometheus.CounterVec
-	lintAccepted  *prometheus.CounterVec
-	rateLimited   *prometheus.CounterVec
-	attestation   attestationMetrics
-	caExpiry      *prometheus.GaugeVec
-	ledgerAppend  prometheus.Histogram
-	ledgerRecords prometheus.Counter
-	tlsRefused    *prometheus.CounterVec
-	ledgerSpace   prometheus.Gauge       // ledgerspace.go
-	panics        *prometheus.CounterVec // panics.go
+	requests       *prometheus.CounterVec
+	refusals       *prometheus.CounterVec
+	signDuration   *prometheus.HistogramVec
+	issuance       *prometheus.HistogramVec
+	lintFailures   *prometheus.CounterVec
+	lintAccepted   *prometheus.CounterVec
+	rateLimited    *prometheus.CounterVec
+	attestation    attestationMetrics
+	caExpiry       *prometheus.GaugeVec
+	ledgerAppend   prometheus.Histogram
+	ledgerRecords  prometheus.Counter
+	tlsRefused     *prometheus.CounterVec
+	ledgerSpace    prometheus.Gauge       // ledgerspace.go
+	panics         *prometheus.CounterVec // panics.go
+	clientVersions *clientVersionMetrics  // clientversion.go
 	keyMetrics
 	*rotationMetrics
 	*webhookMetrics
@@ -143,6 +145,7 @@ func New(version, commit string, signers []string) *Metrics {
 	m.registry.MustRegister(m.ledgerMetrics.collectors()...)
 	m.ledgerSpace = newLedgerSpace(m.registry)
 	m.panics = newPanics(m.registry)
+	m.clientVersions = newClientVersionMetrics(m.registry, version)
 	m.attestation = newAttestationMetrics(m.registry)
 	m.SetLedgerState(LedgerOK)
 	// The served signers are fixed for the server's life: their requests_total series (every

@@ -31,8 +31,8 @@ const maxRemembered = 256
 
 // ClientVersionCheck returns the unary interceptor that applies the skew policy
 // (version.CheckSkew, docs/compatibility.md) to every signet.v1 call: the client's version is
-// the metadata signetv1.ClientVersionHeader (signerclient sends it on every call) and the
-// server's is serverVersion (its build).
+// the metadata signetv1.ClientVersionHeader (signerclient sends it on every call, signetctl on
+// every call but GetServerInfo) and the server's is serverVersion (its build).
 //
 //   - A call without the header is not checked (grpcurl, clients in other languages).
 //   - A supported client's call goes on.
@@ -44,9 +44,14 @@ const maxRemembered = 256
 //     what to do. The first refusal of each client identity and version is logged at WARN
 //     ("refused a client's version"). Nothing is recorded in the ledger: no decision was asked.
 //
+// Every refusal, not only the first, is passed to refused (when not nil) with the client's
+// version: the server counts them in signet_server_client_version_refused_total
+// (metrics.ObserveClientVersionRefused), which the alert SignetServerClientVersionRefused
+// watches.
+//
 // The version a client sends is clipped and reduced to the characters a version holds before
-// it is logged or repeated.
-func ClientVersionCheck(serverVersion string, log *slog.Logger) grpc.UnaryServerInterceptor {
+// it is logged, repeated or passed to refused.
+func ClientVersionCheck(serverVersion string, log *slog.Logger, refused func(clientVersion string)) grpc.UnaryServerInterceptor {
 	seen := &rememberedPairs{pairs: map[string]bool{}}
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if !strings.HasPrefix(info.FullMethod, apiPrefix) {
@@ -72,6 +77,9 @@ func ClientVersionCheck(serverVersion string, log *slog.Logger) grpc.UnaryServer
 		if first {
 			log.Warn("refused a client's version", "client", client, "client_version", skew.Client, "server_version", skew.Server,
 				"verdict", skew.Verdict.String(), "method", info.FullMethod, "message", skew.Message())
+		}
+		if refused != nil {
+			refused(skew.Client)
 		}
 		return nil, versionRefusal(skew)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
@@ -22,7 +23,8 @@ import (
 // once.
 func TestClientVersionCheckScope(t *testing.T) {
 	var logs bytes.Buffer
-	check := ClientVersionCheck("v0.3.1", slog.New(slog.NewTextHandler(&logs, nil)))
+	var refused []string
+	check := ClientVersionCheck("v0.3.1", slog.New(slog.NewTextHandler(&logs, nil)), func(v string) { refused = append(refused, v) })
 	call := func(method string, md ...string) error {
 		ctx := context.Background()
 		if len(md) > 0 {
@@ -53,12 +55,23 @@ func TestClientVersionCheckScope(t *testing.T) {
 	if n := strings.Count(logs.String(), "refused a client's version"); n != 1 {
 		t.Errorf("one client refused three times is logged %d times, want once:\n%s", n, logs.String())
 	}
+	if want := []string{"v0.4.0", "v0.4.0", "v0.4.0"}; !slices.Equal(refused, want) {
+		t.Errorf("refusals counted: %q, want every one of them, %q", refused, want)
+	}
 
 	// A version no tag names is a development build's, accepted with a warning; the warning
 	// carries the cleaned, clipped text, never the raw bytes.
 	hostile := "v9.0.0\n\x1b[31mlevel=ERROR " + strings.Repeat("x", 200)
 	if err := call(sign, signetv1.ClientVersionHeader, hostile); err != nil {
 		t.Fatalf("a version that is no release: %v, want accepted as a development build", err)
+	}
+	long := "v0.1.0-" + strings.Repeat("a", 100)
+	if err := call(sign, signetv1.ClientVersionHeader, long); status.Code(err) != codes.FailedPrecondition ||
+		refused[len(refused)-1] != long[:maxVersionLength] {
+		t.Errorf("a v0.1.0 client: %v, counted as %q; want refused and counted with the clipped version", err, refused[len(refused)-1])
+	}
+	if len(refused) != 4 {
+		t.Errorf("refusals counted: %q; accepted calls are not counted", refused)
 	}
 	if !strings.Contains(logs.String(), "accepting a client without a version check") || strings.Contains(logs.String(), "\x1b") ||
 		strings.Contains(logs.String(), strings.Repeat("x", maxVersionLength)) || !strings.Contains(logs.String(), cleanVersion(hostile)) {
