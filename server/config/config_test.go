@@ -15,7 +15,7 @@ import (
 
 	"github.com/signet-pki/signet/server/access"
 	"github.com/signet-pki/signet/server/config"
-	"github.com/signet-pki/signet/server/profile"
+	"github.com/signet-pki/signet/server/profile/spec"
 )
 
 // writeConfig writes body as config.yaml in a fresh folder and returns its path.
@@ -136,7 +136,7 @@ func TestLoadErrors(t *testing.T) {
 
 func TestValidateListsEveryProblem(t *testing.T) {
 	t.Parallel()
-	legacy := profile.Spec{Name: profile.NameLegacyUnknown}
+	legacy := spec.Spec{Name: spec.NameLegacyUnknown}
 	cfg := config.Config{
 		APIVersion: "signet.dev/v0",
 		Kind:       "ServerConfiguration",
@@ -147,7 +147,7 @@ func TestValidateListsEveryProblem(t *testing.T) {
 			{Name: "not a signer", Key: "k", Certificate: "c", Profile: legacy},
 			{Name: "example.com/a", Key: "k", Certificate: "c", Profile: legacy},
 			{Name: "example.com/a", Profile: legacy},
-			{Name: "example.com/b", Key: "k", Certificate: "c", MaxLifetime: &metav1.Duration{Duration: time.Minute}, Profile: profile.Spec{Name: "nope"},
+			{Name: "example.com/b", Key: "k", Certificate: "c", MaxLifetime: &metav1.Duration{Duration: time.Minute}, Profile: spec.Spec{Name: "nope"},
 				Rotation: config.Rotation{Clusters: []string{"east", "East_1", "east"}, MinPropagationDelay: &metav1.Duration{Duration: -time.Second}}},
 		},
 	}
@@ -219,7 +219,7 @@ func TestSignerNames(t *testing.T) {
 				TLS:     config.TLS{CertFile: "a", KeyFile: "b", ClientCAFile: "c"},
 				Clients: []access.Client{{Identity: "w", Signers: []string{access.AllSigners}}},
 				Ledger:  config.Ledger{Dir: "/l"},
-				Signers: []config.Signer{{Name: tt.name, Key: "k", Certificate: "c", Profile: profile.Spec{Name: profile.NameLegacyUnknown}}},
+				Signers: []config.Signer{{Name: tt.name, Key: "k", Certificate: "c", Profile: spec.Spec{Name: spec.NameLegacyUnknown}}},
 			}
 			cfg.Default()
 			err := cfg.Validate()
@@ -308,7 +308,7 @@ func TestDeployExampleLoads(t *testing.T) {
 		len(cfg.Signers[1].Rotation.Clusters) != 1 || cfg.Signers[1].Rotation.PropagationDelay() != time.Hour {
 		t.Errorf("example parsed as %+v", cfg)
 	}
-	if pi := cfg.Signers[2].Profile.PodIdentity; cfg.Signers[2].Profile.Name != profile.NamePodIdentity || pi == nil ||
+	if pi := cfg.Signers[2].Profile.PodIdentity; cfg.Signers[2].Profile.Name != spec.NamePodIdentity || pi == nil ||
 		pi.TrustDomain != "prod.example.com" || len(pi.AllowedAnnotations) != 1 {
 		t.Errorf("example pod-identity signer parsed as %+v", cfg.Signers[2].Profile)
 	}
@@ -346,7 +346,7 @@ lint: {exclude: [w_ext_subject_key_identifier_missing_sub_cert]}
 // active CA and a key for every CA that is not retired.
 func TestSignerCAs(t *testing.T) {
 	t.Parallel()
-	legacy := profile.Spec{Name: profile.NameLegacyUnknown}
+	legacy := spec.Spec{Name: spec.NameLegacyUnknown}
 	for _, tc := range []struct {
 		name   string
 		signer config.Signer

@@ -9,7 +9,7 @@ import (
 
 	"github.com/signet-pki/signet/server/access"
 	"github.com/signet-pki/signet/server/config"
-	"github.com/signet-pki/signet/server/profile"
+	"github.com/signet-pki/signet/server/profile/spec"
 )
 
 // podSigner is the minimal configuration with its signer turned into a pod-identity one with
@@ -51,7 +51,7 @@ func TestPodIdentityConfig(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Load: %v", err)
 			}
-			if got := cfg.Signers[0].Profile.Name; got != profile.NamePodIdentity {
+			if got := cfg.Signers[0].Profile.Name; got != spec.NamePodIdentity {
 				t.Errorf("profile %q", got)
 			}
 		})
@@ -67,7 +67,7 @@ func TestPodIdentitySignerInGo(t *testing.T) {
 		Clients: []access.Client{{Identity: "w", Signers: []string{access.AllSigners}}},
 		Ledger:  config.Ledger{Dir: "ledger"},
 		Signers: []config.Signer{{Name: "example.com/pods", Key: "k", Certificate: "c", MaxLifetime: &metav1.Duration{Duration: 24 * time.Hour},
-			Profile: profile.Spec{Name: "pod-identity", PodIdentity: &profile.PodIdentitySpec{TrustDomain: "cluster.local"}}}},
+			Profile: spec.Spec{Name: "pod-identity", PodIdentity: &spec.PodIdentitySpec{TrustDomain: "cluster.local"}}}},
 	}
 	cfg.Default()
 	if err := cfg.Validate(); err != nil {
