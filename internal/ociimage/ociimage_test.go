@@ -28,14 +28,43 @@ var (
 	arm64       = v1.Platform{OS: "linux", Architecture: "arm64"}
 )
 
-// testSpec is a two-platform spec whose "binaries" are this test binary (a real Go program
-// with build info, so the SBOM has something to read).
+// testProgram is a small Go program with build info (so the SBOM has something to read),
+// built by TestMain with Compile: small, because every build of an image compresses it.
+var testProgram string
+
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "ociimage-test-")
+	if err != nil {
+		log.Print(err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	src := map[string]string{
+		"go.mod":  "module example.org/prog\n\ngo 1.22\n",
+		"main.go": "package main\n\nfunc main() { println(\"prog\") }\n",
+	}
+	for f, text := range src {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(text), 0o644); err != nil {
+			log.Print(err)
+			return 1
+		}
+	}
+	testProgram, err = Compile(context.Background(), GoBuild{Dir: dir, Package: ".", LDFlags: "-s -w"}, amd64, "prog", filepath.Join(dir, "out"))
+	if err != nil {
+		log.Printf("building the test program: %v", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// testSpec is a two-platform spec whose "binaries" are testProgram.
 func testSpec(t *testing.T) Spec {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	exe := testProgram
 	return Spec{
 		Name: "prog", Version: "v1.2.3+meta", Commit: "0123456789abcdef", Created: testCreated,
 		Source: "https://example.org/prog", License: "Apache-2.0",
