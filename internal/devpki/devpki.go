@@ -47,9 +47,8 @@ const (
 )
 
 // The configuration file's header and the server's default gRPC address, as server/config
-// defines them: devpki does not import the server's configuration (it would link the lint
-// gate into every user of the file names, signetctl among them); its tests load what Ensure
-// writes with server/config, which keeps them equal.
+// defines them: devpki writes the file as text and does not import the server's
+// configuration; its tests load what Ensure writes with server/config, which keeps them equal.
 const (
 	configAPIVersion = "signet.dev/v1alpha1"
 	configKind       = "ServerConfiguration"
