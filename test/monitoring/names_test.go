@@ -76,6 +76,7 @@ func exported(t *testing.T) series {
 	sm.ObserveRotation(signer, "activate", true)
 	sm.WatchTLSCertificate(func() *x509.Certificate { return cert })
 	sm.ObserveTLSClientRefused(servermetrics.TLSRefusedExpired)
+	sm.ObserveClientVersionRefused("v0.9.0")
 	sm.ObserveWebhookRequest(http.StatusOK, time.Millisecond)
 	sm.SetInsecure(signer)
 	sm.ObserveAttestation("challenge", "ok")
@@ -147,6 +148,7 @@ func TestExportedCoversTheNewGauges(t *testing.T) {
 		"signet_server_sign_duration_seconds_bucket",
 		"signet_server_ca_rotation_forced_total",
 		"signet_server_tls_client_refused_total",
+		"signet_server_client_version_refused_total",
 		"signet_server_webhook_requests_total",
 		"signet_server_webhook_request_duration_seconds_bucket",
 		"signet_watcher_oldest_pending_approved_seconds",
