@@ -11,9 +11,9 @@ import (
 // Values of the client_version label of signet_server_client_version_refused_total that are
 // not a release line (vMAJOR.MINOR).
 const (
-	// ClientVersionDevel is a version that names no release (a development build's): the skew
-	// policy accepts those, so it counts only what a caller of ObserveClientVersionRefused
-	// refused for another reason.
+	// ClientVersionDevel stands for every version that names no release (a development
+	// build's, or text that is no version). The skew policy accepts development builds, so the
+	// server's check never counts one; the value keeps the label bounded whatever is passed.
 	ClientVersionDevel = "devel"
 	// ClientVersionOther stands for every release line past the first
 	// maxClientVersionLines ones counted, so that clients sending ever new versions cannot
