@@ -25,7 +25,8 @@ const HealthService = "signet.v1.SignerService"
 
 // ClientVersionHeader is the gRPC metadata key under which a client sends its own version
 // (internal/version's Version: v0.3.1, or a development build's) on every call; signerclient
-// sends it. Before any signet.v1 call the server checks it against its skew policy
+// sends it on every call, and signetctl on every call but GetServerInfo (so that `signetctl
+// version` always answers). Before any signet.v1 call the server checks it against its skew policy
 // (docs/compatibility.md: clients of its own minor version and of the one before it, never
 // newer ones; a development build on either side is accepted) and refuses a client outside it
 // with FAILED_PRECONDITION and the ErrorInfo reason ReasonUnsupportedClientVersion. A call
