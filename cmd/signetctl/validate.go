@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
-	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/signet-pki/signet/server/config"
+	"github.com/signet-pki/signet/server/config/fieldscan"
 	"github.com/signet-pki/signet/server/configcheck"
 )
 
@@ -29,14 +27,8 @@ type validation struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
-// problem is one error of a configuration file: the field it concerns (its path, e.g.
-// signers[0].maxLifetime; empty when the message names none), its line in the file when the
-// message gives it, and the message.
-type problem struct {
-	Field   string `json:"field,omitempty"`
-	Line    int    `json:"line,omitempty"`
-	Message string `json:"message"`
-}
+// problem is one error of a configuration file: its field, line and message.
+type problem = fieldscan.Problem
 
 // validateCommand is "signetctl validate".
 func validateCommand() *cobra.Command {
@@ -205,47 +197,9 @@ func reportValidation(cmd *cobra.Command, out *outputFlag, v validation) error {
 	return nil
 }
 
-// joined returns the errors joined under err's context ("config PATH: …"), each of which
-// names its field; err alone if it joins none; nothing for nil.
-func joined(err error) []error {
-	if err == nil {
-		return nil
-	}
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			return j.Unwrap()
-		}
-	}
-	return []error{err}
-}
-
-var (
-	// fieldPrefix matches a message that starts with a field path, maybe followed by its line:
-	// "signers[0].maxLifetime: …", "ledger.dir is required", "workers (line 4): want a number…".
-	fieldPrefix = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9]*(?:\[\d+\])?(?:[./][a-zA-Z][a-zA-Z0-9]*(?:\[\d+\])?)*)(?: \(line (\d+)\))?(?::\s*|\s+)(.*)$`)
-	// quotedField matches a strict-decoding error: unknown field "server.adress" (line 6).
-	quotedField = regexp.MustCompile(`^(?:.*: )?((?:unknown|duplicate) field) "([^"]+)"(?: \(line (\d+)\))?(.*)$`)
-)
-
 // parseProblem splits a configuration error into its field path, line (when the message gives
-// it) and message. Messages that do not start with a field path (a YAML syntax error) keep
-// their text whole.
-func parseProblem(msg string) problem {
-	if m := quotedField.FindStringSubmatch(msg); m != nil {
-		return problem{Field: m[2], Line: atoi(m[3]), Message: m[1] + m[4]}
-	}
-	m := fieldPrefix.FindStringSubmatch(msg)
-	if m == nil || !strings.ContainsAny(m[1], ".[/") && !knownTopField(m[1]) {
-		return problem{Message: msg}
-	}
-	return problem{Field: m[1], Line: atoi(m[2]), Message: m[3]}
-}
-
-// atoi is the number in s, 0 for none.
-func atoi(s string) int {
-	n, _ := strconv.Atoi(s)
-	return n
-}
+// it) and message; a message that does not start with a field path keeps its text whole.
+func parseProblem(msg string) problem { return fieldscan.Parse(msg, knownTopField) }
 
 // knownTopField reports whether a single word starting an error message is a top-level field
 // of either configuration file rather than an ordinary word.

@@ -267,15 +267,15 @@ func mustRead(t *testing.T, path string) []byte {
 
 func TestParseProblem(t *testing.T) {
 	for msg, want := range map[string]problem{
-		"signers[0].maxLifetime -1h0m0s is below the 10m floor": {"signers[0].maxLifetime", 0, "-1h0m0s is below the 10m floor"},
-		"grpc.address: address nope: missing port in address":   {"grpc.address", 0, "address nope: missing port in address"},
-		"clients: at least one client identity is required":     {"clients", 0, "at least one client identity is required"},
-		`unknown field "server.adress"`:                         {"server.adress", 0, "unknown field"},
-		`unknown field "server.adress" (line 6)`:                {"server.adress", 6, "unknown field"},
-		"workers (line 4): want a number, found a string":       {"workers", 4, "want a number, found a string"},
-		`parsing config x: duplicate field "workers"`:           {"workers", 0, "duplicate field"},
-		"apiVersion/kind is a/b, want c/d":                      {"apiVersion/kind", 0, "is a/b, want c/d"},
-		"error converting YAML to JSON: yaml: line 3: oops":     {"", 0, "error converting YAML to JSON: yaml: line 3: oops"},
+		"signers[0].maxLifetime -1h0m0s is below the 10m floor": {Field: "signers[0].maxLifetime", Line: 0, Message: "-1h0m0s is below the 10m floor"},
+		"grpc.address: address nope: missing port in address":   {Field: "grpc.address", Line: 0, Message: "address nope: missing port in address"},
+		"clients: at least one client identity is required":     {Field: "clients", Line: 0, Message: "at least one client identity is required"},
+		`unknown field "server.adress"`:                         {Field: "server.adress", Line: 0, Message: "unknown field"},
+		`unknown field "server.adress" (line 6)`:                {Field: "server.adress", Line: 6, Message: "unknown field"},
+		"workers (line 4): want a number, found a string":       {Field: "workers", Line: 4, Message: "want a number, found a string"},
+		`parsing config x: duplicate field "workers"`:           {Field: "workers", Line: 0, Message: "duplicate field"},
+		"apiVersion/kind is a/b, want c/d":                      {Field: "apiVersion/kind", Line: 0, Message: "is a/b, want c/d"},
+		"error converting YAML to JSON: yaml: line 3: oops":     {Field: "", Line: 0, Message: "error converting YAML to JSON: yaml: line 3: oops"},
 	} {
 		if got := parseProblem(msg); got != want {
 			t.Errorf("parseProblem(%q) = %+v, want %+v", msg, got, want)

@@ -43,9 +43,9 @@ func validateWatcherFile(path string, checkFiles bool) validation {
 			cfg.Default()
 		}
 	}
-	errs = append(errs, joined(err)...)
+	errs = append(errs, fieldscan.Split(err)...)
 	if err == nil {
-		errs = append(errs, joined(cfg.Validate())...)
+		errs = append(errs, fieldscan.Split(cfg.Validate())...)
 		if checkFiles {
 			errs = append(errs, watcherFiles(cfg)...)
 		}

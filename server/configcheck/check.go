@@ -24,11 +24,9 @@
 package configcheck
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
 
 	"github.com/signet-pki/signet/server/config"
@@ -106,13 +104,13 @@ func File(path string, adjust func(*config.Config), extra ...func(*config.Config
 	var notes []error
 	switch {
 	case err != nil:
-		errs = append(readErrs, split(err)...)
+		errs = append(readErrs, fieldscan.Split(err)...)
 		cfg = nil
 	default:
 		if adjust != nil {
 			adjust(cfg)
 		}
-		errs = append(readErrs, split(cfg.Validate())...)
+		errs = append(readErrs, fieldscan.Split(cfg.Validate())...)
 		for _, check := range extra {
 			errs = append(errs, check(cfg)...)
 		}
@@ -133,53 +131,22 @@ func File(path string, adjust func(*config.Config), extra ...func(*config.Config
 	return r, nil
 }
 
-// split returns the errors joined in err (under any wrapping context such as "config PATH:"),
-// err alone if it joins none, nothing for nil. Joins inside a joined error stay whole: their
-// messages carry the path of their field ("signers[0].profile: …").
-func split(err error) []error {
-	if err == nil {
-		return nil
-	}
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			return j.Unwrap()
-		}
-	}
-	return []error{err}
-}
-
-var (
-	// fieldPrefix matches a message that starts with a field path, maybe followed by its line:
-	// "signers[0].maxLifetime: …", "ledger.dir is required", "workers (line 4): want a number…".
-	fieldPrefix = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9]*(?:\[\d+\])?(?:[./][a-zA-Z][a-zA-Z0-9]*(?:\[\d+\])?)*)(?: \(line (\d+)\))?(?::\s*|\s+)(.*)$`)
-	// quotedField matches a strict-decoding error: unknown field "server.adress" (line 6).
-	quotedField = regexp.MustCompile(`^(?:.*: )?((?:unknown|duplicate) field) "([^"]+)"(?: \(line (\d+)\))?(.*)$`)
-	// contextPrefix is the context the loader puts before a message.
-	contextPrefix = regexp.MustCompile(`^(?:loading server config: )?(?:parsing config [^:]+: |config [^:]+: )`)
-)
+// contextPrefix is the context the loader puts before a message.
+var contextPrefix = regexp.MustCompile(`^(?:loading server config: )?(?:parsing config [^:]+: |config [^:]+: )`)
 
 // toProblem splits an error into its field path, line and message, and finds the line of a
 // field the message does not give one for.
 func toProblem(err error, lines map[string]int) Problem {
 	msg := contextPrefix.ReplaceAllString(err.Error(), "")
-	var p Problem
-	if m := quotedField.FindStringSubmatch(msg); m != nil {
-		p = Problem{Field: m[2], Line: atoi(m[3]), Message: m[1] + m[4], text: msg}
-	} else if m := fieldPrefix.FindStringSubmatch(msg); m != nil && (strings.ContainsAny(m[1], ".[/") || topField(m[1])) {
-		p = Problem{Field: m[1], Line: atoi(m[2]), Message: m[3], text: msg}
-	} else {
+	f := fieldscan.Parse(msg, topField)
+	if f.Field == "" {
 		return Problem{Message: msg}
 	}
+	p := Problem{Field: f.Field, Line: f.Line, Message: f.Message, text: msg}
 	if p.Line == 0 {
 		p.Line = fieldscan.Line(lines, p.Field)
 	}
 	return p
-}
-
-// atoi is the number in s, 0 for none.
-func atoi(s string) int {
-	n, _ := strconv.Atoi(s)
-	return n
 }
 
 // topField reports whether a single word starting a message is a top-level field of the
