@@ -2,6 +2,7 @@ package ledgerproof
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -41,20 +42,27 @@ func checkLeaf(data []byte) error {
 	return nil
 }
 
-// Tree is the in-memory RFC 6962 Merkle tree of the ledger's records that the server feeds as
-// it appends and proves from. It keeps tlog's stored hashes (every leaf hash and every
-// complete subtree's hash, tlog.StoredHashIndex order) in one slice: about 2 hashes, 64
-// bytes, per record (tlog.StoredHashCount(n) < 2n), plus up to as much again transiently when
-// the slice grows; a million records take about 64 MiB. The tree is not persisted: rebuild it
-// at start by appending every line of the ledger in order.
+// Tree is the RFC 6962 Merkle tree of the ledger's records that the server feeds as it
+// appends and proves from. It has two storage modes, with the same answers:
 //
-// Tree is safe for concurrent use by one appender and many readers (a sync.RWMutex): proofs
-// and roots for any size up to Size() can be computed while appends go on, and the hashes of
-// a size never change once reached. The zero Tree is empty and ready to use.
+//   - In memory (the zero Tree): it keeps tlog's stored hashes (every leaf hash and every
+//     complete subtree's hash, tlog.StoredHashIndex order) in one slice: about 2 hashes, 64
+//     bytes, per record (tlog.StoredHashCount(n) < 2n), plus up to as much again transiently
+//     when the slice grows; a million records take about 64 MiB. It is not persisted: rebuild
+//     it at start by appending every line of the ledger in order.
+//   - In tiles (OpenTiles): the tree lives on disk as C2SP tlog-tiles of height 8, and only
+//     its right edge, the full tiles not yet flushed and a bounded cache of tiles are in
+//     memory; see OpenTiles and Flush.
+//
+// Tree is safe for concurrent use by one appender and many readers (a sync.RWMutex), and
+// Flush may run alongside them (Flushes run one at a time): proofs and roots for any size up
+// to Size() can be computed while appends go on, and the hashes of a size never change once
+// reached. The zero Tree is empty, in memory, and ready to use.
 type Tree struct {
 	mu     sync.RWMutex
-	hashes []tlog.Hash
+	hashes []tlog.Hash // in memory: every stored hash
 	size   int64
+	tiles  *tileState // in tiles: set by OpenTiles, never changed; nil in memory
 }
 
 // Append adds the record line (with or without its trailing newline) as the next leaf and
@@ -65,10 +73,22 @@ func (t *Tree) Append(line []byte) (int64, error) {
 	if err := checkLeaf(data); err != nil {
 		return 0, fmt.Errorf("appending to tree: %w", err)
 	}
+	return t.AppendHash(tlog.RecordHash(data))
+}
+
+// AppendHash adds the next leaf by its leaf hash (LeafHash of the record's line) and returns
+// its index. Append(line) is AppendHash(LeafHash(line)) once the line is checked. In tiles,
+// it does no I/O: a tile it completes waits in memory for Flush.
+func (t *Tree) AppendHash(h tlog.Hash) (int64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := t.size
-	add, err := tlog.StoredHashes(n, data, t.reader())
+	if t.tiles != nil {
+		t.tiles.append(n, h)
+		t.size++
+		return n, nil
+	}
+	add, err := tlog.StoredHashesForRecordHash(n, h, t.reader())
 	if err != nil {
 		return 0, fmt.Errorf("appending leaf %d to tree: %w", n, err)
 	}
@@ -84,50 +104,81 @@ func (t *Tree) Size() int64 {
 	return t.size
 }
 
+// snapshot returns the tree's size and a reader of its stored hashes, taken together, and the
+// function to call when done with the reader. In memory it holds the read lock until done; in
+// tiles it copies the right edge's bounds under the lock and reads full tiles without it.
+func (t *Tree) snapshot() (int64, tlog.HashReader, func()) {
+	t.mu.RLock()
+	if t.tiles == nil {
+		return t.size, t.reader(), t.mu.RUnlock
+	}
+	v := t.tiles.view(t.size)
+	t.mu.RUnlock()
+	return v.size, v, func() {}
+}
+
+// LeafHash returns the stored hash of the leaf at index, 0 ≤ index < Size().
+func (t *Tree) LeafHash(index int64) (tlog.Hash, error) {
+	n, r, done := t.snapshot()
+	defer done()
+	if index < 0 || index >= n {
+		return tlog.Hash{}, fmt.Errorf("hash of leaf %d: the tree has %d leaves", index, n)
+	}
+	hs, err := r.ReadHashes([]int64{tlog.StoredHashIndex(0, index)})
+	if err != nil {
+		return tlog.Hash{}, fmt.Errorf("hash of leaf %d: %w", index, err)
+	}
+	return hs[0], nil
+}
+
 // Root returns the root hash of the whole tree (EmptyRoot() when it is empty).
 func (t *Tree) Root() (tlog.Hash, error) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.rootLocked(t.size)
+	n, r, done := t.snapshot()
+	defer done()
+	return rootAt(n, n, r)
 }
 
 // RootAt returns the root hash of the tree's first size leaves, 0 ≤ size ≤ Size().
 func (t *Tree) RootAt(size int64) (tlog.Hash, error) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.rootLocked(size)
+	n, r, done := t.snapshot()
+	defer done()
+	return rootAt(size, n, r)
 }
 
 // Checkpoint returns the checkpoint of the whole tree for origin: size and root read
 // together, which Size then Root would not guarantee while another goroutine appends.
 func (t *Tree) Checkpoint(origin string) (Checkpoint, error) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	h, err := t.rootLocked(t.size)
+	n, r, done := t.snapshot()
+	defer done()
+	h, err := rootAt(n, n, r)
 	if err != nil {
 		return Checkpoint{}, err
 	}
-	return Checkpoint{Origin: origin, Size: t.size, Hash: h}, nil
+	return Checkpoint{Origin: origin, Size: n, Hash: h}, nil
 }
 
 // Extends reports whether the tree extends the checkpoint c: whether it has at least c.Size
-// leaves and the root of its first c.Size leaves is c.Hash, read together under one lock. It
-// returns nil if so; an error wrapping ErrShrunk when the tree has fewer leaves than c.Size
-// (records were removed from the end, or the tree is of an older copy); an error wrapping
-// ErrInconsistent when the root at c.Size differs (another history); and an error wrapping
-// ErrMalformedCheckpoint when c.Size is negative. The messages give the sizes or the two
-// roots. c's origin and extensions are not looked at, nor is any signature: open the signed
-// checkpoint first (OpenCheckpoint).
+// leaves and the root of its first c.Size leaves is c.Hash, read together. It returns nil if
+// so; an error wrapping ErrShrunk when the tree has fewer leaves than c.Size (records were
+// removed from the end, or the tree is of an older copy); an error wrapping ErrInconsistent
+// when the root at c.Size differs (another history), or when in tiles a tile read for it
+// does not match the tree above it (ErrCorruptTile too: the stored history was changed); and
+// an error wrapping ErrMalformedCheckpoint when c.Size is negative. The messages give the
+// sizes or the two roots. c's origin and extensions are not looked at, nor is any signature:
+// open the signed checkpoint first (OpenCheckpoint).
 func (t *Tree) Extends(c Checkpoint) error {
 	if c.Size < 0 {
 		return fmt.Errorf("%w: size %d is negative", ErrMalformedCheckpoint, c.Size)
 	}
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	if c.Size > t.size {
-		return fmt.Errorf("%w: the tree has %d leaves, fewer than the %d the checkpoint covers", ErrShrunk, t.size, c.Size)
+	n, r, done := t.snapshot()
+	defer done()
+	if c.Size > n {
+		return fmt.Errorf("%w: the tree has %d leaves, fewer than the %d the checkpoint covers", ErrShrunk, n, c.Size)
 	}
-	root, err := t.rootLocked(c.Size)
+	root, err := rootAt(c.Size, n, r)
+	if errors.Is(err, ErrCorruptTile) {
+		return fmt.Errorf("%w: %w", ErrInconsistent, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -137,11 +188,12 @@ func (t *Tree) Extends(c Checkpoint) error {
 	return nil
 }
 
-func (t *Tree) rootLocked(size int64) (tlog.Hash, error) {
-	if size < 0 || size > t.size {
-		return tlog.Hash{}, fmt.Errorf("tree root at size %d: the tree has %d leaves", size, t.size)
+// rootAt returns the root of the first size leaves of a tree of n leaves read through r.
+func rootAt(size, n int64, r tlog.HashReader) (tlog.Hash, error) {
+	if size < 0 || size > n {
+		return tlog.Hash{}, fmt.Errorf("tree root at size %d: the tree has %d leaves", size, n)
 	}
-	h, err := tlog.TreeHash(size, t.reader())
+	h, err := tlog.TreeHash(size, r)
 	if err != nil {
 		return tlog.Hash{}, fmt.Errorf("tree root at size %d: %w", size, err)
 	}
@@ -152,12 +204,12 @@ func (t *Tree) rootLocked(size int64) (tlog.Hash, error) {
 // leaves (0 ≤ index < size ≤ Size()), in tlog.RecordProof order (RFC 6962 §2.1.1 audit
 // path, leaf-side sibling first). VerifyInclusion checks it.
 func (t *Tree) ProveInclusion(index, size int64) (tlog.RecordProof, error) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	if index < 0 || index >= size || size > t.size {
-		return nil, fmt.Errorf("proving inclusion of leaf %d at size %d: want 0 ≤ index < size ≤ %d", index, size, t.size)
+	n, r, done := t.snapshot()
+	defer done()
+	if index < 0 || index >= size || size > n {
+		return nil, fmt.Errorf("proving inclusion of leaf %d at size %d: want 0 ≤ index < size ≤ %d", index, size, n)
 	}
-	p, err := tlog.ProveRecord(size, index, t.reader())
+	p, err := tlog.ProveRecord(size, index, r)
 	if err != nil {
 		return nil, fmt.Errorf("proving inclusion of leaf %d at size %d: %w", index, size, err)
 	}
@@ -169,22 +221,22 @@ func (t *Tree) ProveInclusion(index, size int64) (tlog.RecordProof, error) {
 // tlog.TreeProof order. The proof is empty when oldSize is 0 or equals newSize.
 // VerifyConsistency checks it.
 func (t *Tree) ProveConsistency(oldSize, newSize int64) (tlog.TreeProof, error) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	if oldSize < 0 || oldSize > newSize || newSize > t.size {
-		return nil, fmt.Errorf("proving consistency of size %d with size %d: want 0 ≤ old ≤ new ≤ %d", oldSize, newSize, t.size)
+	n, r, done := t.snapshot()
+	defer done()
+	if oldSize < 0 || oldSize > newSize || newSize > n {
+		return nil, fmt.Errorf("proving consistency of size %d with size %d: want 0 ≤ old ≤ new ≤ %d", oldSize, newSize, n)
 	}
 	if oldSize == 0 || oldSize == newSize {
 		return tlog.TreeProof{}, nil
 	}
-	p, err := tlog.ProveTree(newSize, oldSize, t.reader())
+	p, err := tlog.ProveTree(newSize, oldSize, r)
 	if err != nil {
 		return nil, fmt.Errorf("proving consistency of size %d with size %d: %w", oldSize, newSize, err)
 	}
 	return p, nil
 }
 
-// reader reads stored hashes from the slice; called with t.mu held.
+// reader reads stored hashes from the slice of the in-memory tree; called with t.mu held.
 func (t *Tree) reader() tlog.HashReader {
 	return tlog.HashReaderFunc(func(indexes []int64) ([]tlog.Hash, error) {
 		out := make([]tlog.Hash, len(indexes))
