@@ -1,0 +1,238 @@
+package index
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// member is one entry of the serial or uid bucket waiting to be added.
+type member struct {
+	group, id []byte
+	seq       uint64
+}
+
+// Add stores entries and sets Meta to {Seq: the last entry's seq, LastHash: its hash,
+// TreeSize: treeSize} (Format unchanged), all in one transaction that is durable (fsynced)
+// when Add returns nil. On any error nothing is stored.
+//
+// The seqs must be consecutive (ErrNotConsecutive) and the first must be Meta().Seq+1: a
+// later one fails with ErrBehind, an earlier one with ErrOverlap, each error naming both
+// seqs. Each entry needs a seq ≥ 1, a segment ≥ 1, an offset ≥ 0 and a serial that is ""
+// or hex (ErrInvalidEntry): check serials with NormalizeSerial first, as an entry the index
+// refuses stops indexing at that record. An empty batch changes nothing.
+func (x *Index) Add(entries []Entry, treeSize int64) error {
+	if x.readOnly {
+		return fmt.Errorf("adding to index: %w", ErrReadOnly)
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	if treeSize < 0 {
+		return fmt.Errorf("adding to index: %w: tree size %d", ErrInvalidEntry, treeSize)
+	}
+	// The work that needs no transaction is done before it, to hold the write lock briefly.
+	slots, serials, uids, err := prepare(entries)
+	if err != nil {
+		return fmt.Errorf("adding to index: %w", err)
+	}
+	first := entries[0].Seq
+	last := entries[len(entries)-1]
+	err = x.db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		m, err := readMeta(meta)
+		if err != nil {
+			return err
+		}
+		if first > m.Seq+1 {
+			return fmt.Errorf("%w: batch starts at seq %d, index holds up to seq %d", ErrBehind, first, m.Seq)
+		}
+		if first <= m.Seq {
+			return fmt.Errorf("%w: batch starts at seq %d, index holds up to seq %d", ErrOverlap, first, m.Seq)
+		}
+		maxKey, err := addSlots(tx, m.Seq, slots, meta.Get(metaMaxTime))
+		if err != nil {
+			return err
+		}
+		state := tx.Bucket(bucketState)
+		state.FillPercent = 1
+		for _, e := range entries {
+			if e.State {
+				if err := state.Put(putUint64(e.Seq), []byte{}); err != nil {
+					return fmt.Errorf("storing state seq %d: %w", e.Seq, err)
+				}
+			}
+		}
+		if err := addMembers(tx.Bucket(bucketSerial), serials); err != nil {
+			return fmt.Errorf("storing serials: %w", err)
+		}
+		if err := addMembers(tx.Bucket(bucketUID), uids); err != nil {
+			return fmt.Errorf("storing object UIDs: %w", err)
+		}
+		return putMeta(meta, last.Seq, last.Hash, treeSize, maxKey)
+	})
+	if err != nil {
+		return fmt.Errorf("adding seqs %d-%d to index: %w", first, last.Seq, err)
+	}
+	x.added.Add(uint64(len(entries)))
+	x.batches.Add(1)
+	return nil
+}
+
+// prepare checks entries and turns them into the slots of the pos bucket and the members
+// of the serial and uid buckets.
+func prepare(entries []Entry) (slots []slot, serials, uids []member, err error) {
+	first := entries[0].Seq
+	if first == 0 {
+		return nil, nil, nil, fmt.Errorf("%w: seq 0 (seqs start at 1)", ErrInvalidEntry)
+	}
+	slots = make([]slot, len(entries))
+	for i, e := range entries {
+		if e.Seq != first+uint64(i) {
+			return nil, nil, nil, fmt.Errorf("%w: entry %d has seq %d after seq %d", ErrNotConsecutive, i, e.Seq, first+uint64(i)-1)
+		}
+		if e.Pos.Segment == 0 || e.Pos.Offset < 0 {
+			return nil, nil, nil, fmt.Errorf("%w: seq %d at segment %d offset %d", ErrInvalidEntry, e.Seq, e.Pos.Segment, e.Pos.Offset)
+		}
+		slots[i] = slot{pos: e.Pos, nanos: clampNanos(e.Time), state: e.State}
+		if e.Serial != "" {
+			id, err := serialID(e.Serial)
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("%w: seq %d: %w", ErrInvalidEntry, e.Seq, err)
+			}
+			serials = append(serials, member{group: groupKey(id), id: id, seq: e.Seq})
+		}
+		if e.ObjectUID != "" {
+			id := uidID(e.ObjectUID)
+			uids = append(uids, member{group: groupKey(id), id: id, seq: e.Seq})
+		}
+	}
+	return slots, serials, uids, nil
+}
+
+// putMeta sets the meta of the index after an Add or a TruncateAfter; maxKey nil removes
+// the latest time (the index is empty).
+func putMeta(meta *bolt.Bucket, seq uint64, hash string, treeSize int64, maxKey []byte) error {
+	err := meta.Put(metaSeq, putUint64(seq))
+	if err == nil {
+		err = meta.Put(metaHash, []byte(hash))
+	}
+	if err == nil {
+		err = meta.Put(metaTree, putUint64(uint64(treeSize)))
+	}
+	if err == nil && maxKey != nil {
+		err = meta.Put(metaMaxTime, maxKey)
+	} else if err == nil {
+		err = meta.Delete(metaMaxTime)
+	}
+	if err != nil {
+		return fmt.Errorf("storing meta: %w", err)
+	}
+	return nil
+}
+
+// addSlots appends slots (the seqs after last) to the pos bucket, first filling the partly
+// filled block that holds last, and keeps the since bucket: a block has a since key when
+// the latest time in it is later than every time in the blocks before, and that key is the
+// latest time. maxKey is the meta's timeKey of the latest time indexed (nil when empty);
+// addSlots returns the new one.
+func addSlots(tx *bolt.Tx, last uint64, slots []slot, maxKey []byte) ([]byte, error) {
+	pos, since := tx.Bucket(bucketPos), tx.Bucket(bucketSince)
+	pos.FillPercent, since.FillPercent = 1, 1
+	hasMax := maxKey != nil
+	var latest int64
+	if hasMax {
+		var err error
+		if latest, err = keyNanos(maxKey); err != nil {
+			return nil, err
+		}
+	}
+	b, n := blockOf(last + 1)
+	var val, owned []byte // the block's value, and its since key before this Add
+	var prev slot
+	if n > 0 {
+		v := pos.Get(blockKey(b))
+		got, p, err := walkBlock(v, nil)
+		if err != nil {
+			return nil, fmt.Errorf("reading block %d: %w", b, err)
+		}
+		if got != n {
+			return nil, fmt.Errorf("%w: block %d holds %d entries, want %d", ErrCorrupt, b, got, n)
+		}
+		val, prev = append(make([]byte, 0, len(v)+8*len(slots)), v...), p
+		if hasMax && bytes.Equal(since.Get(maxKey), blockKey(b)) {
+			owned = maxKey
+		}
+	}
+	raised := false
+	flush := func() error {
+		if err := pos.Put(blockKey(b), val); err != nil {
+			return fmt.Errorf("storing block %d: %w", b, err)
+		}
+		if !raised {
+			return nil
+		}
+		if owned != nil {
+			if err := since.Delete(owned); err != nil {
+				return fmt.Errorf("moving the since key of block %d: %w", b, err)
+			}
+		}
+		if err := since.Put(timeKey(latest), blockKey(b)); err != nil {
+			return fmt.Errorf("storing the since key of block %d: %w", b, err)
+		}
+		return nil
+	}
+	for _, s := range slots {
+		if n == blockSize {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+			b, n, val, owned, prev, raised = b+1, 0, nil, nil, slot{}, false
+		}
+		if !hasMax || s.nanos > latest {
+			latest, hasMax, raised = s.nanos, true, true
+		}
+		val = appendSlot(val, prev, s)
+		prev = s
+		n++
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	return timeKey(latest), nil
+}
+
+// addMembers appends members (in seq order, after every seq the bucket holds) to their
+// groups in b, each group read and written once.
+func addMembers(b *bolt.Bucket, ms []member) error {
+	slices.SortStableFunc(ms, func(p, q member) int { return bytes.Compare(p.group, q.group) })
+	for len(ms) > 0 {
+		k := 1
+		size := len(ms[0].id) + 10
+		for k < len(ms) && bytes.Equal(ms[k].group, ms[0].group) {
+			size += len(ms[k].id) + 10
+			k++
+		}
+		run := ms[:k]
+		ms = ms[k:]
+		v := b.Get(run[0].group)
+		last, err := walkGroup(v, nil)
+		if err != nil {
+			return fmt.Errorf("reading group %x: %w", run[0].group, err)
+		}
+		nv := append(make([]byte, 0, len(v)+size), v...)
+		for _, m := range run {
+			if m.seq <= last {
+				return fmt.Errorf("%w: group %x holds seq %d, at or after seq %d", ErrCorrupt, m.group, last, m.seq)
+			}
+			nv = appendMember(nv, m.id, m.seq, last)
+			last = m.seq
+		}
+		if err := b.Put(run[0].group, nv); err != nil {
+			return fmt.Errorf("storing group %x: %w", run[0].group, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,174 @@
+package index
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"strings"
+)
+
+// groupBits is how many bits of an id's hash choose its group in the serial and uid
+// buckets: 2^18 groups, so a group holds about n/262144 entries (40 at 10 M records). It is
+// part of the layout: changing it needs a new layout version.
+const groupBits = 18
+
+// NormalizeSerial returns the canonical form of a certificate serial written in hex: without
+// a 0x or 0X prefix, in lower case, without leading zeros ("0" for zero). "0x0A", "a", "0a"
+// and "A" all give "a". A string that is not one or more hex digits after the optional prefix
+// is refused with ErrInvalidSerial.
+func NormalizeSerial(serial string) (string, error) {
+	s := serial
+	if len(s) >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
+		s = s[2:]
+	}
+	if s == "" {
+		return "", fmt.Errorf("%w: %q", ErrInvalidSerial, truncate(serial))
+	}
+	for i := 0; i < len(s); i++ {
+		if !isHex(s[i]) {
+			return "", fmt.Errorf("%w: %q", ErrInvalidSerial, truncate(serial))
+		}
+	}
+	s = strings.TrimLeft(strings.ToLower(s), "0")
+	if s == "" {
+		s = "0"
+	}
+	return s, nil
+}
+
+// serialID is how the serial bucket stores a serial: the normalized number's big-endian
+// bytes (zero is one zero byte), after a uvarint of their count times two.
+func serialID(serial string) ([]byte, error) {
+	s, err := NormalizeSerial(serial)
+	if err != nil {
+		return nil, err
+	}
+	if len(s)%2 == 1 {
+		s = "0" + s
+	}
+	b, err := hex.DecodeString(s)
+	if err != nil { // cannot happen: NormalizeSerial checked the digits
+		return nil, fmt.Errorf("%w: %q", ErrInvalidSerial, truncate(serial))
+	}
+	return appendID(nil, b, false), nil
+}
+
+// uidID is how the uid bucket stores an object UID: a canonical (lower-case) UUID as its 16
+// bytes, any other UID as its bytes, after a uvarint of the byte count times two, plus one
+// for a UUID. Being length-prefixed and tagged, no id is a prefix of another.
+func uidID(uid string) []byte {
+	if b, ok := parseUUID(uid); ok {
+		return appendID(nil, b[:], true)
+	}
+	return appendID(nil, []byte(uid), false)
+}
+
+func appendID(dst, b []byte, uuid bool) []byte {
+	tag := uint64(len(b)) << 1
+	if uuid {
+		tag |= 1
+	}
+	dst = binary.AppendUvarint(dst, tag)
+	return append(dst, b...)
+}
+
+// parseUUID parses the canonical text form of a UUID, lower-case hex in groups of 8-4-4-4-12
+// (the form Kubernetes writes). Any other form, upper case included, is not a UUID here, so
+// that the text round-trips.
+func parseUUID(s string) (b [16]byte, ok bool) {
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return b, false
+	}
+	for j, i := range uuidPairs {
+		hi, lo := s[i], s[i+1]
+		if !isLowerHex(hi) || !isLowerHex(lo) {
+			return b, false
+		}
+		b[j] = unhex(hi)<<4 | unhex(lo)
+	}
+	return b, true
+}
+
+// uuidPairs are where the 16 hex pairs of a UUID's text start.
+var uuidPairs = [16]int{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
+
+// groupKey is the 4-byte big-endian key of the group holding id: the top groupBits bits of
+// the id's 64-bit FNV-1a hash, finished with the murmur3 mixer so every bit counts.
+func groupKey(id []byte) []byte {
+	h := uint64(14695981039346656037)
+	for _, c := range id {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return binary.BigEndian.AppendUint32(make([]byte, 0, 4), uint32(h>>(64-groupBits)))
+}
+
+// appendMember appends one member to a group value: the id as serialID or uidID encode it,
+// then the seq as a uvarint difference from the group's previous member (from 0 for the
+// first). Members are appended in seq order, so a group lists its seqs ascending.
+func appendMember(dst, id []byte, seq, prevSeq uint64) []byte {
+	dst = append(dst, id...)
+	return binary.AppendUvarint(dst, seq-prevSeq)
+}
+
+// walkGroup decodes a group value member by member, calling fn with each member's id, its
+// seq and where it starts in v, until fn returns false. It returns the last seq decoded.
+func walkGroup(v []byte, fn func(id []byte, seq uint64, at int) bool) (last uint64, err error) {
+	at := 0
+	for at < len(v) {
+		tag, k := binary.Uvarint(v[at:])
+		if k <= 0 || tag>>1 > uint64(len(v)-at-k) {
+			return last, fmt.Errorf("%w: id at byte %d of a group", ErrCorrupt, at)
+		}
+		end := at + k + int(tag>>1)
+		d, k2 := binary.Uvarint(v[end:])
+		if k2 <= 0 || d == 0 {
+			return last, fmt.Errorf("%w: seq at byte %d of a group", ErrCorrupt, end)
+		}
+		last += d
+		if fn != nil && !fn(v[at:end], last, at) {
+			return last, nil
+		}
+		at = end + k2
+	}
+	return last, nil
+}
+
+// groupSeqs returns the seqs of the members of group value v whose id is id, ascending.
+func groupSeqs(v, id []byte) ([]uint64, error) {
+	var seqs []uint64
+	_, err := walkGroup(v, func(m []byte, seq uint64, _ int) bool {
+		if bytes.Equal(m, id) {
+			seqs = append(seqs, seq)
+		}
+		return true
+	})
+	return seqs, err
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func isLowerHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' }
+
+func unhex(c byte) byte {
+	if c <= '9' {
+		return c - '0'
+	}
+	return c - 'a' + 10
+}
+
+// truncate shortens s for an error message.
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
