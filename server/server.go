@@ -198,14 +198,17 @@ func (s *Server) build(ctx context.Context) error {
 			cp.Appended()
 		}
 	}
-	if s.ledger, err = ledger.Open(cfg.Ledger.Dir, ledger.Options{Logger: log, Replay: replay, Appended: appended}); err != nil {
+	lopts := ledger.Options{Logger: log, Replay: replay, ReplayFrom: since, Appended: appended, SegmentSize: cfg.Ledger.SegmentBytes()}
+	if s.ledger, err = ledger.Open(cfg.Ledger.Dir, lopts); err != nil {
 		return fmt.Errorf("opening ledger: %w", err)
 	}
 	if err := s.openCheckpoints(ctx); err != nil {
 		return err
 	}
 	seq, _ := s.ledger.Last()
-	log.Info("ledger opened", "dir", cfg.Ledger.Dir, "last_seq", seq, "idempotent_answers", replayed)
+	st := s.ledger.Stats()
+	s.metrics.SetLedgerGrowth(st.ReadAtOpen, st.Segment, st.Unindexed)
+	log.Info("ledger opened", "dir", cfg.Ledger.Dir, "last_seq", seq, "segment", st.Segment, "idempotent_answers", replayed, "records_read", st.ReadAtOpen)
 	s.rotation.SetLedger(s.ledger)
 	if !firstStart {
 		if plans, err = s.openSigners(ctx, configured); err != nil {
@@ -326,6 +329,8 @@ func (s *Server) healthLoop(ctx context.Context) {
 		err := s.ready()
 		s.metrics.SetLedgerState(ledgerState(s.ledger.Err()))
 		s.metrics.SetLedgerSpaceNeeded(s.ledger.SpaceNeeded())
+		st := s.ledger.Stats()
+		s.metrics.SetLedgerGrowth(st.ReadAtOpen, st.Segment, st.Unindexed)
 		s.updateSignerHealth(err, keys)
 		if now := err == nil; now != serving {
 			serving = now

@@ -14,7 +14,7 @@ import (
 // directory on the server's host, need no lock and can run while the server appends; prove
 // (without --dir) and checkpoint ask the server, verify-proof needs only a bundle and a key.
 func ledgerCommand() *cobra.Command {
-	return groupCommand("ledger", "Verify, search, audit and prove the server's decision ledger (verify, list, show, audit, prove, verify-proof, checkpoint, new-history)",
+	return groupCommand("ledger", "Verify, search, audit and prove the server's decision ledger (verify, list, show, audit, prove, verify-proof, checkpoint, new-history, reindex)",
 		`Reads the server's decision ledger, on the server's host: verify checks every record and the
 hash chain; list and show find records by serial, object UID, signer, decision and time; audit
 checks the ledger against signed checkpoints (nothing removed or rewritten); prove prints a
@@ -22,7 +22,8 @@ record's inclusion proof bundle. They only read, take no lock and can run while 
 appends. prove can also ask the server instead (without --dir), and checkpoint fetches the
 server's latest signed checkpoint; verify-proof checks a bundle anywhere, with the checkpoint
 public key alone. new-history (server stopped) starts a new history when the server refuses its
-ledger, archiving the previous one.`,
+ledger, archiving the previous one. reindex (server stopped) rebuilds the index and tree tiles
+kept beside the segments.`,
 		`  signetctl ledger verify --dir /var/lib/signet/ledger
   signetctl ledger list --dir /var/lib/signet/ledger --decision refused --since 24h
   signetctl ledger show --dir /var/lib/signet/ledger --serial 3f9a…
@@ -30,10 +31,18 @@ ledger, archiving the previous one.`,
   signetctl ledger audit --dir /var/lib/signet/ledger --checkpoint saved.checkpoint --key checkpoint.pub
   signetctl ledger prove --dir /var/lib/signet/ledger --serial 3f9a… > record.proof
   signetctl ledger verify-proof --key checkpoint.pub record.proof
-  signetctl ledger new-history --dir /var/lib/signet/ledger --reason "records cut from the end"`,
+  signetctl ledger new-history --dir /var/lib/signet/ledger --reason "records cut from the end"
+  signetctl ledger reindex --dir /var/lib/signet/ledger --archive /mnt/archive/signet-ledger`,
 		ledgerVerifyCommand(), ledgerListCommand(), ledgerShowCommand(),
 		ledgerAuditCommand(), ledgerProveCommand(), ledgerVerifyProofCommand(), ledgerCheckpointCommand(),
-		ledgerNewHistoryCommand())
+		ledgerNewHistoryCommand(), ledgerReindexCommand())
+}
+
+// addArchives adds the repeatable --archive flag: directories holding closed segments moved
+// out of the ledger directory.
+func addArchives(cmd *cobra.Command, archives *[]string) {
+	cmd.Flags().StringArrayVar(archives, "archive", nil, "a `directory` holding closed ledger segments moved out of --dir (repeat for several)")
+	_ = cmd.MarkFlagDirname("archive")
 }
 
 // addLedgerDir adds the required --dir flag to cmd.
@@ -48,6 +57,7 @@ type verifyReport struct {
 	OK       bool      `json:"ok"`
 	Problem  string    `json:"problem,omitempty"`
 	Records  int       `json:"records"`
+	Segments int       `json:"segments"`
 	FirstSeq uint64    `json:"firstSeq,omitempty"`
 	LastSeq  uint64    `json:"lastSeq,omitempty"`
 	First    time.Time `json:"firstTime,omitzero"`
@@ -60,32 +70,36 @@ type verifyReport struct {
 // intact ledger, or the first problem and exits 1.
 func ledgerVerifyCommand() *cobra.Command {
 	var dir string
+	var archives []string
 	cmd := &cobra.Command{
 		Use:   "verify --dir DIR",
 		Short: "Check every record, the seq order and the hash chain of a ledger",
-		Long: `Verifies every record of the ledger in DIR: its hash, its seq and its link to the record before.
-Prints "ledger OK: …" and exits 0 for an intact ledger; prints the first problem and what is
+		Long: `Verifies every record of the ledger in DIR: its hash, its seq and its link to the record before,
+across all its segments in order. Closed segments moved to archive storage are looked for in
+the --archive directories. Prints "ledger OK: …" and exits 0 for an intact ledger; prints the first problem and what is
 intact before it, and exits 1, for a broken one; exits 2 when DIR cannot be read.
 
 ` + exitCodesHelp,
 		Example: `  signetctl ledger verify --dir /var/lib/signet/ledger
-  signetctl ledger verify --dir /var/lib/signet/ledger -o json`,
+  signetctl ledger verify --dir /var/lib/signet/ledger -o json
+  signetctl ledger verify --dir /var/lib/signet/ledger --archive /mnt/archive/signet-ledger`,
 		Args: cobra.NoArgs,
 	}
 	addLedgerDir(cmd, &dir)
+	addArchives(cmd, &archives)
 	out := addOutputFlag(cmd, "the verification report")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := out.check(cmd); err != nil {
 			return err
 		}
 		w := cmd.OutOrStdout()
-		rep, err := ledger.Verify(dir)
+		rep, err := ledger.Verify(dir, archives...)
 		var ce *ledger.CorruptionError
 		if err != nil && !errors.As(err, &ce) {
 			return inputError("%v", err)
 		}
 		if !out.text() {
-			r := verifyReport{OK: err == nil, Records: rep.Records, FirstSeq: rep.FirstSeq, LastSeq: rep.LastSeq,
+			r := verifyReport{OK: err == nil, Records: rep.Records, Segments: rep.Segments, FirstSeq: rep.FirstSeq, LastSeq: rep.LastSeq,
 				First: rep.FirstTime.UTC(), Last: rep.LastTime.UTC(), LastHash: rep.LastHash, TornTail: rep.TornTail}
 			if ce != nil {
 				r.Problem = ce.Problem
@@ -98,6 +112,9 @@ intact before it, and exits 1, for a broken one; exits 2 when DIR cannot be read
 			fmt.Fprintf(w, "intact before the problem: %s\n", summary(rep))
 		} else {
 			fmt.Fprintf(w, "ledger OK: %s\n", summary(rep))
+			if rep.Segments > 1 {
+				fmt.Fprintf(w, "segments: %d, %s to %s\n", rep.Segments, rep.FirstSegment, rep.File)
+			}
 			if rep.Records > 0 {
 				fmt.Fprintf(w, "last hash: %s\n", rep.LastHash)
 			}

@@ -143,7 +143,7 @@ func explainProofError(err error) (string, error) {
 // each record and the hash chain) into a Merkle tree, and calls each, when not nil, with every
 // leaf. On a broken ledger the tree holds the records before the problem and the error wraps
 // a *ledger.CorruptionError.
-func readLedgerTree(dir string, each func(r ledger.Record, line []byte)) (*ledgerproof.Tree, ledger.Report, error) {
+func readLedgerTree(dir string, archives []string, each func(r ledger.Record, line []byte)) (*ledgerproof.Tree, ledger.Report, error) {
 	tree := &ledgerproof.Tree{}
 	var appendErr error
 	rep, err := ledger.Leaves(dir, func(r ledger.Record, line []byte) {
@@ -157,7 +157,7 @@ func readLedgerTree(dir string, each func(r ledger.Record, line []byte)) (*ledge
 		if each != nil {
 			each(r, line)
 		}
-	})
+	}, archives...)
 	if err == nil {
 		err = appendErr
 	}
@@ -189,7 +189,7 @@ type auditedCheckpoint struct {
 func ledgerAuditCommand() *cobra.Command {
 	var (
 		dir, keyFile, origin string
-		files                []string
+		files, archives      []string
 	)
 	cmd := &cobra.Command{
 		Use:   "audit --dir DIR --checkpoint FILE... --key PUB [--origin ORIGIN]",
@@ -198,6 +198,9 @@ func ledgerAuditCommand() *cobra.Command {
 record and the hash chain (as 'ledger verify'), builds the Merkle tree of the records, verifies
 each checkpoint's signature with the public key in PUB, and checks that the ledger has at least
 the checkpoint's size and that the root of its first size records is the checkpoint's root.
+
+Every segment is read in order; closed segments moved to archive storage are looked for in the
+--archive directories (an audit needs them all: a missing one is named).
 
 A checkpoint is what the server signed (it keeps the latest in DIR/checkpoint; 'signetctl ledger
 checkpoint' fetches it) and what a witness or an auditor saved earlier. Give --checkpoint once
@@ -219,6 +222,7 @@ exits 1; exits 2 when DIR, a checkpoint or the key cannot be read.
 		Args: cobra.NoArgs,
 	}
 	addLedgerDir(cmd, &dir)
+	addArchives(cmd, &archives)
 	cmd.Flags().StringArrayVar(&files, "checkpoint", nil, "a signed checkpoint `file` (repeat for several)")
 	_ = cmd.MarkFlagRequired("checkpoint")
 	_ = cmd.MarkFlagFilename("checkpoint")
@@ -238,7 +242,7 @@ exits 1; exits 2 when DIR, a checkpoint or the key cannot be read.
 				return err
 			}
 		}
-		tree, rep, lerr := readLedgerTree(dir, nil)
+		tree, rep, lerr := readLedgerTree(dir, archives, nil)
 		var ce *ledger.CorruptionError
 		if lerr != nil && !errors.As(lerr, &ce) {
 			return inputError("%v", lerr)

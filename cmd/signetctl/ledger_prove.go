@@ -208,7 +208,7 @@ func proveOffline(dir, cpFile string, stdin io.Reader, target *proveTarget) (led
 		seq  uint64
 	)
 	f := target.filter()
-	tree, _, err := readLedgerTree(dir, func(r ledger.Record, line []byte) {
+	tree, _, err := readLedgerTree(dir, nil, func(r ledger.Record, line []byte) {
 		if f.match(r) {
 			leaf, seq = bytes.Clone(line), r.Seq
 		}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -135,6 +136,21 @@ type Ledger struct {
 	Dir string `json:"dir"`
 	// Checkpoint configures the ledger's signed checkpoints (docs/ledger.md).
 	Checkpoint Checkpoint `json:"checkpoint,omitempty"`
+	// SegmentSize is the size past which the ledger closes its current segment file and
+	// begins the next (a quantity: "1Gi", "256Mi"; at least 1Mi). Default 1Gi. Closed
+	// segments may be moved to archive storage (docs/ledger.md).
+	SegmentSize *resource.Quantity `json:"segmentSize,omitempty"`
+}
+
+// MinSegmentSize is the least ledger.segmentSize.
+const MinSegmentSize = 1 << 20
+
+// SegmentBytes returns ledger.segmentSize in bytes, 0 when it is not set (the default).
+func (l Ledger) SegmentBytes() int64 {
+	if l.SegmentSize == nil {
+		return 0
+	}
+	return l.SegmentSize.Value()
 }
 
 // Checkpoint configures the signed checkpoints of the ledger: its size and the root of the
@@ -372,6 +388,9 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Webhook.validate(c.GRPC.Address, c.HTTP.Address)...)
 	if c.Ledger.Dir == "" {
 		errs = append(errs, errors.New("ledger.dir is required (no certificate is issued without a durable record)"))
+	}
+	if c.Ledger.SegmentSize != nil && c.Ledger.SegmentBytes() < MinSegmentSize {
+		errs = append(errs, fmt.Errorf("ledger.segmentSize %s is less than 1Mi", c.Ledger.SegmentSize.String()))
 	}
 	if c.Idempotency.Retention.Duration < 0 {
 		errs = append(errs, fmt.Errorf("idempotency.retention %s is negative", c.Idempotency.Retention.Duration))

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/big"
 	"strings"
-	"time"
 
 	"github.com/signet-pki/signet/server/issuance"
 	"github.com/signet-pki/signet/server/ledger"
@@ -20,7 +19,7 @@ const (
 // FindRecords returns the ledger records of an object UID or of a certificate serial number
 // (exactly one), oldest first, at most limit (the newest kept; 0 means 100): the records of
 // identity's own calls for signers it may use, and every record of the signers it
-// administers. It costs a token of the client's rate limit and a read of the whole ledger.
+// administers. It costs a token of the client's rate limit and a lookup in the ledger's index.
 func (c *Core) FindRecords(ctx context.Context, identity, objectUID, serial string, limit int) ([]ledger.Record, error) {
 	switch {
 	case (objectUID == "") == (serial == ""):
@@ -45,25 +44,22 @@ func (c *Core) FindRecords(ctx context.Context, identity, objectUID, serial stri
 	if c.opts.Ledger == nil {
 		return nil, fmt.Errorf("%w: no ledger", errLedgerUnavailable)
 	}
-	var out []ledger.Record
-	err := ledger.Replay(c.opts.Ledger.Dir(), time.Time{}, func(r ledger.Record) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if !matches(r, objectUID, want) || !c.RecordVisible(identity, r) {
-			return nil
-		}
-		out = append(out, r)
-		if len(out) > limit {
-			out = out[1:]
-		}
-		return nil
-	})
+	found, err := c.opts.Ledger.Find(objectUID, strings.TrimPrefix(strings.ToLower(serial), "0x"))
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		return nil, fmt.Errorf("%w: reading the ledger: %w", errLedgerUnavailable, err)
+	}
+	var out []ledger.Record
+	for _, r := range found {
+		if !matches(r, objectUID, want) || !c.RecordVisible(identity, r) {
+			continue
+		}
+		out = append(out, r)
+	}
+	if len(out) > limit {
+		out = out[len(out)-limit:]
 	}
 	return out, nil
 }

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+
+	"github.com/signet-pki/signet/ledgerproof"
+	"github.com/signet-pki/signet/server/ledger/index"
 )
 
 // request is one pending Append; it is answered on done exactly once with its outcome, after a
@@ -219,10 +222,17 @@ func (l *Ledger) flush(group []*request, buf []byte) bool {
 	}
 	last := group[len(group)-1].rec
 	start := l.off - int64(len(buf))
+	entries := make([]index.Entry, 0, len(group))
 	for _, req := range group {
-		l.index.add(start, req.line)
+		line := req.line[:len(req.line)-1]
+		if _, err := l.tree.AppendHash(ledgerproof.LeafHash(line)); err != nil {
+			// Lines are sealed records: never empty, never holding a newline, at most maxWrite.
+			panic(fmt.Sprintf("ledger: a sealed record is not a tree leaf: %v", err))
+		}
+		entries = append(entries, entryOf(l.seg, start, req.rec, line))
 		start += int64(len(req.line))
 	}
+	l.indexer.add(entries...)
 	l.mu.Lock()
 	l.seq, l.prevHash = last.Seq, last.Hash
 	l.mu.Unlock()
@@ -239,6 +249,11 @@ func (l *Ledger) flush(group []*request, buf []byte) bool {
 // writeAndSync writes buf into the free space at the write offset, extending the segment first
 // if it would not fit, and fsyncs it; any failure wraps ErrUnavailable and the cause.
 func (l *Ledger) writeAndSync(buf []byte) error {
+	if l.off > 0 && l.off+int64(len(buf)) > l.opts.SegmentSize {
+		if err := l.rotate(); err != nil {
+			return fmt.Errorf("%w: %w", ErrUnavailable, writeError(l.dir, err))
+		}
+	}
 	if err := l.reserve(int64(len(buf))); err != nil {
 		return err
 	}

@@ -33,8 +33,18 @@ type NewHistory struct {
 }
 
 // archivedFiles are the files of a history that StartNewHistory moves to the archive: the
-// segment and the checkpoint the server kept of it (its key stays: the log keeps its name).
-var archivedFiles = []string{segmentName, checkpoint.FileName}
+// segments, the index and tiles built from them, and the checkpoint the server kept of it
+// (its key stays: the log keeps its name).
+func archivedFiles(dir string) []string {
+	names := []string{indexFile, tilesDir, checkpoint.FileName}
+	entries, _ := os.ReadDir(dir) // even a broken history's segments, gaps and all
+	for _, e := range entries {
+		if _, ok := segmentNumber(e.Name()); ok {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
 
 // StartNewHistory starts a new history in the ledger directory dir, for when the previous one
 // was lost or cannot be trusted and the server refuses to start on it: with the server
@@ -106,7 +116,7 @@ func StartNewHistory(dir, operator, reason string, opts Options) (NewHistory, er
 // when there was none.
 func archive(dir string, now time.Time) (string, error) {
 	var present []string
-	for _, name := range archivedFiles {
+	for _, name := range archivedFiles(dir) {
 		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
 			present = append(present, name)
 		}

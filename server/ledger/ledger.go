@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/signet-pki/signet/ledgerproof"
+	"github.com/signet-pki/signet/server/ledger/index"
 )
 
 // File is what the ledger writes its segment through: the *os.File (opened O_RDWR, not
@@ -46,10 +49,27 @@ type Options struct {
 	// RecoverInterval is how often a ledger closed for appends by a storage fault tries to
 	// recover (see recover.go). Default: 1 s.
 	RecoverInterval time.Duration
-	// Replay, if set, is called in seq order with every intact record while Open verifies the
-	// chain, so that state rebuilt from the ledger costs no second read; its first error
-	// fails Open.
+	// Replay, if set, is called by Open in seq order with the records that rebuild the
+	// server's state: every state record (Decision.IsState) whatever its age; for each signer
+	// and CA, its latest issuance (from the index, an Issued record with only Seq, Signer, CA
+	// and NotAfter set, when it is older than the window); then every record from the first
+	// one whose Time is not before ReplayFrom to the end. A start that reads the whole history
+	// (a new index) passes every record. Its first error fails Open.
 	Replay func(Record) error
+	// ReplayFrom bounds what Open reads at start (start.go): records before it are read only
+	// when Replay needs them as state. The zero time replays every record, which reads the
+	// whole history: a server sets it to the start of its idempotency window.
+	ReplayFrom time.Time
+	// SegmentSize is the size past which the writer closes the current segment and begins
+	// the next one (segments.go). Default: 1 GiB.
+	SegmentSize int64
+	// IndexInterval is how often the records acknowledged since are written to the index
+	// and their full tree tiles to disk (indexer.go). Default: 200 ms.
+	IndexInterval time.Duration
+
+	// archives are directories where Reindex looks for closed segments moved out of the
+	// ledger directory.
+	archives []string
 
 	// freeSpace reports the free space of the ledger's file system (space.go). Default:
 	// statfs on Linux, unknown elsewhere; tests set it to see the other platforms' path.
@@ -71,6 +91,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RecoverInterval <= 0 {
 		o.RecoverInterval = defaultRecoverInterval
+	}
+	if o.SegmentSize <= 0 {
+		o.SegmentSize = DefaultSegmentSize
+	}
+	if o.IndexInterval <= 0 {
+		o.IndexInterval = defaultIndexInterval
 	}
 	if o.freeSpace == nil {
 		o.freeSpace = freeSpace
@@ -94,12 +120,25 @@ type Stats struct {
 	// Recoveries is the number of times the ledger reopened for appends by itself after a
 	// storage fault; Restores the number of times it restored its removed segment.
 	Recoveries, Restores uint64
+	// Rotations is the number of segments closed (and the next one begun) since Open.
+	Rotations uint64
+	// ReadAtOpen is the number of records Open read: those after the last indexed one, the
+	// state records and the idempotency window that Replay asked for, and at most 255 of the
+	// tree's right edge. It does not grow with the history.
+	ReadAtOpen uint64
+	// Indexed is the seq of the last record written to the index, and Unindexed the number of
+	// acknowledged records waiting to be.
+	Indexed   uint64
+	Unindexed int
+	// Segment is the number of the segment appended to.
+	Segment uint32
 }
 
 // Ledger appends records to a ledger directory. It is safe for concurrent use; see Append.
 type Ledger struct {
 	dir  string
-	path string
+	path string // of the current segment, the one appended to
+	seg  uint32 // its number
 	opts Options
 	// fileMu guards file for Line's readers against recover's restore, which replaces it.
 	fileMu sync.RWMutex
@@ -139,9 +178,13 @@ type Ledger struct {
 
 	stopRecover, recoverDone chan struct{} // recoverLoop's
 
-	index *index // the Merkle tree of the acknowledged records (tree.go)
+	tree    *ledgerproof.Tree // the Merkle tree of the acknowledged records, in tiles (tree.go)
+	idx     *index.Index      // where each record lies, and the lookups (indexer.go)
+	indexer *indexer
+	readers segmentReaders // read-only handles of the segments, for Line
+	migrate string         // the grounds of the Migrated record Open appends, "" for none
 
-	records, batches, syncs, extensions, recoveries, restores atomic.Uint64
+	records, batches, syncs, extensions, recoveries, restores, rotations, readAtOpen atomic.Uint64
 }
 
 // Open opens the ledger in dir for appending, creating dir (0700) and its segment (0600) if
@@ -168,7 +211,7 @@ func Open(dir string, opts Options) (*Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := openSegment(dir, opts)
+	l, err := start(dir, opts)
 	if err != nil {
 		lock.Close()
 		return nil, err
@@ -176,56 +219,10 @@ func Open(dir string, opts Options) (*Ledger, error) {
 	l.lock = lock
 	l.stopRecover, l.recoverDone = make(chan struct{}), make(chan struct{})
 	go l.recoverLoop()
-	return l, nil
-}
-
-// openSegment opens (or creates) the segment, verifies it, truncates a torn tail and makes
-// sure free space follows the records.
-func openSegment(dir string, opts Options) (*Ledger, error) {
-	path := filepath.Join(dir, segmentName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, dirError("opening ledger "+path, dir, err)
-	}
-	x := newIndex()
-	rep, good, err := walk(f, dir, opts.Replay, func(start int64, _ Record, line []byte) { x.add(start, line) })
-	end := good + rep.TornTail + rep.FreeSpace
-	if err == nil && rep.TornTail > 0 {
-		opts.Logger.Warn("ledger: truncating a torn final line (an unacknowledged write cut short by a crash)",
-			"file", path, "line", rep.Records+1, "bytes", rep.TornTail, "last_seq", rep.LastSeq)
-		end = good
-		err = f.Truncate(good)
-		if err == nil {
-			err = f.Sync()
-		}
-		if err != nil {
-			err = fmt.Errorf("truncating the torn tail of %s: %w", path, err)
-		}
-	}
-	l := &Ledger{
-		dir: dir, path: path, opts: opts, file: f, w: File(f), index: x,
-		off: good, end: end, seq: rep.LastSeq, prevHash: zeroHash,
-	}
-	if err == nil && end-good < opts.Preallocate/4 {
-		err = l.openFreeSpace()
-	}
-	if err == nil {
-		err = syncDir(dir)
-	}
-	if err == nil {
-		l.fileInfo, err = f.Stat()
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("opening ledger %s: %w", dir, writeError(dir, err))
-	}
-	l.syncs.Store(0) // Stats count the work after Open
-	l.idle.L = &l.qmu
-	if rep.Records > 0 {
-		l.prevHash = rep.LastHash
-	}
-	if opts.WrapFile != nil {
-		l.w = opts.WrapFile(f)
+	l.indexer.run()
+	if err := l.recordMigration(); err != nil {
+		l.Close()
+		return nil, err
 	}
 	return l, nil
 }
@@ -297,7 +294,15 @@ func (l *Ledger) Err() error {
 // Stats returns the counters since Open.
 func (l *Ledger) Stats() Stats {
 	return Stats{Records: l.records.Load(), Batches: l.batches.Load(), Syncs: l.syncs.Load(), Extensions: l.extensions.Load(),
-		Recoveries: l.recoveries.Load(), Restores: l.restores.Load()}
+		Recoveries: l.recoveries.Load(), Restores: l.restores.Load(), Rotations: l.rotations.Load(),
+		ReadAtOpen: l.readAtOpen.Load(), Indexed: l.indexer.indexed(), Unindexed: l.indexer.backlog(), Segment: l.segment()}
+}
+
+// segment returns the number of the segment appended to.
+func (l *Ledger) segment() uint32 {
+	l.fileMu.RLock()
+	defer l.fileMu.RUnlock()
+	return l.seg
 }
 
 // Close stops accepting appends, waits for the batch in progress, closes the segment and
@@ -313,7 +318,12 @@ func (l *Ledger) Close() error {
 		l.qmu.Unlock()
 		close(l.stopRecover)
 		<-l.recoverDone
-		err = errors.Join(l.file.Close(), l.lock.Close())
+		if ierr := l.indexer.close(); ierr != nil {
+			// The records are safe in the segment; the next start indexes them again.
+			l.opts.Logger.Warn("ledger: its index could not be written at close; the next start reads the records it lacks",
+				"dir", l.dir, "error", ierr.Error())
+		}
+		err = errors.Join(l.idx.Close(), l.readers.close(), l.file.Close(), l.lock.Close())
 		if err != nil {
 			err = fmt.Errorf("closing ledger %s: %w", l.dir, err)
 		}

@@ -33,7 +33,17 @@ const (
 	// Unbound: an admin cleared the binding of a node to an endorsement key (signetctl attest
 	// forget): Node and EK, the admin (Client) and the reason (Message).
 	Unbound Decision = "unbound"
+	// Migrated: the server changed how it keeps the ledger beside its records (the records
+	// themselves never change): Message says what, Grounds how many records it read to do it.
+	// Written once, by the first start of a server that keeps an index and tree tiles on a
+	// ledger written without them.
+	Migrated Decision = "migrated"
 )
+
+// IsState reports whether records of decision d rebuild the server's state whatever their
+// age (a signer's CA set, a propagation report, an attestation binding, a new history, a
+// migration): every decision but Issued and Refused. Open replays them all.
+func (d Decision) IsState() bool { return d != Issued && d != Refused }
 
 // zeroHash is the PrevHash of the first record.
 var zeroHash = strings.Repeat("0", sha256.Size*2)
@@ -134,6 +144,10 @@ func (r *Record) validate() error {
 		if r.Client == "" || r.Message == "" {
 			return fmt.Errorf("%w: a started record needs the operator (client) and the reason (message)", ErrInvalidRecord)
 		}
+	case Migrated:
+		if r.Message == "" {
+			return fmt.Errorf("%w: a migrated record needs what changed (message)", ErrInvalidRecord)
+		}
 	case Bound, Unbound:
 		if r.Node == "" || r.EK == "" || r.Signer == "" {
 			return fmt.Errorf("%w: a %s record needs its signer, node and endorsement key", ErrInvalidRecord, r.Decision)
@@ -142,7 +156,7 @@ func (r *Record) validate() error {
 			return fmt.Errorf("%w: an unbound record needs the admin (client) and the reason (message)", ErrInvalidRecord)
 		}
 	default:
-		return fmt.Errorf("%w: decision %q (want one of %q, %q, %q, %q, %q, %q, %q)", ErrInvalidRecord, r.Decision, Issued, Refused, Rotated, Published, Started, Bound, Unbound)
+		return fmt.Errorf("%w: decision %q (want one of %q, %q, %q, %q, %q, %q, %q, %q)", ErrInvalidRecord, r.Decision, Issued, Refused, Rotated, Published, Started, Bound, Unbound, Migrated)
 	}
 	return nil
 }

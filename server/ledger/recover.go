@@ -287,6 +287,7 @@ func (l *Ledger) restore(n int64) error {
 		l.w = l.opts.WrapFile(f)
 	}
 	old.Close()
+	l.readers.forget(l.seg)
 	l.restores.Add(1)
 	l.opts.Logger.Error("ledger segment was removed while the server was running; restored it from the open file, no record lost",
 		"file", l.path, "records", l.seq)

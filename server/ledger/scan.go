@@ -24,8 +24,12 @@ type scanner struct {
 	hasPk bool
 }
 
-func newScanner(src io.ReaderAt) *scanner {
-	s := &scanner{src: src, r: bufio.NewReaderSize(nil, 64<<10)}
+func newScanner(src io.ReaderAt) *scanner { return newScannerAt(src, 0, 0) }
+
+// newScannerAt returns a scanner that starts at offset off, the start of the line after line
+// number line.
+func newScannerAt(src io.ReaderAt, off int64, line int) *scanner {
+	s := &scanner{src: src, r: bufio.NewReaderSize(nil, 64<<10), good: off, start: off, line: line}
 	s.rewind()
 	return s
 }

@@ -67,13 +67,17 @@ func TestWalkRereadsAfterRacingTheWriter(t *testing.T) {
 	clear(before[first : first+64<<10])
 
 	rf := &racingFile{before: before, after: after, switchAt: int64(first + maxWrite)}
-	rep, good, err := walk(rf, "dir", nil, nil)
+	c := newChain("dir")
+	good, err := c.walk(rf, 1, true, nil, nil)
+	rep := c.rep
 	if err != nil || rep.Records != 20000 || good != int64(len(records)) || rep.TornTail != 0 || rep.FreeSpace != 4<<20 {
 		t.Errorf("walk of the racing view: %+v, good %d, %v; want every record", rep, good, err)
 	}
 
 	rf = &racingFile{before: before, after: before, switchAt: int64(first + maxWrite)}
-	rep, good, err = walk(rf, "dir", nil, nil)
+	c = newChain("dir")
+	good, err = c.walk(rf, 1, true, nil, nil)
+	rep = c.rep
 	var ce *CorruptionError
 	line := 11 + bytes.Count(before[first:first+maxWrite], []byte{'\n'})
 	if !errors.As(err, &ce) || rep.Records != 10 || good != int64(first) || ce.Line != line || ce.Offset != int64(first+maxWrite) {

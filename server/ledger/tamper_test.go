@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -122,9 +124,36 @@ func TestVerifyDetectsTampering(t *testing.T) {
 				if rep.Records != tc.good {
 					t.Errorf("report counts %d intact records, want %d", rep.Records, tc.good)
 				}
+				// With its index, a start reads only the end of the ledger: it refuses a
+				// tampering that moved the last indexed record, and otherwise the record
+				// is refused when it is read (checked against its leaf in the tree).
+				if l, err := ledger.Open(f.dir, f.options()); err == nil {
+					refused := false
+					for seq := uint64(1); seq <= 30; seq++ {
+						if _, err := l.Line(seq); err != nil {
+							if !errors.Is(err, ledger.ErrCorrupt) {
+								t.Errorf("Line(%d): %v, want ErrCorrupt", seq, err)
+							}
+							refused = true
+						}
+					}
+					l.Close()
+					if !refused {
+						t.Error("Open took the tampered ledger and every record read back: the tampering went unseen")
+					}
+				} else if !errors.Is(err, ledger.ErrCorrupt) || !strings.Contains(err.Error(), f.dir) {
+					t.Errorf("Open: err = %v, want a CorruptionError naming the directory", err)
+				}
+				// Without it (a v0.1.0 ledger, or a reindex), the start reads everything and
+				// refuses the same problem as Verify.
+				for _, name := range []string{"index.db", "tiles"} {
+					if err := os.RemoveAll(filepath.Join(f.dir, name)); err != nil {
+						t.Fatal(err)
+					}
+				}
 				_, err = ledger.Open(f.dir, f.options())
 				if !errors.Is(err, ledger.ErrCorrupt) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), f.dir) {
-					t.Errorf("Open: err = %v, want the same problem naming the directory", err)
+					t.Errorf("Open without the index: err = %v, want the same problem naming the directory", err)
 				}
 			})
 		}

@@ -22,3 +22,42 @@ func (m *Metrics) SetLedgerSpaceNeeded(bytes int64) {
 	}
 	m.ledgerSpace.Set(float64(max(bytes, 0)))
 }
+
+// newLedgerGrowth returns the gauges of the ledger's size and of what its start read,
+// registered on reg.
+func newLedgerGrowth(reg prometheus.Registerer) ledgerGrowth {
+	g := ledgerGrowth{
+		readAtStart: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "ledger_records_read_at_start",
+			Help: "Records the ledger read when the server started: the state records, the idempotency window, the tree's " +
+				"right edge and those written after the last index write. It does not grow with the history (docs/ledger.md).",
+		}),
+		segments: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "ledger_segment",
+			Help: "The number of the ledger segment being appended to (ledger-<n>.jsonl); the ones before it are closed.",
+		}),
+		unindexed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "ledger_unindexed_records",
+			Help: "Acknowledged ledger records not yet written to the index (it is written every 200 ms; a backlog that " +
+				"keeps growing means the index cannot be written, and the next start reads those records).",
+		}),
+	}
+	reg.MustRegister(g.readAtStart, g.segments, g.unindexed)
+	return g
+}
+
+// ledgerGrowth are the gauges of newLedgerGrowth.
+type ledgerGrowth struct {
+	readAtStart, segments, unindexed prometheus.Gauge
+}
+
+// SetLedgerGrowth sets signet_server_ledger_records_read_at_start, the current segment's
+// number and the unindexed backlog.
+func (m *Metrics) SetLedgerGrowth(readAtStart uint64, segment uint32, unindexed int) {
+	if m == nil {
+		return
+	}
+	m.ledgerGrowth.readAtStart.Set(float64(readAtStart))
+	m.ledgerGrowth.segments.Set(float64(segment))
+	m.ledgerGrowth.unindexed.Set(float64(unindexed))
+}

@@ -63,6 +63,7 @@ type Metrics struct {
 	ledgerRecords  prometheus.Counter
 	tlsRefused     *prometheus.CounterVec
 	ledgerSpace    prometheus.Gauge       // ledgerspace.go
+	ledgerGrowth   ledgerGrowth           // ledgerspace.go
 	panics         *prometheus.CounterVec // panics.go
 	clientVersions *clientVersionMetrics  // clientversion.go
 	keyMetrics
@@ -144,6 +145,7 @@ func New(version, commit string, signers []string) *Metrics {
 	m.registry.MustRegister(m.webhookMetrics.collectors()...)
 	m.registry.MustRegister(m.ledgerMetrics.collectors()...)
 	m.ledgerSpace = newLedgerSpace(m.registry)
+	m.ledgerGrowth = newLedgerGrowth(m.registry)
 	m.panics = newPanics(m.registry)
 	m.clientVersions = newClientVersionMetrics(m.registry, version)
 	m.attestation = newAttestationMetrics(m.registry)

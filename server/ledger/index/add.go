@@ -2,6 +2,7 @@ package index
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"slices"
 
@@ -60,10 +61,13 @@ func (x *Index) Add(entries []Entry, treeSize int64) error {
 		state.FillPercent = 1
 		for _, e := range entries {
 			if e.State {
-				if err := state.Put(putUint64(e.Seq), []byte{}); err != nil {
+				if err := state.Put(putUint64(e.Seq), append([]byte{}, e.Line...)); err != nil {
 					return fmt.Errorf("storing state seq %d: %w", e.Seq, err)
 				}
 			}
+		}
+		if err := addLeaves(tx.Bucket(bucketLeaves), entries); err != nil {
+			return fmt.Errorf("storing latest leaves: %w", err)
 		}
 		if err := addMembers(tx.Bucket(bucketSerial), serials); err != nil {
 			return fmt.Errorf("storing serials: %w", err)
@@ -235,4 +239,33 @@ func addMembers(b *bolt.Bucket, ms []member) error {
 		}
 	}
 	return nil
+}
+
+// addLeaves raises, for each signer and CA of the issued entries, the latest NotAfter kept in
+// b (key: uvarint-length-prefixed signer and CA; value: NotAfter in Unix nanoseconds and the
+// seq, 8 bytes each, big-endian).
+func addLeaves(b *bolt.Bucket, entries []Entry) error {
+	for _, e := range entries {
+		if e.Signer == "" || e.NotAfter.IsZero() {
+			continue
+		}
+		key := leafKey(e.Signer, e.CA)
+		nanos := clampNanos(e.NotAfter)
+		if v := b.Get(key); len(v) == 16 && int64(binary.BigEndian.Uint64(v)) >= nanos {
+			continue
+		}
+		val := binary.BigEndian.AppendUint64(putUint64(uint64(nanos)), e.Seq)
+		if err := b.Put(key, val); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// leafKey is the leaves bucket's key of signer and ca.
+func leafKey(signer, ca string) []byte {
+	k := binary.AppendUvarint(nil, uint64(len(signer)))
+	k = append(k, signer...)
+	k = binary.AppendUvarint(k, uint64(len(ca)))
+	return append(k, ca...)
 }

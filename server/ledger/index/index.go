@@ -24,7 +24,8 @@ var (
 	bucketState  = []byte("state")
 	bucketSerial = []byte("serial")
 	bucketUID    = []byte("uid")
-	allBuckets   = [][]byte{bucketMeta, bucketPos, bucketSince, bucketState, bucketSerial, bucketUID}
+	bucketLeaves = []byte("leaves")
+	allBuckets   = [][]byte{bucketMeta, bucketPos, bucketSince, bucketState, bucketSerial, bucketUID, bucketLeaves}
 )
 
 // The keys of the meta bucket.
@@ -61,8 +62,28 @@ type Entry struct {
 	// ObjectUID is the record's object UID ("" if none); any bytes.
 	ObjectUID string
 	// State marks a record that rebuilds server state whatever its age (rotated, published,
-	// bound, unbound, migrated).
+	// bound, unbound, migrated). Line, its stored line, is kept with it: a start replays it
+	// from the index, even once its segment was moved to archive storage.
 	State bool
+	Line  []byte
+	// Signer, CA and NotAfter are an issued record's: the index keeps, for each signer and CA,
+	// the latest NotAfter issued and its seq (LatestLeaves).
+	Signer, CA string
+	NotAfter   time.Time
+}
+
+// StateRecord is a State entry as the index keeps it.
+type StateRecord struct {
+	Seq  uint64
+	Line []byte
+}
+
+// Leaf is the latest NotAfter issued by one signer's CA (CA "" for records that name none),
+// and the seq of the record that issued it.
+type Leaf struct {
+	Signer, CA string
+	NotAfter   time.Time
+	Seq        uint64
 }
 
 // Meta is the index's own state.

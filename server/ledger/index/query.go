@@ -1,8 +1,10 @@
 package index
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -125,4 +127,59 @@ func (x *Index) StateSeqs() ([]uint64, error) {
 		return nil, fmt.Errorf("listing state seqs in index: %w", err)
 	}
 	return seqs, nil
+}
+
+// StateRecords returns the State entries with their lines, in seq order.
+func (x *Index) StateRecords() ([]StateRecord, error) {
+	var out []StateRecord
+	err := x.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketState).ForEach(func(k, v []byte) error {
+			s, ok := getUint64(k)
+			if !ok {
+				return fmt.Errorf("%w: state key of %d bytes", ErrCorrupt, len(k))
+			}
+			out = append(out, StateRecord{Seq: s, Line: append([]byte{}, v...)})
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing state records in index: %w", err)
+	}
+	return out, nil
+}
+
+// LatestLeaves returns, for each signer and CA, the latest NotAfter issued and its record's
+// seq, ordered by seq.
+func (x *Index) LatestLeaves() ([]Leaf, error) {
+	var out []Leaf
+	err := x.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketLeaves).ForEach(func(k, v []byte) error {
+			signer, ca, ok := splitLeafKey(k)
+			if !ok || len(v) != 16 {
+				return fmt.Errorf("%w: leaves entry of %d and %d bytes", ErrCorrupt, len(k), len(v))
+			}
+			out = append(out, Leaf{Signer: signer, CA: ca, NotAfter: time.Unix(0, int64(binary.BigEndian.Uint64(v[:8]))).UTC(),
+				Seq: binary.BigEndian.Uint64(v[8:])})
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing latest leaves in index: %w", err)
+	}
+	slices.SortFunc(out, func(a, b Leaf) int { return cmp.Compare(a.Seq, b.Seq) })
+	return out, nil
+}
+
+// splitLeafKey splits a leaves key into its signer and CA.
+func splitLeafKey(k []byte) (string, string, bool) {
+	n, w := binary.Uvarint(k)
+	if w <= 0 || uint64(len(k)-w) < n {
+		return "", "", false
+	}
+	signer, rest := string(k[w:w+int(n)]), k[w+int(n):]
+	m, w := binary.Uvarint(rest)
+	if w <= 0 || uint64(len(rest)-w) != m {
+		return "", "", false
+	}
+	return signer, string(rest[w:]), true
 }

@@ -45,6 +45,9 @@ func (x *Index) TruncateAfter(seq uint64, lastHash string, treeSize int64) error
 			if err := truncateGroups(tx.Bucket(bucketUID), seq); err != nil {
 				return fmt.Errorf("removing object UIDs: %w", err)
 			}
+			if err := truncateLeaves(tx.Bucket(bucketLeaves), seq); err != nil {
+				return fmt.Errorf("removing latest leaves: %w", err)
+			}
 		}
 		return putMeta(meta, seq, lastHash, treeSize, maxKey)
 	})
@@ -194,4 +197,23 @@ func truncateGroups(b *bolt.Bucket, seq uint64) error {
 		}
 	}
 	return nil
+}
+
+// truncateLeaves removes the latest leaves of records after seq. The NotAfter before them is
+// not known any more: until the entries after seq are added again (or the index is rebuilt),
+// LatestLeaves has no entry for that signer and CA.
+func truncateLeaves(b *bolt.Bucket, seq uint64) error {
+	var drop [][]byte
+	err := b.ForEach(func(k, v []byte) error {
+		if len(v) == 16 && binary.BigEndian.Uint64(v[8:]) > seq {
+			drop = append(drop, bytes.Clone(k))
+		}
+		return nil
+	})
+	for _, k := range drop {
+		if err == nil {
+			err = b.Delete(k)
+		}
+	}
+	return err
 }

@@ -1,0 +1,238 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/signet-pki/signet/server/ledger/index"
+)
+
+// The indexer writes the acknowledged records to the index, and the tree's full tiles to
+// disk, off the append path: the writer hands it each batch's entries after the fsync (a
+// slice append), and every Options.IndexInterval, or sooner when many are waiting, it flushes
+// the tree's new full tiles (each fsynced) and then adds the entries to the index in one
+// transaction, which also records the tree size the tiles cover. The index therefore never
+// points past durable tiles, and records acknowledged but not yet indexed are kept here, in
+// memory, where Line and Find see them; after a crash Open indexes them again from the
+// segment. A failed index write is logged and retried at the next tick: appends go on, and
+// only the catch-up at the next start grows.
+
+// indexerKick is the backlog past which the writer wakes the indexer before its tick.
+const indexerKick = 4096
+
+// indexer is the background writer of the index.
+type indexer struct {
+	l *Ledger
+
+	mu      sync.Mutex
+	pending []index.Entry // acknowledged, not yet indexed, consecutive seqs
+	flushMu sync.Mutex    // one flush at a time
+	done    atomic.Uint64 // the seq of the last indexed record
+	failing bool          // the last flush failed (logged once until it succeeds)
+
+	kick       chan struct{}
+	stop, quit chan struct{}
+	running    bool
+}
+
+func newIndexer(l *Ledger) *indexer {
+	return &indexer{l: l, kick: make(chan struct{}, 1), stop: make(chan struct{}), quit: make(chan struct{})}
+}
+
+// entryOf is the index entry of record r, whose line (without "\n") starts at offset start of
+// segment seg.
+func entryOf(seg uint32, start int64, r Record, line []byte) index.Entry {
+	e := index.Entry{
+		Seq: r.Seq, Pos: index.Pos{Segment: seg, Offset: start, Length: uint32(len(line))}, Time: r.Time, Hash: r.Hash,
+		Serial: r.Serial, ObjectUID: r.ObjectUID, State: r.Decision.IsState(),
+	}
+	if _, err := index.NormalizeSerial(e.Serial); err != nil {
+		e.Serial = "" // not hex: the server writes none such, and the index takes only numbers
+	}
+	if e.State {
+		e.Line = line
+	}
+	if r.Decision == Issued {
+		e.Signer, e.CA, e.NotAfter = r.Signer, r.CA, r.NotAfter
+	}
+	return e
+}
+
+// setIndexed sets the seq of the last indexed record (Open, from the index).
+func (x *indexer) setIndexed(seq uint64) { x.done.Store(seq) }
+
+// indexed returns the seq of the last indexed record.
+func (x *indexer) indexed() uint64 {
+	if x == nil {
+		return 0
+	}
+	return x.done.Load()
+}
+
+// add queues entries of acknowledged records, in seq order.
+func (x *indexer) add(es ...index.Entry) {
+	x.mu.Lock()
+	x.pending = append(x.pending, es...)
+	n := len(x.pending)
+	x.mu.Unlock()
+	if n >= indexerKick && x.running {
+		select {
+		case x.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// backlog returns the number of records waiting.
+func (x *indexer) backlog() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.pending)
+}
+
+// run starts the loop.
+func (x *indexer) run() {
+	x.running = true
+	go x.loop()
+}
+
+func (x *indexer) loop() {
+	defer close(x.quit)
+	t := time.NewTicker(x.l.opts.IndexInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-x.stop:
+			return
+		case <-t.C:
+		case <-x.kick:
+		}
+		if err := x.flush(); err != nil {
+			x.mu.Lock()
+			first := !x.failing
+			x.failing = true
+			x.mu.Unlock()
+			if first {
+				x.l.opts.Logger.Error("ledger: writing its index failed; retrying (appends go on, the next start reads the records not indexed)",
+					"dir", x.l.dir, "error", err.Error())
+			}
+		}
+	}
+}
+
+// flush writes the tree's new full tiles and the waiting entries to the index.
+func (x *indexer) flush() error {
+	x.flushMu.Lock()
+	defer x.flushMu.Unlock()
+	x.mu.Lock()
+	batch := x.pending
+	x.mu.Unlock()
+	if len(batch) == 0 {
+		return nil
+	}
+	size, err := x.l.tree.Flush()
+	if err != nil {
+		return fmt.Errorf("writing the tree tiles of ledger %s: %w", x.l.dir, err)
+	}
+	last := batch[len(batch)-1].Seq
+	if size < int64(last) {
+		return fmt.Errorf("writing the index of ledger %s: its tree covers %d records, fewer than the %d acknowledged", x.l.dir, size, last)
+	}
+	if err := x.l.idx.Add(batch, int64(last)); err != nil {
+		return fmt.Errorf("writing the index of ledger %s: %w", x.l.dir, err)
+	}
+	x.mu.Lock()
+	x.pending = slices.Clone(x.pending[len(batch):])
+	if x.failing {
+		x.l.opts.Logger.Info("ledger: its index is written again", "dir", x.l.dir, "last_seq", last)
+	}
+	x.failing = false
+	x.mu.Unlock()
+	x.done.Store(last)
+	return nil
+}
+
+// close stops the loop and writes what waits.
+func (x *indexer) close() error {
+	if x.running {
+		close(x.stop)
+		<-x.quit
+		x.running = false
+	}
+	return x.flush()
+}
+
+// pos returns where the not yet indexed record seq lies.
+func (x *indexer) pos(seq uint64) (index.Pos, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if len(x.pending) == 0 || seq < x.pending[0].Seq {
+		return index.Pos{}, false
+	}
+	i := seq - x.pending[0].Seq
+	if i >= uint64(len(x.pending)) {
+		return index.Pos{}, false
+	}
+	return x.pending[i].Pos, true
+}
+
+// match returns the seqs of the waiting entries for which fn is true.
+func (x *indexer) match(fn func(index.Entry) bool) []uint64 {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var out []uint64
+	for _, e := range x.pending {
+		if fn(e) {
+			out = append(out, e.Seq)
+		}
+	}
+	return out
+}
+
+// recordMigration appends the Migrated record of a ledger whose index Open built from every
+// record, the first time that happens to it.
+func (l *Ledger) recordMigration() error {
+	if l.migrate == "" {
+		return nil
+	}
+	r, err := l.Append(context.Background(), Record{Decision: Migrated, Signer: "-", Grounds: l.migrate,
+		Message: "the ledger keeps an index (index.db) and its Merkle tree as tiles (tiles/) beside the segments, built from the records, which are unchanged"})
+	if err != nil {
+		return fmt.Errorf("recording the migration of ledger %s: %w", l.dir, err)
+	}
+	l.opts.Logger.Info("ledger migrated: index and tree tiles built, and the migration recorded", "dir", l.dir, "seq", r.Seq, "grounds", l.migrate)
+	return errors.Join(l.indexer.flush(), writeFormat(l.dir))
+}
+
+// Reindex rebuilds the index and the tree tiles of the ledger in dir from its segments, with
+// the server stopped (it takes the ledger's lock): it removes index.db and tiles/ and opens
+// the ledger, which reads every record from segment 1 (in dir, or in one of archives when
+// closed segments were moved to archive storage) and builds them again, then closes it. It
+// returns the ledger's report: what it read.
+func Reindex(dir string, opts Options, archives ...string) (Stats, error) {
+	lock, err := lockDir(dir)
+	if err != nil {
+		return Stats{}, fmt.Errorf("reindexing ledger %s: %w", dir, err)
+	}
+	for _, name := range []string{indexFile, tilesDir} {
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			lock.Close()
+			return Stats{}, fmt.Errorf("reindexing ledger %s: %w", dir, err)
+		}
+	}
+	lock.Close() // Open takes it again
+	opts.archives = archives
+	l, err := Open(dir, opts)
+	if err != nil {
+		return Stats{}, fmt.Errorf("reindexing ledger %s: %w", dir, err)
+	}
+	st := l.Stats()
+	return st, l.Close()
+}
