@@ -92,8 +92,16 @@ func start(dir string, opts Options) (*Ledger, error) {
 	o := &opening{l: l, set: set, meta: meta, c: newChain(dir)}
 	if meta.Seq == 0 {
 		err = o.fromScratch()
-	} else {
-		err = o.fromIndex()
+	} else if err = o.fromIndex(); errors.As(err, new(*indexMismatch)) {
+		// The segments are not what the index recorded: cut short, replaced by an older copy
+		// or changed. Distrust the index and read every record, as a start without one does,
+		// so that the answer is the one the records give: a broken chain is refused here, and
+		// a cut or replaced history by the server's checkpoint check.
+		opts.Logger.Warn("ledger: its segments do not match its index; reading every record to rebuild it", "dir", dir, "problem", err.Error())
+		if err = l.resetIndex(); err == nil {
+			o = &opening{l: l, set: set, c: newChain(dir)}
+			err = o.fromScratch()
+		}
 	}
 	if err == nil {
 		err = o.walkToEnd()
@@ -108,18 +116,43 @@ func start(dir string, opts Options) (*Ledger, error) {
 	return l, nil
 }
 
+// indexMismatch marks a start's finding that the segments do not hold what the index
+// recorded (the last indexed record, the tree's edge): start then rebuilds the index.
+type indexMismatch struct{ err error }
+
+func (e *indexMismatch) Error() string { return e.err.Error() }
+func (e *indexMismatch) Unwrap() error { return e.err }
+
+// resetIndex removes the index and the tiles and opens a new, empty index.
+func (l *Ledger) resetIndex() error {
+	if err := l.idx.Close(); err != nil {
+		return fmt.Errorf("opening ledger %s: %w", l.dir, err)
+	}
+	for _, name := range []string{indexFile, tilesDir} {
+		if err := os.RemoveAll(filepath.Join(l.dir, name)); err != nil {
+			return fmt.Errorf("opening ledger %s: %w", l.dir, err)
+		}
+	}
+	idx, err := index.Open(filepath.Join(l.dir, indexFile), index.Options{})
+	if err != nil {
+		return fmt.Errorf("opening ledger %s: %w", l.dir, err)
+	}
+	l.idx = idx
+	l.indexer = newIndexer(l)
+	l.readers.close()
+	return nil
+}
+
 // opening is the state of a start.
 type opening struct {
-	l    *Ledger
-	set  segmentSet
-	meta index.Meta
-	c    *chain
-	from uint32 // the segment the walk starts in
-	// replayAll: every record walked is replayed (the window began at or before the walk's
-	// start); otherwise only those after the last indexed one.
-	replayAll   bool
+	l           *Ledger
+	set         segmentSet
+	meta        index.Meta
+	c           *chain
+	from        uint32            // the segment the walk starts in
 	sawMigrated bool              // a Migrated record was walked
 	lines       map[uint64][]byte // the lines recordAt read
+	last        index.Pos         // where the last indexed record lies
 	edge        []tlog.Hash       // the leaves of the tree's right edge (readEdge)
 	good        int64             // end of the last complete line of the last segment
 }
@@ -141,7 +174,7 @@ func (o *opening) fromScratch() error {
 	if err != nil {
 		return fmt.Errorf("opening ledger %s: %w", l.dir, err)
 	}
-	l.tree, o.from, o.replayAll = tree, 1, true
+	l.tree, o.from = tree, 1
 	if n := len(o.set.nums); n > 0 {
 		l.opts.Logger.Info("ledger: building its index and tree tiles from every record (once)", "dir", l.dir, "segments", n)
 	}
@@ -152,11 +185,21 @@ func (o *opening) fromScratch() error {
 // state records before the window and prepares a walk from the window's first record (or
 // from after the last indexed one).
 func (o *opening) fromIndex() error {
+	if err := o.checkIndexed(); err != nil {
+		return &indexMismatch{err}
+	}
+	return o.replayFromIndex()
+}
+
+// checkIndexed checks that the segments hold the last indexed record and the tree's edge as
+// the index recorded them, and opens the tree.
+func (o *opening) checkIndexed() error {
 	l, meta := o.l, o.meta
 	pos, last, err := o.recordAt(meta.Seq)
 	if err != nil {
 		return err
 	}
+	o.last = pos
 	if last.Hash != meta.LastHash {
 		return fmt.Errorf("opening ledger %s: %w", l.dir, &CorruptionError{File: segmentFile(pos.Segment), Offset: pos.Offset, Seq: meta.Seq, Problem: fmt.Sprintf(
 			"record %d (%s, offset %d) is not the one the index holds (hash %s, not %s) — the segment was changed or replaced under the index; verify the ledger (signetctl ledger verify) and rebuild the index (signetctl ledger reindex)",
@@ -170,9 +213,17 @@ func (o *opening) fromIndex() error {
 	}
 	tree, err := ledgerproof.OpenTiles(filepath.Join(l.dir, tilesDir), meta.TreeSize, o.leafHash, ledgerproof.TileOptions{})
 	if err != nil {
-		return fmt.Errorf("opening ledger %s: %w (rebuild it: signetctl ledger reindex)", l.dir, err)
+		return fmt.Errorf("opening ledger %s: %w", l.dir, err)
 	}
 	l.tree = tree
+	return nil
+}
+
+// replayFromIndex replays the state records before the window from the index and prepares
+// the walk from the window's first record (or from after the last indexed one).
+func (o *opening) replayFromIndex() error {
+	l, meta, pos := o.l, o.meta, o.last
+	var err error
 	l.indexer.setIndexed(meta.Seq)
 	w := meta.Seq + 1 // the first record to walk
 	if l.opts.Replay != nil {
@@ -192,7 +243,7 @@ func (o *opening) fromIndex() error {
 		if start, first, err = o.recordAt(w); err != nil {
 			return err
 		}
-		o.c.rep.LastSeq, o.c.prevHash, o.replayAll = w-1, first.PrevHash, true
+		o.c.rep.LastSeq, o.c.prevHash = w-1, first.PrevHash
 		o.c.at = resume{off: start.Offset}
 	} else {
 		o.c.at = resume{off: start.Offset + int64(start.Length) + 1}

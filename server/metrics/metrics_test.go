@@ -275,6 +275,8 @@ var representative = map[reflect.Type]any{
 	reflect.TypeFor[bool]():           true,
 	reflect.TypeFor[int]():            503,
 	reflect.TypeFor[int64]():          int64(42),
+	reflect.TypeFor[uint64]():         uint64(42),
+	reflect.TypeFor[uint32]():         uint32(3),
 	reflect.TypeFor[time.Duration]():  3 * time.Millisecond,
 	reflect.TypeFor[time.Time]():      time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC),
 	reflect.TypeFor[map[string]int](): map[string]int{"active": 2},
