@@ -74,6 +74,7 @@ func TestLedgerCrashUnderLoad(t *testing.T) {
 	if r.tls, err = devpki.ClientTLSConfig(r.state); err != nil {
 		t.Fatal(err)
 	}
+	segmentsRotate(t, r.config)
 	ledgerDir := filepath.Join(r.state, "ledger")
 	seed := crashSeed(t)
 	rng := mrand.New(mrand.NewPCG(seed, 0))
@@ -377,6 +378,10 @@ func (r *crashRun) audit(t *testing.T, dir string) (int64, int) {
 	if err != nil {
 		t.Fatalf("ledger.Verify after %d kills: %v", crashRounds, err)
 	}
+	if rep.Segments < 2 {
+		t.Errorf("the ledger has %d segment after %d records: no kill struck near a rotation", rep.Segments, rep.Records)
+	}
+	t.Logf("offline: %d records in %d segments", rep.Records, rep.Segments)
 	tree := &ledgerproof.Tree{}
 	issued := map[string]ledger.Record{} // by serial
 	perUID := map[string]int{}
@@ -612,4 +617,21 @@ func (s *crashServer) logTail() string {
 		lines = lines[len(lines)-30:]
 	}
 	return "\nlog " + s.logPath + " (end):\n" + strings.Join(lines, "\n")
+}
+
+// segmentsRotate sets the smallest ledger.segmentSize in the configuration file at path, so
+// that the kills also strike around segment rotations.
+func segmentsRotate(t *testing.T, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patched := bytes.Replace(data, []byte("ledger:\n"), []byte("ledger:\n  segmentSize: 1Mi\n"), 1)
+	if bytes.Equal(patched, data) {
+		t.Fatalf("%s has no ledger section to set segmentSize in", path)
+	}
+	if err := os.WriteFile(path, patched, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
