@@ -8,12 +8,23 @@
 //
 // A ledger is a directory (mode 0700) holding:
 //
-//   - ledger-000001.jsonl: the segment, mode 0600: the records, then free space, a run of
-//     zero (NUL) bytes. Only one segment exists today; rotation into ledger-000002.jsonl, …
-//     (each segment's first record chaining to the previous segment's last) is future work,
-//     and the numbered name keeps room for it.
+//   - ledger-000001.jsonl, ledger-000002.jsonl, …: the segments (segments.go). The last one
+//     (mode 0600) is appended to: the records, then free space, a run of zero (NUL) bytes. A
+//     closed one (mode 0400) holds only records and never changes; the first record of each
+//     segment chains to the last one of the segment before.
+//   - index.db: the index (package index, bbolt): where each record lies, the records of each
+//     serial and object UID, the state records with their lines, each signer's and CA's latest
+//     NotAfter, and the last indexed record. Written in the background (indexer.go).
+//   - tiles/: the Merkle tree of the records as C2SP tlog-tiles (ledgerproof.OpenTiles), its
+//     full tiles written before the index records the size they cover.
+//   - FORMAT: the layout's version (start.go). index.db and tiles/ are derived from the
+//     segments and rebuilt from them when missing or when they do not match (Reindex).
 //   - LOCK: an empty file held with flock(LOCK_EX) by the one Ledger that may append, so a
 //     second server (or a second Open in the same process) cannot interleave records.
+//
+// Open reads the last indexed record, the tree's right edge, the state records, the records
+// of the idempotency window and those written after the last index write, never the whole
+// history (start.go has the details).
 //
 // # Free space
 //
@@ -97,8 +108,10 @@
 // Complete but unacknowledged lines of a batch cut short by a crash, before its first zero
 // byte, are valid records and stay: the decision they record was made, only its answer was
 // lost, and a retry gets the same certificate back through idempotency. Every other defect (a
-// changed, removed, inserted or reordered record) makes Open refuse and Verify report the
-// first problem with file, line, offset and seq. The 1 MiB of a possible torn write is also
+// changed, removed, inserted or reordered record) makes Verify report the first problem with
+// file, line, offset and seq; Open refuses it when it reads the record (the end of the ledger,
+// the window, or the whole history when it rebuilds the index), and Line refuses a record that
+// is not its leaf in the tree. The 1 MiB of a possible torn write is also
 // the limit of what the zeros cannot tell apart: acknowledged records within 1 MiB of the end
 // that were zeroed (by a failing disk or by hand) look like a torn write, and Open drops the
 // records after them as it would drop those of one. That is no worse than removing records
