@@ -241,3 +241,39 @@ func verifyInclusion(t *testing.T, l *ledger.Ledger, seq uint64) {
 		t.Fatalf("record %d at size %d: %v", seq, size, err)
 	}
 }
+
+// TestIndexWaitsForFreeSpace: on a nearly full file system the index is not written (it would
+// eat the headroom the checkpoint needs): appends go on, the records wait in memory and are
+// found there, and the index catches up once space is freed.
+func TestIndexWaitsForFreeSpace(t *testing.T) {
+	var free atomic.Int64
+	free.Store(1 << 20)
+	dir := filepath.Join(t.TempDir(), "ledger")
+	opts := ledger.WithFreeSpace(ledger.Options{IndexInterval: 10 * time.Millisecond, Preallocate: 64 << 10},
+		func() (int64, bool) { return free.Load(), true })
+	l, err := ledger.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i := range 50 {
+		if _, err := l.Append(context.Background(), issued(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // ten index intervals
+	if st := l.Stats(); st.Indexed != 0 || st.Unindexed != 50 {
+		t.Fatalf("with 1 MiB free: indexed %d, %d waiting; want none indexed", st.Indexed, st.Unindexed)
+	}
+	if recs, err := l.Find("uid-0007", ""); err != nil || len(recs) != 1 {
+		t.Fatalf("Find of a record waiting for the index: %v, %v", recs, err)
+	}
+	free.Store(1 << 30)
+	deadline := time.Now().Add(5 * time.Second)
+	for l.Stats().Indexed != 50 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the index did not catch up once space was freed: %+v", l.Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -27,6 +27,15 @@ import (
 // indexerKick is the backlog past which the writer wakes the indexer before its tick.
 const indexerKick = 4096
 
+// indexSpace is the free space the file system must have, beyond the headroom the segment's
+// growth leaves for the checkpoint, for the indexer to write: the index and the tiles grow
+// with every write (bbolt copies the pages it changes), so on a nearly full volume they would
+// eat that headroom. Below it the index waits, in memory, and catches up once space is freed.
+const indexSpace = 4 << 20
+
+// errIndexDeferred: the index is not written while the file system is nearly full.
+var errIndexDeferred = errors.New("index writes wait for free space")
+
 // indexer is the background writer of the index.
 type indexer struct {
 	l *Ledger
@@ -119,7 +128,12 @@ func (x *indexer) loop() {
 			first := !x.failing
 			x.failing = true
 			x.mu.Unlock()
-			if first {
+			switch {
+			case !first:
+			case errors.Is(err, errIndexDeferred):
+				x.l.opts.Logger.Warn("ledger: its index waits for free space on the ledger's file system (appends go on, the records wait in memory)",
+					"dir", x.l.dir, "error", err.Error())
+			default:
 				x.l.opts.Logger.Error("ledger: writing its index failed; retrying (appends go on, the next start reads the records not indexed)",
 					"dir", x.l.dir, "error", err.Error())
 			}
@@ -136,6 +150,10 @@ func (x *indexer) flush() error {
 	x.mu.Unlock()
 	if len(batch) == 0 {
 		return nil
+	}
+	if free, known := x.l.opts.freeSpace(x.l.dir); known && free < headroom+indexSpace {
+		return fmt.Errorf("%w: %d bytes free on the file system of %s, fewer than the %d it needs to keep %d for the checkpoint",
+			errIndexDeferred, free, x.l.dir, headroom+indexSpace, headroom)
 	}
 	size, err := x.l.tree.Flush()
 	if err != nil {
@@ -208,7 +226,10 @@ func (l *Ledger) recordMigration() error {
 		return fmt.Errorf("recording the migration of ledger %s: %w", l.dir, err)
 	}
 	l.opts.Logger.Info("ledger migrated: index and tree tiles built, and the migration recorded", "dir", l.dir, "seq", r.Seq, "grounds", l.migrate)
-	return errors.Join(l.indexer.flush(), writeFormat(l.dir))
+	if err := l.indexer.flush(); err != nil && !errors.Is(err, errIndexDeferred) {
+		return err
+	}
+	return writeFormat(l.dir)
 }
 
 // Reindex rebuilds the index and the tree tiles of the ledger in dir from its segments, with

@@ -473,7 +473,7 @@ func (o *opening) visit(seg uint32, start int64, r Record, line []byte) error {
 		}
 		l.indexer.add(entryOf(seg, start, r, line))
 		if l.indexer.backlog() >= catchUpFlush {
-			if err := l.indexer.flush(); err != nil {
+			if err := l.indexer.flush(); err != nil && !errors.Is(err, errIndexDeferred) {
 				return err
 			}
 		}
