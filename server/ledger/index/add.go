@@ -35,7 +35,7 @@ func (x *Index) Add(entries []Entry, treeSize int64) error {
 		return fmt.Errorf("adding to index: %w: tree size %d", ErrInvalidEntry, treeSize)
 	}
 	// The work that needs no transaction is done before it, to hold the write lock briefly.
-	slots, serials, uids, err := prepare(entries)
+	slots, serials, uids, err := prepare(entries, x.secret)
 	if err != nil {
 		return fmt.Errorf("adding to index: %w", err)
 	}
@@ -87,7 +87,7 @@ func (x *Index) Add(entries []Entry, treeSize int64) error {
 
 // prepare checks entries and turns them into the slots of the pos bucket and the members
 // of the serial and uid buckets.
-func prepare(entries []Entry) (slots []slot, serials, uids []member, err error) {
+func prepare(entries []Entry, secret []byte) (slots []slot, serials, uids []member, err error) {
 	first := entries[0].Seq
 	if first == 0 {
 		return nil, nil, nil, fmt.Errorf("%w: seq 0 (seqs start at 1)", ErrInvalidEntry)
@@ -106,11 +106,11 @@ func prepare(entries []Entry) (slots []slot, serials, uids []member, err error) 
 			if err != nil {
 				return nil, nil, nil, fmt.Errorf("%w: seq %d: %w", ErrInvalidEntry, e.Seq, err)
 			}
-			serials = append(serials, member{group: groupKey(id), id: id, seq: e.Seq})
+			serials = append(serials, member{group: groupKey(secret, id), id: id, seq: e.Seq})
 		}
 		if e.ObjectUID != "" {
 			id := uidID(e.ObjectUID)
-			uids = append(uids, member{group: groupKey(id), id: id, seq: e.Seq})
+			uids = append(uids, member{group: groupKey(secret, id), id: id, seq: e.Seq})
 		}
 	}
 	return slots, serials, uids, nil

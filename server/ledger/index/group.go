@@ -2,6 +2,7 @@ package index
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
@@ -94,19 +95,16 @@ func parseUUID(s string) (b [16]byte, ok bool) {
 var uuidPairs = [16]int{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
 
 // groupKey is the 4-byte big-endian key of the group holding id: the top groupBits bits of
-// the id's 64-bit FNV-1a hash, finished with the murmur3 mixer so every bit counts.
-func groupKey(id []byte) []byte {
-	h := uint64(14695981039346656037)
-	for _, c := range id {
-		h ^= uint64(c)
-		h *= 1099511628211
-	}
-	h ^= h >> 33
-	h *= 0xff51afd7ed558ccd
-	h ^= h >> 33
-	h *= 0xc4ceb9fe1a85ec53
-	h ^= h >> 33
-	return binary.BigEndian.AppendUint32(make([]byte, 0, 4), uint32(h>>(64-groupBits)))
+// SHA-256(secret ‖ id). The secret is the index's own (random, made with the file, kept in its
+// meta): object UIDs and, through a compromised client, serials are chosen by callers, and an
+// unkeyed hash would let one of them aim many ids at one group, whose every Add and lookup
+// then reads and rewrites a growing value.
+func groupKey(secret, id []byte) []byte {
+	h := sha256.New()
+	h.Write(secret)
+	h.Write(id)
+	sum := h.Sum(make([]byte, 0, sha256.Size))
+	return binary.BigEndian.AppendUint32(make([]byte, 0, 4), binary.BigEndian.Uint32(sum)>>(32-groupBits))
 }
 
 // appendMember appends one member to a group value: the id as serialID or uidID encode it,

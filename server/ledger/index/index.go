@@ -1,6 +1,8 @@
 package index
 
 import (
+	"bytes"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -36,6 +38,7 @@ var (
 	metaTree    = []byte("tree")    // int64: Meta.TreeSize
 	metaFormat  = []byte("format")  // int64: Meta.Format
 	metaMaxTime = []byte("maxtime") // timeKey of the latest Time indexed; absent when empty
+	metaSecret  = []byte("secret")  // 16 random bytes: the key of the group hash (group.go)
 )
 
 // Pos is where a record's line lies: segment number (1 = ledger-000001.jsonl), byte offset of
@@ -131,6 +134,7 @@ type Index struct {
 	path     string
 	pageSize int
 	readOnly bool
+	secret   []byte // the group hash's key
 	added    atomic.Uint64
 	batches  atomic.Uint64
 }
@@ -171,6 +175,12 @@ func Open(path string, opts Options) (*Index, error) {
 	} else {
 		err = db.Update(initLayout)
 	}
+	if err == nil {
+		err = db.View(func(tx *bolt.Tx) error {
+			x.secret = bytes.Clone(tx.Bucket(bucketMeta).Get(metaSecret))
+			return nil
+		})
+	}
 	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("opening index %s: %w", path, err)
@@ -191,6 +201,13 @@ func initLayout(tx *bolt.Tx) error {
 			return fmt.Errorf("creating bucket %s: %w", name, err)
 		}
 	}
+	secret := make([]byte, 16)
+	if _, err := rand.Read(secret); err != nil {
+		return fmt.Errorf("making the group key: %w", err)
+	}
+	if err := tx.Bucket(bucketMeta).Put(metaSecret, secret); err != nil {
+		return err
+	}
 	return tx.Bucket(bucketMeta).Put(metaLayout, putUint64(layout))
 }
 
@@ -203,6 +220,9 @@ func checkLayout(tx *bolt.Tx) error {
 	v, ok := getUint64(meta.Get(metaLayout))
 	if !ok || v != layout {
 		return fmt.Errorf("%w: layout %x, want %d", ErrLayout, meta.Get(metaLayout), layout)
+	}
+	if len(meta.Get(metaSecret)) != 16 {
+		return fmt.Errorf("%w: no group key", ErrLayout)
 	}
 	for _, name := range allBuckets {
 		if tx.Bucket(name) == nil {

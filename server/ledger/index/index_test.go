@@ -1,6 +1,7 @@
 package index
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -145,7 +146,7 @@ func TestBySerial(t *testing.T) {
 	x, _ := openTest(t)
 	serials := []string{"0a", "a0", "0", "0X0A", "00", "fF", "100", "1", strings.Repeat("7f", 20), "A"}
 	// Two serials in one group, one a prefix of the other in hex: only the id tells them apart.
-	same := findSameGroup(t, func(s string) []byte { id, _ := serialID(s); return id }, "ab", func(i int) string { return "ab" + strconv.FormatInt(int64(i), 16) })
+	same := findSameGroup(t, x, func(s string) []byte { id, _ := serialID(s); return id }, "ab", func(i int) string { return "ab" + strconv.FormatInt(int64(i), 16) })
 	serials = append(serials, "ab", same)
 	es := entries(1, len(serials))
 	for i := range es {
@@ -187,9 +188,9 @@ func TestByObjectUID(t *testing.T) {
 		u, strings.ToUpper(u), u + "0", u[:35], string(raw[:])}
 	// Prefix-sharing UIDs that also share a group, so the ids themselves are compared.
 	uids = append(uids,
-		findSameGroup(t, uidID, "ab", func(i int) string { return "ab" + strconv.Itoa(i) }),
-		findSameGroup(t, uidID, "ab\x00", func(i int) string { return "ab\x00" + strconv.Itoa(i) }),
-		findSameGroup(t, uidID, u, func(i int) string { return u + strconv.Itoa(i) }))
+		findSameGroup(t, x, uidID, "ab", func(i int) string { return "ab" + strconv.Itoa(i) }),
+		findSameGroup(t, x, uidID, "ab\x00", func(i int) string { return "ab\x00" + strconv.Itoa(i) }),
+		findSameGroup(t, x, uidID, u, func(i int) string { return u + strconv.Itoa(i) }))
 	var m model
 	seq := uint64(1)
 	for round := 0; round < 3; round++ {
@@ -219,11 +220,11 @@ func TestByObjectUID(t *testing.T) {
 
 // findSameGroup returns the first of next(0), next(1), … whose id (as encode makes it) is
 // in the same group as base's.
-func findSameGroup(t *testing.T, encode func(string) []byte, base string, next func(int) string) string {
+func findSameGroup(t *testing.T, x *Index, encode func(string) []byte, base string, next func(int) string) string {
 	t.Helper()
-	want := string(groupKey(encode(base)))
+	want := string(groupKey(x.secret, encode(base)))
 	for i := 0; i < 1<<24; i++ {
-		if s := next(i); string(groupKey(encode(s))) == want {
+		if s := next(i); string(groupKey(x.secret, encode(s))) == want {
 			return s
 		}
 	}
@@ -289,5 +290,36 @@ func TestConcurrentUse(t *testing.T) {
 	m.check(t, x)
 	if st := x.Stats(); st.Added != batches*size || st.Batches != batches {
 		t.Fatalf("Stats() = %+v, want %d entries in %d batches", st, batches*size, batches)
+	}
+}
+
+// TestGroupKeyIsKeyedPerIndex: the group of an id depends on the index's own secret, kept
+// across reopens, so ids a caller picks to share one group in one index do not in another.
+func TestGroupKeyIsKeyedPerIndex(t *testing.T) {
+	a, pathA := openTest(t)
+	b, _ := openTest(t)
+	if bytes.Equal(a.secret, b.secret) || len(a.secret) != 16 {
+		t.Fatalf("two indexes share the group key %x", a.secret)
+	}
+	base := uidID("ab")
+	same := findSameGroup(t, a, uidID, "ab", func(i int) string { return "ab" + strconv.Itoa(i) })
+	if string(groupKey(b.secret, uidID(same))) == string(groupKey(b.secret, base)) {
+		// One chance in 2^18: try the next colliding id before failing.
+		other := findSameGroup(t, a, uidID, same, func(i int) string { return same + strconv.Itoa(i) })
+		if string(groupKey(b.secret, uidID(other))) == string(groupKey(b.secret, base)) {
+			t.Fatal("ids colliding under one index's key collide under another's")
+		}
+	}
+	secret := bytes.Clone(a.secret)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a, err := Open(pathA, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if !bytes.Equal(a.secret, secret) {
+		t.Error("the group key changed on reopen: lookups would miss every id")
 	}
 }

@@ -68,7 +68,7 @@ func (x *Index) byID(bucket, id []byte) ([]uint64, error) {
 	var seqs []uint64
 	err := x.db.View(func(tx *bolt.Tx) error {
 		var err error
-		seqs, err = groupSeqs(tx.Bucket(bucket).Get(groupKey(id)), id)
+		seqs, err = groupSeqs(tx.Bucket(bucket).Get(groupKey(x.secret, id)), id)
 		return err
 	})
 	if seqs == nil && err == nil {
