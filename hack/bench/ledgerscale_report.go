@@ -321,7 +321,7 @@ func appendBound(callers int, rs, as []appendResult) string {
 	text := fmt.Sprintf(": %.0f batches/s of %.1f records against %.0f of %.1f", batches, per, abatches, aper)
 	switch {
 	case batches > 0.85*abatches && per < 0.85*aper:
-		text += "; the fsyncs come as fast, but fewer callers are back in the queue when a batch begins: on these cores the indexer's work (a bbolt transaction and the full tiles every 200 ms, or sooner past 4,096 waiting records) and the extra CPU per record slow the answered callers' return"
+		text += "; the fsyncs come as fast, but fewer callers are back in the queue when a batch begins: on these cores the indexer's work (a bbolt transaction and the full tiles every second, or sooner past 65,536 waiting records) and the extra CPU per record slow the answered callers' return"
 	case per >= 0.85*aper && batches < 0.85*abatches:
 		text += "; the batches are as full, but each takes longer to write and sync"
 	}
@@ -370,5 +370,5 @@ func writeModel(sb *strings.Builder, run ledgerRun) {
 		}
 		sb.WriteString(".\n")
 	}
-	sb.WriteString("- Appends pay, beside the fsync that bounds them, the leaf hash into the tree's right edge and an index entry queued for the indexer, which writes the full tiles and one bbolt transaction every 200 ms (sooner past 4,096 waiting records) off the append path, rewriting the hash-table groups of index.db that each record's serial and object UID fall in; the CPU column shows what that costs per record against " + run.opts.anchorTag + ".\n")
+	sb.WriteString("- Appends pay, beside the fsync that bounds them, the leaf hash into the tree's right edge and an index entry queued for the indexer, which writes the full tiles and one bbolt transaction every second (sooner past 65,536 waiting records) off the append path, rewriting the hash-table groups of index.db that each record's serial and object UID fall in; the CPU column shows what that costs per record against " + run.opts.anchorTag + ".\n")
 }

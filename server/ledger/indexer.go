@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +26,7 @@ import (
 // only the catch-up at the next start grows.
 
 // indexerKick is the backlog past which the writer wakes the indexer before its tick.
-const indexerKick = 4096
+const indexerKick = 1 << 16
 
 // indexSpace is the free space the file system must have, beyond the headroom the segment's
 // growth leaves for the checkpoint, for the indexer to write: the index and the tiles grow
@@ -40,8 +41,12 @@ var errIndexDeferred = errors.New("index writes wait for free space")
 type indexer struct {
 	l *Ledger
 
-	mu      sync.Mutex
-	pending []index.Entry // acknowledged, not yet indexed, consecutive seqs
+	mu sync.Mutex
+	// pending are the entries acknowledged and not yet indexed, consecutive seqs, as the
+	// batches the writer handed over (kept as they came: no copying on the append path);
+	// waiting counts them.
+	pending [][]index.Entry
+	waiting int
 	flushMu sync.Mutex    // one flush at a time
 	done    atomic.Uint64 // the seq of the last indexed record
 	failing bool          // the last flush failed (logged once until it succeeds)
@@ -88,8 +93,11 @@ func (x *indexer) indexed() uint64 {
 // add queues entries of acknowledged records, in seq order.
 func (x *indexer) add(es ...index.Entry) {
 	x.mu.Lock()
-	x.pending = append(x.pending, es...)
-	n := len(x.pending)
+	if len(es) > 0 {
+		x.pending = append(x.pending, es)
+		x.waiting += len(es)
+	}
+	n := x.waiting
 	x.mu.Unlock()
 	if n >= indexerKick && x.running {
 		select {
@@ -103,7 +111,7 @@ func (x *indexer) add(es ...index.Entry) {
 func (x *indexer) backlog() int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return len(x.pending)
+	return x.waiting
 }
 
 // run starts the loop.
@@ -146,15 +154,16 @@ func (x *indexer) flush() error {
 	x.flushMu.Lock()
 	defer x.flushMu.Unlock()
 	x.mu.Lock()
-	batch := x.pending
+	chunks := x.pending
 	x.mu.Unlock()
-	if len(batch) == 0 {
+	if len(chunks) == 0 {
 		return nil
 	}
 	if free, known := x.l.opts.freeSpace(x.l.dir); known && free < headroom+indexSpace {
 		return fmt.Errorf("%w: %d bytes free on the file system of %s, fewer than the %d it needs to keep %d for the checkpoint",
 			errIndexDeferred, free, x.l.dir, headroom+indexSpace, headroom)
 	}
+	batch := slices.Concat(chunks...)
 	size, err := x.l.tree.Flush()
 	if err != nil {
 		return fmt.Errorf("writing the tree tiles of ledger %s: %w", x.l.dir, err)
@@ -167,7 +176,8 @@ func (x *indexer) flush() error {
 		return fmt.Errorf("writing the index of ledger %s: %w", x.l.dir, err)
 	}
 	x.mu.Lock()
-	x.pending = slices.Clone(x.pending[len(batch):])
+	x.pending = slices.Clone(x.pending[len(chunks):])
+	x.waiting -= len(batch)
 	if x.failing {
 		x.l.opts.Logger.Info("ledger: its index is written again", "dir", x.l.dir, "last_seq", last)
 	}
@@ -191,14 +201,16 @@ func (x *indexer) close() error {
 func (x *indexer) pos(seq uint64) (index.Pos, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if len(x.pending) == 0 || seq < x.pending[0].Seq {
+	// The chunks are in seq order: find the last one that begins at or before seq.
+	i := sort.Search(len(x.pending), func(i int) bool { return x.pending[i][0].Seq > seq }) - 1
+	if i < 0 {
 		return index.Pos{}, false
 	}
-	i := seq - x.pending[0].Seq
-	if i >= uint64(len(x.pending)) {
-		return index.Pos{}, false
+	c := x.pending[i]
+	if j := seq - c[0].Seq; j < uint64(len(c)) {
+		return c[j].Pos, true
 	}
-	return x.pending[i].Pos, true
+	return index.Pos{}, false
 }
 
 // match returns the seqs of the waiting entries for which fn is true.
@@ -206,9 +218,11 @@ func (x *indexer) match(fn func(index.Entry) bool) []uint64 {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var out []uint64
-	for _, e := range x.pending {
-		if fn(e) {
-			out = append(out, e.Seq)
+	for _, c := range x.pending {
+		for _, e := range c {
+			if fn(e) {
+				out = append(out, e.Seq)
+			}
 		}
 	}
 	return out

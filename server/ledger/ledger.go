@@ -64,7 +64,8 @@ type Options struct {
 	// the next one (segments.go). Default: 1 GiB.
 	SegmentSize int64
 	// IndexInterval is how often the records acknowledged since are written to the index
-	// and their full tree tiles to disk (indexer.go). Default: 200 ms.
+	// and their full tree tiles to disk (indexer.go); a backlog of 65,536 records writes sooner.
+	// Default: 1 s.
 	IndexInterval time.Duration
 
 	// archives are directories where Reindex looks for closed segments moved out of the

@@ -57,7 +57,7 @@ func writeFormat(dir string) error {
 const DefaultSegmentSize = 1 << 30
 
 // defaultIndexInterval is Options.IndexInterval's default.
-const defaultIndexInterval = 200 * time.Millisecond
+const defaultIndexInterval = time.Second
 
 // catchUpFlush is how many records Open keeps unindexed, while it builds an index, before it
 // writes them: the bound of its memory on a ledger read whole.
@@ -176,7 +176,9 @@ func (o *opening) fromScratch() error {
 	}
 	l.tree, o.from = tree, 1
 	if n := len(o.set.nums); n > 0 {
-		l.opts.Logger.Info("ledger: building its index and tree tiles from every record (once)", "dir", l.dir, "segments", n)
+		if first, err := l.readers.firstSeq(o.set.first()); err == nil && first > 0 {
+			l.opts.Logger.Info("ledger: building its index and tree tiles from every record (once)", "dir", l.dir, "segments", n)
+		}
 	}
 	return nil
 }

@@ -38,7 +38,7 @@ func newLedgerGrowth(reg prometheus.Registerer) ledgerGrowth {
 		}),
 		unindexed: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Subsystem: subsystem, Name: "ledger_unindexed_records",
-			Help: "Acknowledged ledger records not yet written to the index (it is written every 200 ms; a backlog that " +
+			Help: "Acknowledged ledger records not yet written to the index (it is written every second; a backlog that " +
 				"keeps growing means the index cannot be written, and the next start reads those records).",
 		}),
 	}
