@@ -1,8 +1,9 @@
 // Package index is the ledger's embedded index: one bbolt file beside the segments that
 // answers, without reading the ledger's history, where a record's line lies (Pos), which
 // records hold a certificate serial (BySerial) or an object UID (ByObjectUID), the first
-// record at or after a time (FirstSince) and which records rebuild server state
-// (StateSeqs). Meta says how far it got: the last indexed seq and hash and the Merkle tree
+// record at or after a time (FirstSince), which records rebuild server state
+// (StateSeqs, StateRecords with their lines) and each signer's and CA's latest NotAfter
+// (LatestLeaves). Meta says how far it got: the last indexed seq and hash and the Merkle tree
 // size the ledger gave with it, so that a start reads the meta and the records after it,
 // never the whole history.
 //
@@ -16,7 +17,8 @@
 // values, unless said otherwise.
 //
 //   - meta: layout (1), seq, hash, tree (Meta), format (SetFormat), maxtime (the latest Time
-//     indexed, as a since key; absent when empty).
+//     indexed, as a since key; absent when empty), secret (16 random bytes made with the
+//     file: the key of the group hash).
 //   - pos: block number (8 bytes) → the entries of seqs b*64+1 … b*64+64 one after another:
 //     a flags byte (State; a segment follows; an offset follows), the segment if it changed,
 //     the offset unless the line starts just after the previous one's newline (or at 0 in a
@@ -28,9 +30,13 @@
 //     in the block of the first key ≥ t (the blocks before it have only earlier times, and
 //     it has a later one), and FirstSince seeks that key and reads that block: exact and
 //     O(log n) whatever steps back the clock took. About one key a block.
-//   - state: seq (8 bytes) → nothing, for State entries.
-//   - serial, uid: a hash table of 2^18 groups: group (4 bytes: the top 18 bits of the id's
-//     hash, FNV-1a with the murmur3 finisher) → the group's members in seq order, each an
+//   - state: seq (8 bytes) → the record's line, for State entries: a start replays them from
+//     here, even when their segment was moved to archive storage.
+//   - leaves: uvarint-length-prefixed signer and CA → the latest NotAfter issued (Unix
+//     nanoseconds) and its seq, 8 bytes each.
+//   - serial, uid: a hash table of 2^18 groups: group (4 bytes: the top 18 bits of
+//     SHA-256(secret ‖ id), keyed so that callers who choose UIDs cannot aim them at one
+//     group) → the group's members in seq order, each an
 //     id and its seq as a difference from the previous member's. An id is a uvarint tag
 //     (byte count × 2, plus 1 for a UUID) then the bytes: for a serial, the number's
 //     big-endian bytes (NormalizeSerial, so "0x0A" and "a" are one serial); for a UID, the
