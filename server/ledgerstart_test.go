@@ -23,9 +23,6 @@ import (
 // must not make the start read more than the smaller one by more than the tree's edge (255
 // records). Judged by records read, not by time. Each server then signs.
 func TestServerStartIsBoundedByTheWindow(t *testing.T) {
-	if testing.Short() {
-		t.Skip("writes 220,000 records")
-	}
 	read := map[int]float64{}
 	for _, n := range []int{20_000, 200_000} {
 		cfg, dir := devConfig(t)

@@ -145,9 +145,6 @@ func writeFile(t *testing.T, path, content string) {
 // TestBuiltBinary builds signet-server with the link-time values `make build` sets and checks
 // that --version and the build_info metric of a running server report them.
 func TestBuiltBinary(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
 	const (
 		pkg    = "github.com/signet-pki/signet/internal/version"
 		want   = "v9.8.7-3-gabcdef0"

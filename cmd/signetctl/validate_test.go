@@ -191,9 +191,6 @@ func TestValidateServer(t *testing.T) {
 // from this tree, report the same lifetimes for a valid file and the same problems for an
 // invalid one; only the lint names, which need zlint, are the server's alone.
 func TestValidateServerAgreesWithSignetServer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds signet-server")
-	}
 	bin := filepath.Join(t.TempDir(), "signet-server")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/signet-pki/signet/cmd/signet-server").CombinedOutput(); err != nil {
 		t.Fatalf("building signet-server: %v\n%s", err, out)

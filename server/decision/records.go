@@ -44,7 +44,7 @@ func (c *Core) FindRecords(ctx context.Context, identity, objectUID, serial stri
 	if c.opts.Ledger == nil {
 		return nil, fmt.Errorf("%w: no ledger", errLedgerUnavailable)
 	}
-	found, err := c.opts.Ledger.Find(objectUID, strings.TrimPrefix(strings.ToLower(serial), "0x"))
+	found, err := c.opts.Ledger.Find(objectUID, serial)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -59,9 +59,6 @@ func appendMany(t *testing.T, l *ledger.Ledger, from, n int) {
 // start must not grow with the history (the tree's edge, the last indexed record and the state
 // records only), and Replay must see the state record and nothing else.
 func TestStartIsBoundedByTheWindowNotTheHistory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("writes 220,000 records")
-	}
 	now := time.Now()
 	old := now.Add(-72 * time.Hour)
 	read := map[int]uint64{}

@@ -67,9 +67,6 @@ func entryOf(seg uint32, start int64, r Record, line []byte) index.Entry {
 		Seq: r.Seq, Pos: index.Pos{Segment: seg, Offset: start, Length: uint32(len(line))}, Time: r.Time, Hash: r.Hash,
 		Serial: r.Serial, ObjectUID: r.ObjectUID, State: r.Decision.IsState(),
 	}
-	if _, err := index.NormalizeSerial(e.Serial); err != nil {
-		e.Serial = "" // not hex: the server writes none such, and the index takes only numbers
-	}
 	if e.State {
 		e.Line = line
 	}

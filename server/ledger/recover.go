@@ -279,15 +279,7 @@ func (l *Ledger) restore(n int64) error {
 		f.Close()
 		return fmt.Errorf("restoring %s: %w", l.path, writeError(l.dir, err))
 	}
-	old := l.file
-	l.fileMu.Lock()
-	l.file, l.fileInfo, l.w, l.end, l.dirty = f, fi, File(f), end, 0
-	l.fileMu.Unlock()
-	if l.opts.WrapFile != nil {
-		l.w = l.opts.WrapFile(f)
-	}
-	old.Close()
-	l.readers.forget(l.seg)
+	l.appendTo(f, fi, l.seg, l.off, end)
 	l.restores.Add(1)
 	l.opts.Logger.Error("ledger segment was removed while the server was running; restored it from the open file, no record lost",
 		"file", l.path, "records", l.seq)

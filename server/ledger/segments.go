@@ -174,19 +174,27 @@ func (l *Ledger) rotate() error {
 		_ = os.Remove(path)
 		return fmt.Errorf("beginning %s: %w", path, err)
 	}
-	old, oldPath := l.file, l.path
-	l.fileMu.Lock()
-	l.file, l.fileInfo, l.w, l.path, l.seg, l.off, l.end, l.dirty = f, fi, File(f), path, next, 0, end, 0
-	l.fileMu.Unlock()
-	if l.opts.WrapFile != nil {
-		l.w = l.opts.WrapFile(f)
-	}
-	old.Close()
-	l.readers.forget(next - 1)
+	oldPath := l.path
+	l.appendTo(f, fi, next, 0, end)
 	if err := os.Chmod(oldPath, 0o400); err != nil {
 		l.opts.Logger.Warn("ledger: could not make the closed segment read-only", "file", oldPath, "error", err.Error())
 	}
 	l.rotations.Add(1)
 	l.opts.Logger.Info("ledger: segment closed, next one begun", "closed", oldPath, "next", path, "first_seq", l.seq+1)
 	return nil
+}
+
+// appendTo makes f (whose FileInfo is fi) the file the writer appends to, as segment seg with
+// its records ending at off and its free space at end, and closes the one it replaces (Line's
+// readers switch under fileMu; a cached read-only handle of the old file is dropped).
+func (l *Ledger) appendTo(f *os.File, fi os.FileInfo, seg uint32, off, end int64) {
+	old, oldSeg := l.file, l.seg
+	l.fileMu.Lock()
+	l.file, l.fileInfo, l.w, l.path, l.seg, l.off, l.end, l.dirty = f, fi, File(f), filepath.Join(l.dir, segmentFile(seg)), seg, off, end, 0
+	l.fileMu.Unlock()
+	if l.opts.WrapFile != nil {
+		l.w = l.opts.WrapFile(f)
+	}
+	old.Close()
+	l.readers.forget(oldSeg)
 }

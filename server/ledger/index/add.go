@@ -22,9 +22,8 @@ type member struct {
 //
 // The seqs must be consecutive (ErrNotConsecutive) and the first must be Meta().Seq+1: a
 // later one fails with ErrBehind, an earlier one with ErrOverlap, each error naming both
-// seqs. Each entry needs a seq ≥ 1, a segment ≥ 1, an offset ≥ 0 and a serial that is ""
-// or hex (ErrInvalidEntry): check serials with NormalizeSerial first, as an entry the index
-// refuses stops indexing at that record. An empty batch changes nothing.
+// seqs. Each entry needs a seq ≥ 1, a segment ≥ 1 and an offset ≥ 0 (ErrInvalidEntry); a
+// serial that is not hex is left out of the serial lookups. An empty batch changes nothing.
 func (x *Index) Add(entries []Entry, treeSize int64) error {
 	if x.readOnly {
 		return fmt.Errorf("adding to index: %w", ErrReadOnly)
@@ -102,11 +101,9 @@ func prepare(entries []Entry, secret []byte) (slots []slot, serials, uids []memb
 			return nil, nil, nil, fmt.Errorf("%w: seq %d at segment %d offset %d", ErrInvalidEntry, e.Seq, e.Pos.Segment, e.Pos.Offset)
 		}
 		slots[i] = slot{pos: e.Pos, nanos: clampNanos(e.Time), state: e.State}
-		if e.Serial != "" {
-			id, err := serialID(e.Serial)
-			if err != nil {
-				return nil, nil, nil, fmt.Errorf("%w: seq %d: %w", ErrInvalidEntry, e.Seq, err)
-			}
+		// A serial that is not a hex number is not indexed by serial (no lookup could name
+		// it); the entry is stored all the same, so one odd record never stops the index.
+		if id, err := serialID(e.Serial); e.Serial != "" && err == nil {
 			serials = append(serials, member{group: groupKey(secret, id), id: id, seq: e.Seq})
 		}
 		if e.ObjectUID != "" {
