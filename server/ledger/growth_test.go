@@ -1,7 +1,9 @@
 package ledger_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -272,5 +274,38 @@ func TestIndexWaitsForFreeSpace(t *testing.T) {
 			t.Fatalf("the index did not catch up once space was freed: %+v", l.Stats())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestRefusedStartReleasesTheIndex: a start that distrusts its index, rebuilds it and then
+// refuses the ledger releases the new index too, so the next start in the same process gets
+// the same refusal, not a lock held by the one before.
+func TestRefusedStartReleasesTheIndex(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ledger")
+	l, err := ledger.Open(dir, ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if _, err := l.Append(context.Background(), refused(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	seg := filepath.Join(dir, "ledger-000001.jsonl")
+	data, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A line in the middle made longer: the index's positions no longer hold, and the chain breaks.
+	at := bytes.Index(data, []byte(`"seq":5,`))
+	data = append(data[:at:at], append([]byte(`"seq":5, `), data[at+len(`"seq":5,`):]...)...)
+	if err := os.WriteFile(seg, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if _, err := ledger.Open(dir, ledger.Options{}); !errors.Is(err, ledger.ErrCorrupt) {
+			t.Fatalf("start %d: %v, want ErrCorrupt", i+1, err)
+		}
 	}
 }

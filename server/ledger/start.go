@@ -79,7 +79,7 @@ func start(dir string, opts Options) (*Ledger, error) {
 	ok := false
 	defer func() {
 		if !ok {
-			_ = errors.Join(idx.Close(), l.readers.close())
+			_ = errors.Join(l.idx.Close(), l.readers.close()) // l.idx: resetIndex may have replaced idx
 			if l.file != nil {
 				l.file.Close()
 			}
