@@ -34,6 +34,10 @@ const indexerKick = 1 << 16
 // eat that headroom. Below it the index waits, in memory, and catches up once space is freed.
 const indexSpace = 4 << 20
 
+// compactStep is the budget of one compaction step (index.Compact): ids merged, about 1 MiB
+// of blocks written in one transaction; deletions take a block per 128 of it.
+const compactStep = 1 << 15
+
 // errIndexDeferred: the index is not written while the file system is nearly full.
 var errIndexDeferred = errors.New("index writes wait for free space")
 
@@ -50,6 +54,8 @@ type indexer struct {
 	flushMu sync.Mutex    // one flush at a time
 	done    atomic.Uint64 // the seq of the last indexed record
 	failing bool          // the last flush failed (logged once until it succeeds)
+	// compactFailing: the last compaction step failed (logged once until one succeeds).
+	compactFailing bool
 
 	kick       chan struct{}
 	stop, quit chan struct{}
@@ -142,6 +148,40 @@ func (x *indexer) loop() {
 				x.l.opts.Logger.Error("ledger: writing its index failed; retrying (appends go on, the next start reads the records not indexed)",
 					"dir", x.l.dir, "error", err.Error())
 			}
+			continue
+		}
+		x.compact(x.stop)
+	}
+}
+
+// compact merges the index's runs of serials and UIDs (index.Compact), a step at a time,
+// until no work is left, entries wait to be indexed (they go first), stop is closed, or the
+// file system is nearly full. A failed step is logged and tried again after the next flush;
+// meanwhile lookups read more runs, and are as right.
+func (x *indexer) compact(stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		if x.backlog() >= indexerKick {
+			return
+		}
+		if free, known := x.l.opts.freeSpace(x.l.dir); known && free < headroom+indexSpace {
+			return
+		}
+		more, err := x.l.idx.Compact(compactStep)
+		x.mu.Lock()
+		first := err != nil && !x.compactFailing
+		x.compactFailing = err != nil
+		x.mu.Unlock()
+		if first {
+			x.l.opts.Logger.Warn("ledger: merging the runs of its index failed; retrying after the next index write (lookups read more runs meanwhile)",
+				"dir", x.l.dir, "error", err.Error())
+		}
+		if err != nil || !more {
+			return
 		}
 	}
 }

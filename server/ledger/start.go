@@ -71,6 +71,12 @@ func start(dir string, opts Options) (*Ledger, error) {
 		return nil, fmt.Errorf("opening ledger %s: %w", dir, err)
 	}
 	idx, err := index.Open(filepath.Join(dir, indexFile), index.Options{})
+	if errors.Is(err, index.ErrLayout) {
+		// An index of another layout (one written by another version) is rebuilt from the
+		// segments: it holds nothing they do not.
+		opts.Logger.Warn("ledger: its index has another layout; reading every record to rebuild it", "dir", dir, "problem", err.Error())
+		idx, err = openNewIndex(dir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("opening ledger %s: %w", dir, err)
 	}
@@ -128,12 +134,7 @@ func (l *Ledger) resetIndex() error {
 	if err := l.idx.Close(); err != nil {
 		return fmt.Errorf("opening ledger %s: %w", l.dir, err)
 	}
-	for _, name := range []string{indexFile, tilesDir} {
-		if err := os.RemoveAll(filepath.Join(l.dir, name)); err != nil {
-			return fmt.Errorf("opening ledger %s: %w", l.dir, err)
-		}
-	}
-	idx, err := index.Open(filepath.Join(l.dir, indexFile), index.Options{})
+	idx, err := openNewIndex(l.dir)
 	if err != nil {
 		return fmt.Errorf("opening ledger %s: %w", l.dir, err)
 	}
@@ -141,6 +142,16 @@ func (l *Ledger) resetIndex() error {
 	l.indexer = newIndexer(l)
 	l.readers.close()
 	return nil
+}
+
+// openNewIndex removes the index and the tiles of dir and opens a new, empty index.
+func openNewIndex(dir string) (*index.Index, error) {
+	for _, name := range []string{indexFile, tilesDir} {
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			return nil, err
+		}
+	}
+	return index.Open(filepath.Join(dir, indexFile), index.Options{})
 }
 
 // opening is the state of a start.
@@ -478,6 +489,7 @@ func (o *opening) visit(seg uint32, start int64, r Record, line []byte) error {
 			if err := l.indexer.flush(); err != nil && !errors.Is(err, errIndexDeferred) {
 				return err
 			}
+			l.indexer.compact(nil)
 		}
 	} else if h, err := l.tree.LeafHash(int64(r.Seq) - 1); err != nil || h != leaf {
 		return &CorruptionError{File: segmentFile(seg), Offset: start, Seq: r.Seq, Problem: fmt.Sprintf(

@@ -1,10 +1,15 @@
 package ledger_test
 
 import (
+	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/signet-pki/signet/ledgerproof"
 	"github.com/signet-pki/signet/server/ledger"
@@ -104,3 +109,33 @@ func TestUpgradeInPlace(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestIndexOfAnotherLayoutIsRebuilt: an index.db written with another layout (layout 1, an
+// unreleased development version's, kept the serials and UIDs as hash-table groups) is not
+// refused: the start reads every record, builds the index anew, and the lookups answer.
+func TestIndexOfAnotherLayoutIsRebuilt(t *testing.T) {
+	f := newFixture(t)
+	f.fill(t, 40)
+	db, err := bolt.Open(filepath.Join(f.dir, "index.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("meta")).Put([]byte("layout"), binary.BigEndian.AppendUint64(nil, 1))
+	})
+	if err = errors.Join(err, db.Close()); err != nil {
+		t.Fatal(err)
+	}
+	l := f.open(t)
+	if st := l.Stats(); st.ReadAtOpen != 40 {
+		t.Errorf("the start read %d records, want all 40 (the index rebuilt)", st.ReadAtOpen)
+	}
+	if !strings.Contains(f.log.String(), "another layout") {
+		t.Errorf("the start did not say why it read every record:\n%s", f.log)
+	}
+	want := issued(7)
+	got, err := l.Find("", want.Serial)
+	if err != nil || len(got) != 1 || got[0].Seq != 7 {
+		t.Fatalf("Find(serial of record 7) = %+v, %v", got, err)
+	}
+}

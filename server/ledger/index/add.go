@@ -2,19 +2,11 @@ package index
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/binary"
 	"fmt"
-	"slices"
 
 	bolt "go.etcd.io/bbolt"
 )
-
-// member is one entry of the serial or uid bucket waiting to be added.
-type member struct {
-	group, id []byte
-	seq       uint64
-}
 
 // Add stores entries and sets Meta to {Seq: the last entry's seq, LastHash: its hash,
 // TreeSize: treeSize} (Format unchanged), all in one transaction that is durable (fsynced)
@@ -35,7 +27,7 @@ func (x *Index) Add(entries []Entry, treeSize int64) error {
 		return fmt.Errorf("adding to index: %w: tree size %d", ErrInvalidEntry, treeSize)
 	}
 	// The work that needs no transaction is done before it, to hold the write lock briefly.
-	slots, serials, uids, err := prepare(entries, x.secret)
+	slots, serials, uids, err := x.prepare(entries)
 	if err != nil {
 		return fmt.Errorf("adding to index: %w", err)
 	}
@@ -69,10 +61,10 @@ func (x *Index) Add(entries []Entry, treeSize int64) error {
 		if err := addLeaves(tx.Bucket(bucketLeaves), entries); err != nil {
 			return fmt.Errorf("storing latest leaves: %w", err)
 		}
-		if err := addMembers(tx.Bucket(bucketSerial), serials); err != nil {
+		if err := addRun(tx, tableSerial, serials); err != nil {
 			return fmt.Errorf("storing serials: %w", err)
 		}
-		if err := addMembers(tx.Bucket(bucketUID), uids); err != nil {
+		if err := addRun(tx, tableUID, uids); err != nil {
 			return fmt.Errorf("storing object UIDs: %w", err)
 		}
 		return putMeta(meta, last.Seq, last.Hash, treeSize, maxKey)
@@ -85,9 +77,9 @@ func (x *Index) Add(entries []Entry, treeSize int64) error {
 	return nil
 }
 
-// prepare checks entries and turns them into the slots of the pos bucket and the members
-// of the serial and uid buckets.
-func prepare(entries []Entry, secret []byte) (slots []slot, serials, uids []member, err error) {
+// prepare checks entries and turns them into the slots of the pos bucket and the run
+// entries of the serial and uid lookups.
+func (x *Index) prepare(entries []Entry) (slots []slot, serials, uids []runEntry, err error) {
 	first := entries[0].Seq
 	if first == 0 {
 		return nil, nil, nil, fmt.Errorf("%w: seq 0 (seqs start at 1)", ErrInvalidEntry)
@@ -104,11 +96,11 @@ func prepare(entries []Entry, secret []byte) (slots []slot, serials, uids []memb
 		// A serial that is not a hex number is not indexed by serial (no lookup could name
 		// it); the entry is stored all the same, so one odd record never stops the index.
 		if id, err := serialID(e.Serial); e.Serial != "" && err == nil {
-			serials = append(serials, member{group: groupKey(secret, id), id: id, seq: e.Seq})
+			serials = append(serials, runEntry{h: x.hashID(id), id: id, seq: e.Seq})
 		}
 		if e.ObjectUID != "" {
 			id := uidID(e.ObjectUID)
-			uids = append(uids, member{group: groupKey(secret, id), id: id, seq: e.Seq})
+			uids = append(uids, runEntry{h: x.hashID(id), id: id, seq: e.Seq})
 		}
 	}
 	return slots, serials, uids, nil
@@ -204,46 +196,6 @@ func addSlots(tx *bolt.Tx, last uint64, slots []slot, maxKey []byte) ([]byte, er
 		return nil, err
 	}
 	return timeKey(latest), nil
-}
-
-// addMembers appends members (in seq order, after every seq the bucket holds) to their
-// groups in b, each group read and written once.
-func addMembers(b *bolt.Bucket, ms []member) error {
-	// By group, then seq: the order each group's members are appended in (an unstable sort
-	// with the seq as the tie-break costs a third of a stable one).
-	slices.SortFunc(ms, func(p, q member) int {
-		if c := bytes.Compare(p.group, q.group); c != 0 {
-			return c
-		}
-		return cmp.Compare(p.seq, q.seq)
-	})
-	for len(ms) > 0 {
-		k := 1
-		size := len(ms[0].id) + 10
-		for k < len(ms) && bytes.Equal(ms[k].group, ms[0].group) {
-			size += len(ms[k].id) + 10
-			k++
-		}
-		run := ms[:k]
-		ms = ms[k:]
-		v := b.Get(run[0].group)
-		last, err := walkGroup(v, nil)
-		if err != nil {
-			return fmt.Errorf("reading group %x: %w", run[0].group, err)
-		}
-		nv := append(make([]byte, 0, len(v)+size), v...)
-		for _, m := range run {
-			if m.seq <= last {
-				return fmt.Errorf("%w: group %x holds seq %d, at or after seq %d", ErrCorrupt, m.group, last, m.seq)
-			}
-			nv = appendMember(nv, m.id, m.seq, last)
-			last = m.seq
-		}
-		if err := b.Put(run[0].group, nv); err != nil {
-			return fmt.Errorf("storing group %x: %w", run[0].group, err)
-		}
-	}
-	return nil
 }
 
 // addLeaves raises, for each signer and CA of the issued entries, the latest NotAfter kept in

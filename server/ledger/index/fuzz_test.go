@@ -43,7 +43,7 @@ func FuzzNormalizeSerial(f *testing.F) {
 }
 
 // FuzzUIDID checks that stored UIDs are equal exactly when the UIDs are, and that none is a
-// prefix of another's (what makes a group's members decode one way).
+// prefix of another's (what makes a run block's entries decode one way).
 func FuzzUIDID(f *testing.F) {
 	const u = "0b7cbb4c-5d76-4d7e-9a55-3f2d4b6a7c8e"
 	raw, _ := parseUUID(u)
@@ -56,9 +56,13 @@ func FuzzUIDID(f *testing.F) {
 		if bytes.Equal(ia, ib) != (a == b) || (a != b && (bytes.HasPrefix(ia, ib) || bytes.HasPrefix(ib, ia))) {
 			t.Fatalf("uidID(%q) = %x, uidID(%q) = %x", a, ia, b, ib)
 		}
-		v := appendMember(appendMember(nil, ia, 5, 0), ib, 9, 5)
-		if seqs, err := groupSeqs(v, ia); err != nil || len(seqs) == 0 || seqs[0] != 5 {
-			t.Fatalf("groupSeqs(%x, %x) = %v, %v", v, ia, seqs, err)
+		want := []runEntry{{h: 7, seq: 5, id: ia}, {h: 7, seq: 9, id: ib}}
+		v := appendRunEntry(appendRunEntry(nil, want[0]), want[1])
+		var got []runEntry
+		if err := walkRunBlock(v, func(e runEntry) bool { got = append(got, e); return true }); err != nil ||
+			len(got) != 2 || got[0].compare(want[0]) != 0 || got[1].compare(want[1]) != 0 ||
+			!bytes.Equal(got[0].id, ia) || !bytes.Equal(got[1].id, ib) {
+			t.Fatalf("walkRunBlock(%x) = %v, %v; want %v", v, got, err, want)
 		}
 	})
 }
@@ -70,7 +74,7 @@ func FuzzBlock(f *testing.F) {
 	f.Add(bytes.Repeat([]byte{0xff}, 100))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _, _ = walkBlock(data, func(int, slot) bool { return true })
-		_, _ = walkGroup(data, func([]byte, uint64, int) bool { return true })
+		_ = walkRunBlock(data, func(runEntry) bool { return true })
 		var slots []slot
 		for r := bytes.NewReader(data); len(slots) < blockSize; {
 			var raw struct {

@@ -141,9 +141,10 @@ func TestNormalizeSerial(t *testing.T) {
 
 func TestBySerial(t *testing.T) {
 	x, _ := openTest(t)
+	x.hashShift = 60 // 16 hashes: ids share them, and only the ids tell them apart
 	serials := []string{"0a", "a0", "0", "0X0A", "00", "fF", "100", "1", strings.Repeat("7f", 20), "A"}
-	// Two serials in one group, one a prefix of the other in hex: only the id tells them apart.
-	same := findSameGroup(t, x, func(s string) []byte { id, _ := serialID(s); return id }, "ab", func(i int) string { return "ab" + strconv.FormatInt(int64(i), 16) })
+	// Two serials with one hash, one a prefix of the other in hex: only the id tells them apart.
+	same := findSameHash(t, x, func(s string) []byte { id, _ := serialID(s); return id }, "ab", func(i int) string { return "ab" + strconv.FormatInt(int64(i), 16) })
 	serials = append(serials, "ab", same)
 	es := entries(1, len(serials))
 	for i := range es {
@@ -170,6 +171,7 @@ func TestBySerial(t *testing.T) {
 
 func TestByObjectUID(t *testing.T) {
 	x, path := openTest(t)
+	x.hashShift = 60
 	rng := rand.New(rand.NewPCG(7, 8))
 	long := make([]byte, 4096)
 	for i := range long {
@@ -183,11 +185,11 @@ func TestByObjectUID(t *testing.T) {
 	uids := []string{"ab", "abc", "a", "ab\x00", "ab\xff", "\x00", "\xff\xfe", "\x00\x00",
 		string(long), longer, string(long[:4095]), string(other),
 		u, strings.ToUpper(u), u + "0", u[:35], string(raw[:])}
-	// Prefix-sharing UIDs that also share a group, so the ids themselves are compared.
+	// Prefix-sharing UIDs that also share a hash, so the ids themselves are compared.
 	uids = append(uids,
-		findSameGroup(t, x, uidID, "ab", func(i int) string { return "ab" + strconv.Itoa(i) }),
-		findSameGroup(t, x, uidID, "ab\x00", func(i int) string { return "ab\x00" + strconv.Itoa(i) }),
-		findSameGroup(t, x, uidID, u, func(i int) string { return u + strconv.Itoa(i) }))
+		findSameHash(t, x, uidID, "ab", func(i int) string { return "ab" + strconv.Itoa(i) }),
+		findSameHash(t, x, uidID, "ab\x00", func(i int) string { return "ab\x00" + strconv.Itoa(i) }),
+		findSameHash(t, x, uidID, u, func(i int) string { return u + strconv.Itoa(i) }))
 	var m model
 	seq := uint64(1)
 	for round := 0; round < 3; round++ {
@@ -215,17 +217,17 @@ func TestByObjectUID(t *testing.T) {
 	}
 }
 
-// findSameGroup returns the first of next(0), next(1), … whose id (as encode makes it) is
-// in the same group as base's.
-func findSameGroup(t *testing.T, x *Index, encode func(string) []byte, base string, next func(int) string) string {
+// findSameHash returns the first of next(0), next(1), … whose id (as encode makes it) has
+// the hash of base's (x.hashShift makes that likely).
+func findSameHash(t *testing.T, x *Index, encode func(string) []byte, base string, next func(int) string) string {
 	t.Helper()
-	want := string(groupKey(x.secret, encode(base)))
-	for i := 0; i < 1<<24; i++ {
-		if s := next(i); string(groupKey(x.secret, encode(s))) == want {
+	want := x.hashID(encode(base))
+	for i := 0; i < 1<<16; i++ {
+		if s := next(i); x.hashID(encode(s)) == want {
 			return s
 		}
 	}
-	t.Fatalf("no id in the group of %q", base)
+	t.Fatalf("no id with the hash of %q", base)
 	return ""
 }
 
@@ -290,20 +292,20 @@ func TestConcurrentUse(t *testing.T) {
 	}
 }
 
-// TestGroupKeyIsKeyedPerIndex: the group of an id depends on the index's own secret, kept
-// across reopens, so ids a caller picks to share one group in one index do not in another.
-func TestGroupKeyIsKeyedPerIndex(t *testing.T) {
+// TestIDHashIsKeyedPerIndex: the hash of an id depends on the index's own secret, kept across
+// reopens, so ids a caller picks to share one hash in one index do not in another.
+func TestIDHashIsKeyedPerIndex(t *testing.T) {
 	a, pathA := openTest(t)
 	b, _ := openTest(t)
 	if bytes.Equal(a.secret, b.secret) || len(a.secret) != 16 {
-		t.Fatalf("two indexes share the group key %x", a.secret)
+		t.Fatalf("two indexes share the id hash key %x", a.secret)
 	}
-	base := uidID("ab")
-	same := findSameGroup(t, a, uidID, "ab", func(i int) string { return "ab" + strconv.Itoa(i) })
-	if string(groupKey(b.secret, uidID(same))) == string(groupKey(b.secret, base)) {
-		// One chance in 2^18: try the next colliding id before failing.
-		other := findSameGroup(t, a, uidID, same, func(i int) string { return same + strconv.Itoa(i) })
-		if string(groupKey(b.secret, uidID(other))) == string(groupKey(b.secret, base)) {
+	a.hashShift, b.hashShift = 48, 48 // 2^16 hashes: colliding ids can be found
+	same := findSameHash(t, a, uidID, "ab", func(i int) string { return "ab" + strconv.Itoa(i) })
+	if b.hashID(uidID(same)) == b.hashID(uidID("ab")) {
+		// One chance in 2^16: try the next colliding id before failing.
+		other := findSameHash(t, a, uidID, same, func(i int) string { return same + strconv.Itoa(i) })
+		if b.hashID(uidID(other)) == b.hashID(uidID("ab")) {
 			t.Fatal("ids colliding under one index's key collide under another's")
 		}
 	}
@@ -317,7 +319,7 @@ func TestGroupKeyIsKeyedPerIndex(t *testing.T) {
 	}
 	defer a.Close()
 	if !bytes.Equal(a.secret, secret) {
-		t.Error("the group key changed on reopen: lookups would miss every id")
+		t.Error("the id hash key changed on reopen: lookups would miss every id")
 	}
 }
 

@@ -31,19 +31,6 @@ func (m *model) add(t *testing.T, x *Index, es []Entry) {
 	m.lastHash = es[len(es)-1].Hash
 }
 
-func (m *model) truncate(t *testing.T, x *Index, seq uint64) {
-	t.Helper()
-	m.entries = m.entries[:seq]
-	m.treeSize = int64(seq) * 3
-	m.lastHash = ""
-	if seq > 0 {
-		m.lastHash = m.entries[seq-1].Hash
-	}
-	if err := x.TruncateAfter(seq, m.lastHash, m.treeSize); err != nil {
-		t.Fatalf("TruncateAfter(%d): %v", seq, err)
-	}
-}
-
 // bySerial is BySerial by brute force: serials compared as numbers.
 func (m *model) bySerial(serial string) []uint64 {
 	want, ok := new(big.Int).SetString(strings.TrimPrefix(strings.TrimPrefix(serial, "0x"), "0X"), 16)
@@ -190,6 +177,7 @@ func reopen(t *testing.T, x *Index, path string, opts Options) *Index {
 	if err != nil {
 		t.Fatal(err)
 	}
+	y.hashShift = x.hashShift // the test's, as the hashes stored were made with it
 	t.Cleanup(func() { _ = y.Close() })
 	return y
 }

@@ -53,7 +53,7 @@ func TestOpenLocked(t *testing.T) {
 	_, err = Open(path, Options{Timeout: 100 * time.Millisecond})
 	wantErr(t, err, []error{ErrLocked})
 	for name, err := range map[string]error{
-		"Add": r1.Add(entries(4, 1), 4), "SetFormat": r1.SetFormat(1), "TruncateAfter": r1.TruncateAfter(1, "", 1),
+		"Add": r1.Add(entries(4, 1), 4), "SetFormat": r1.SetFormat(1), "Compact": compactErr(r1),
 	} {
 		if !errors.Is(err, ErrReadOnly) {
 			t.Errorf("read-only %s = %v, want ErrReadOnly", name, err)
@@ -165,4 +165,9 @@ func TestOpenRefusesOtherLayouts(t *testing.T) {
 	if _, err := Open(garbage, Options{NoSync: true}); err == nil {
 		t.Fatal("Open of a file of zeros succeeded")
 	}
+}
+
+func compactErr(x *Index) error {
+	_, err := x.Compact(1)
+	return err
 }

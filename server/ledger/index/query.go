@@ -36,14 +36,14 @@ func (x *Index) Pos(seq uint64) (p Pos, ok bool, err error) {
 
 // BySerial returns the seqs of the records with that certificate serial, ascending (none:
 // an empty slice). Serials compare as numbers (NormalizeSerial): "0x0A", "a", "0a" and "A"
-// are one serial. A serial that is not hex fails with ErrInvalidSerial. It reads one group:
-// O(log n) plus the group's members, about n/2^18.
+// are one serial. A serial that is not hex fails with ErrInvalidSerial. It reads one block in
+// each run (runs.go): a few runs a level, O(log n) levels.
 func (x *Index) BySerial(serial string) ([]uint64, error) {
 	id, err := serialID(serial)
 	if err != nil {
 		return nil, fmt.Errorf("looking up serial in index: %w", err)
 	}
-	seqs, err := x.byID(bucketSerial, id)
+	seqs, err := x.byID(tableSerial, id)
 	if err != nil {
 		return nil, fmt.Errorf("looking up serial %s in index: %w", truncate(serial), err)
 	}
@@ -57,23 +57,20 @@ func (x *Index) ByObjectUID(uid string) ([]uint64, error) {
 	if uid == "" {
 		return []uint64{}, nil
 	}
-	seqs, err := x.byID(bucketUID, uidID(uid))
+	seqs, err := x.byID(tableUID, uidID(uid))
 	if err != nil {
 		return nil, fmt.Errorf("looking up object UID %q in index: %w", truncate(uid), err)
 	}
 	return seqs, nil
 }
 
-func (x *Index) byID(bucket, id []byte) ([]uint64, error) {
+func (x *Index) byID(t table, id []byte) ([]uint64, error) {
 	var seqs []uint64
 	err := x.db.View(func(tx *bolt.Tx) error {
 		var err error
-		seqs, err = groupSeqs(tx.Bucket(bucket).Get(groupKey(x.secret, id)), id)
+		seqs, err = lookup(tx, t, x.hashID(id), id)
 		return err
 	})
-	if seqs == nil && err == nil {
-		seqs = []uint64{}
-	}
 	return seqs, err
 }
 

@@ -1,18 +1,11 @@
 package index
 
 import (
-	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"strings"
 )
-
-// groupBits is how many bits of an id's hash choose its group in the serial and uid
-// buckets: 2^18 groups, so a group holds about n/262144 entries (40 at 10 M records). It is
-// part of the layout: changing it needs a new layout version.
-const groupBits = 18
 
 // NormalizeSerial returns the canonical form of a certificate serial written in hex: without
 // a 0x or 0X prefix, in lower case, without leading zeros ("0" for zero). "0x0A", "a", "0a"
@@ -38,7 +31,7 @@ func NormalizeSerial(serial string) (string, error) {
 	return s, nil
 }
 
-// serialID is how the serial bucket stores a serial: the normalized number's big-endian
+// serialID is how the serial lookup stores a serial: the normalized number's big-endian
 // bytes (zero is one zero byte), after a uvarint of their count times two.
 func serialID(serial string) ([]byte, error) {
 	s, err := NormalizeSerial(serial)
@@ -55,7 +48,7 @@ func serialID(serial string) ([]byte, error) {
 	return appendID(nil, b, false), nil
 }
 
-// uidID is how the uid bucket stores an object UID: a canonical (lower-case) UUID as its 16
+// uidID is how the uid lookup stores an object UID: a canonical (lower-case) UUID as its 16
 // bytes, any other UID as its bytes, after a uvarint of the byte count times two, plus one
 // for a UUID. Being length-prefixed and tagged, no id is a prefix of another.
 func uidID(uid string) []byte {
@@ -93,62 +86,6 @@ func parseUUID(s string) (b [16]byte, ok bool) {
 
 // uuidPairs are where the 16 hex pairs of a UUID's text start.
 var uuidPairs = [16]int{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
-
-// groupKey is the 4-byte big-endian key of the group holding id: the top groupBits bits of
-// SHA-256(secret ‖ id). The secret is the index's own (random, made with the file, kept in its
-// meta): object UIDs and, through a compromised client, serials are chosen by callers, and an
-// unkeyed hash would let one of them aim many ids at one group, whose every Add and lookup
-// then reads and rewrites a growing value.
-func groupKey(secret, id []byte) []byte {
-	h := sha256.New()
-	h.Write(secret)
-	h.Write(id)
-	sum := h.Sum(make([]byte, 0, sha256.Size))
-	return binary.BigEndian.AppendUint32(make([]byte, 0, 4), binary.BigEndian.Uint32(sum)>>(32-groupBits))
-}
-
-// appendMember appends one member to a group value: the id as serialID or uidID encode it,
-// then the seq as a uvarint difference from the group's previous member (from 0 for the
-// first). Members are appended in seq order, so a group lists its seqs ascending.
-func appendMember(dst, id []byte, seq, prevSeq uint64) []byte {
-	dst = append(dst, id...)
-	return binary.AppendUvarint(dst, seq-prevSeq)
-}
-
-// walkGroup decodes a group value member by member, calling fn with each member's id, its
-// seq and where it starts in v, until fn returns false. It returns the last seq decoded.
-func walkGroup(v []byte, fn func(id []byte, seq uint64, at int) bool) (last uint64, err error) {
-	at := 0
-	for at < len(v) {
-		tag, k := binary.Uvarint(v[at:])
-		if k <= 0 || tag>>1 > uint64(len(v)-at-k) {
-			return last, fmt.Errorf("%w: id at byte %d of a group", ErrCorrupt, at)
-		}
-		end := at + k + int(tag>>1)
-		d, k2 := binary.Uvarint(v[end:])
-		if k2 <= 0 || d == 0 {
-			return last, fmt.Errorf("%w: seq at byte %d of a group", ErrCorrupt, end)
-		}
-		last += d
-		if fn != nil && !fn(v[at:end], last, at) {
-			return last, nil
-		}
-		at = end + k2
-	}
-	return last, nil
-}
-
-// groupSeqs returns the seqs of the members of group value v whose id is id, ascending.
-func groupSeqs(v, id []byte) ([]uint64, error) {
-	var seqs []uint64
-	_, err := walkGroup(v, func(m []byte, seq uint64, _ int) bool {
-		if bytes.Equal(m, id) {
-			seqs = append(seqs, seq)
-		}
-		return true
-	})
-	return seqs, err
-}
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
