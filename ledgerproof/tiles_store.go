@@ -43,6 +43,7 @@ type tileStore struct {
 	cacheMax int
 
 	read, written atomic.Int64
+	made          map[string]bool // directories write made (Flush serializes writes)
 }
 
 // cachedTile is an element of the cache's list.
@@ -55,6 +56,7 @@ func newTileStore(dir string, cacheMax int) *tileStore {
 	return &tileStore{
 		dir:      filepath.Clean(dir),
 		pending:  map[tileKey]*tileNodes{},
+		made:     map[string]bool{},
 		lru:      list.New(),
 		cached:   map[tileKey]*list.Element{},
 		cacheMax: cacheMax,
@@ -172,18 +174,49 @@ func (s *tileStore) stat(L int, N int64) error {
 }
 
 // write writes the tiles durably, then moves them from pending to the cache. On error the
-// tiles stay pending.
-func (s *tileStore) write(batch []cachedTile) error {
+// tiles stay pending. Each tile goes to a temporary file that is renamed once written and
+// synced; the files are all written before any is synced, so that one journal commit of the
+// file system covers many of them (a sync each, one after another, costs a commit each).
+func (s *tileStore) write(batch []cachedTile) (err error) {
 	dirs := map[string]bool{}
+	temps := make([]*os.File, 0, len(batch))
+	defer func() {
+		for _, f := range temps {
+			if f != nil {
+				f.Close()
+				if err != nil {
+					os.Remove(f.Name())
+				}
+			}
+		}
+	}()
 	for _, t := range batch {
 		path := s.file(t.key.L, t.key.N)
-		if err := writeFileSync(path, tileData(t.nodes)); err != nil {
+		f, err := s.writeTemp(path, tileData(t.nodes))
+		if err != nil {
 			return err
 		}
+		temps = append(temps, f)
 		for d := filepath.Dir(path); len(d) > len(s.dir); d = filepath.Dir(d) {
 			dirs[d] = true
 		}
 		dirs[s.dir] = true
+	}
+	for i, f := range temps {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("writing tile %s: %w", s.file(batch[i].key.L, batch[i].key.N), err)
+		}
+	}
+	for i, f := range temps {
+		path := s.file(batch[i].key.L, batch[i].key.N)
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("writing tile %s: %w", path, err)
+		}
+		temps[i] = nil
+		if err := os.Rename(f.Name(), path); err != nil {
+			os.Remove(f.Name())
+			return fmt.Errorf("writing tile: %w", err)
+		}
 	}
 	for _, d := range slices.Sorted(maps.Keys(dirs)) {
 		if err := syncDir(d); err != nil {
@@ -200,6 +233,28 @@ func (s *tileStore) write(batch []cachedTile) error {
 	return nil
 }
 
+// writeTemp writes data to a new temporary file beside path, creating the directory the first
+// time, and returns the file, open and not yet synced.
+func (s *tileStore) writeTemp(path string, data []byte) (*os.File, error) {
+	dir := filepath.Dir(path)
+	if !s.made[dir] {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("writing tile: %w", err)
+		}
+		s.made[dir] = true
+	}
+	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return nil, fmt.Errorf("writing tile: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, fmt.Errorf("writing tile %s: %w", path, err)
+	}
+	return f, nil
+}
+
 // tileData is the content of a full tile: its 256 bottom hashes.
 func tileData(nodes *tileNodes) []byte {
 	data := make([]byte, 0, TileBytes)
@@ -207,38 +262,6 @@ func tileData(nodes *tileNodes) []byte {
 		data = append(data, h[:]...)
 	}
 	return data
-}
-
-// writeFileSync replaces path by data durably but for the directory's fsync: a temporary file
-// in the same directory, written, fsynced and renamed.
-func writeFileSync(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("writing tile: %w", err)
-	}
-	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("writing tile: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("writing tile %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("writing tile %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("writing tile %s: %w", path, err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("writing tile: %w", err)
-	}
-	return nil
 }
 
 // syncDir fsyncs a directory, making the renames and creations in it durable.

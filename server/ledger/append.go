@@ -14,6 +14,7 @@ import (
 // lead message if the Append is made the batch writer first.
 type request struct {
 	rec  Record
+	body body   // rec's encoding but Seq, Time and PrevHash, made by the caller
 	line []byte // the sealed record's line, "\n" included, once in a batch
 	done chan result
 }
@@ -50,7 +51,7 @@ func (l *Ledger) Append(ctx context.Context, r Record) (Record, error) {
 		return Record{}, fmt.Errorf("appending to ledger %s: %w", l.dir, err)
 	}
 	r.normalize()
-	req := &request{rec: r, done: make(chan result, 1)}
+	req := &request{rec: r, body: r.encodeBody(), done: make(chan result, 1)}
 	l.qmu.Lock()
 	if l.closed {
 		l.qmu.Unlock()
@@ -184,7 +185,7 @@ func (l *Ledger) commit(batch []*request, buf []byte) []byte {
 	for i, req := range batch {
 		r := req.rec
 		r.Seq, r.Time, r.PrevHash = seq+1, l.opts.Clock.Now().UTC().Round(0), prev
-		line, err := r.seal()
+		line, err := r.sealBody(req.body)
 		if err == nil && len(line) > maxWrite {
 			err = fmt.Errorf("record %d is %d bytes long, more than the %d a ledger line may have", r.Seq, len(line), maxWrite)
 		}

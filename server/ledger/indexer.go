@@ -200,21 +200,25 @@ func (x *indexer) flush() error {
 		return fmt.Errorf("%w: %d bytes free on the file system of %s, fewer than the %d it needs to keep %d for the checkpoint",
 			errIndexDeferred, free, x.l.dir, headroom+indexSpace, headroom)
 	}
-	batch := slices.Concat(chunks...)
+	n := 0
+	for _, c := range chunks {
+		n += len(c)
+	}
+	tail := chunks[len(chunks)-1]
 	size, err := x.l.tree.Flush()
 	if err != nil {
 		return fmt.Errorf("writing the tree tiles of ledger %s: %w", x.l.dir, err)
 	}
-	last := batch[len(batch)-1].Seq
+	last := tail[len(tail)-1].Seq
 	if size < int64(last) {
 		return fmt.Errorf("writing the index of ledger %s: its tree covers %d records, fewer than the %d acknowledged", x.l.dir, size, last)
 	}
-	if err := x.l.idx.Add(batch, int64(last)); err != nil {
+	if err := x.l.idx.AddChunks(chunks, int64(last)); err != nil {
 		return fmt.Errorf("writing the index of ledger %s: %w", x.l.dir, err)
 	}
 	x.mu.Lock()
 	x.pending = slices.Clone(x.pending[len(chunks):])
-	x.waiting -= len(batch)
+	x.waiting -= n
 	if x.failing {
 		x.l.opts.Logger.Info("ledger: its index is written again", "dir", x.l.dir, "last_seq", last)
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"iter"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -17,22 +19,30 @@ import (
 // seqs. Each entry needs a seq ≥ 1, a segment ≥ 1 and an offset ≥ 0 (ErrInvalidEntry); a
 // serial that is not hex is left out of the serial lookups. An empty batch changes nothing.
 func (x *Index) Add(entries []Entry, treeSize int64) error {
+	return x.AddChunks([][]Entry{entries}, treeSize)
+}
+
+// AddChunks is Add of the entries of chunks, one after another, without copying them into
+// one slice first.
+func (x *Index) AddChunks(chunks [][]Entry, treeSize int64) error {
+	chunks = slices.DeleteFunc(slices.Clone(chunks), func(c []Entry) bool { return len(c) == 0 })
 	if x.readOnly {
 		return fmt.Errorf("adding to index: %w", ErrReadOnly)
 	}
-	if len(entries) == 0 {
+	if len(chunks) == 0 {
 		return nil
 	}
 	if treeSize < 0 {
 		return fmt.Errorf("adding to index: %w: tree size %d", ErrInvalidEntry, treeSize)
 	}
 	// The work that needs no transaction is done before it, to hold the write lock briefly.
-	slots, serials, uids, err := x.prepare(entries)
+	slots, serials, uids, err := x.prepare(chunks)
 	if err != nil {
 		return fmt.Errorf("adding to index: %w", err)
 	}
-	first := entries[0].Seq
-	last := entries[len(entries)-1]
+	first := chunks[0][0].Seq
+	tail := chunks[len(chunks)-1]
+	last := &tail[len(tail)-1]
 	err = x.db.Update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		m, err := readMeta(meta)
@@ -51,14 +61,14 @@ func (x *Index) Add(entries []Entry, treeSize int64) error {
 		}
 		state := tx.Bucket(bucketState)
 		state.FillPercent = 1
-		for _, e := range entries {
+		for _, e := range each(chunks) {
 			if e.State {
 				if err := state.Put(putUint64(e.Seq), append([]byte{}, e.Line...)); err != nil {
 					return fmt.Errorf("storing state seq %d: %w", e.Seq, err)
 				}
 			}
 		}
-		if err := addLeaves(tx.Bucket(bucketLeaves), entries); err != nil {
+		if err := addLeaves(tx.Bucket(bucketLeaves), chunks); err != nil {
 			return fmt.Errorf("storing latest leaves: %w", err)
 		}
 		if err := addRun(tx, tableSerial, serials); err != nil {
@@ -72,20 +82,26 @@ func (x *Index) Add(entries []Entry, treeSize int64) error {
 	if err != nil {
 		return fmt.Errorf("adding seqs %d-%d to index: %w", first, last.Seq, err)
 	}
-	x.added.Add(uint64(len(entries)))
+	x.added.Add(uint64(len(slots)))
 	x.batches.Add(1)
 	return nil
 }
 
 // prepare checks entries and turns them into the slots of the pos bucket and the run
 // entries of the serial and uid lookups.
-func (x *Index) prepare(entries []Entry) (slots []slot, serials, uids []runEntry, err error) {
-	first := entries[0].Seq
+func (x *Index) prepare(chunks [][]Entry) (slots []slot, serials, uids []runEntry, err error) {
+	first := chunks[0][0].Seq
+	n := 0
+	for _, c := range chunks {
+		n += len(c)
+	}
 	if first == 0 {
 		return nil, nil, nil, fmt.Errorf("%w: seq 0 (seqs start at 1)", ErrInvalidEntry)
 	}
-	slots = make([]slot, len(entries))
-	for i, e := range entries {
+	slots = make([]slot, n)
+	serials, uids = make([]runEntry, 0, n), make([]runEntry, 0, n)
+	ids := make([]byte, 0, 36*n) // the ids, one after another (a slice that grows leaves the earlier ids where they are)
+	for i, e := range each(chunks) {
 		if e.Seq != first+uint64(i) {
 			return nil, nil, nil, fmt.Errorf("%w: entry %d has seq %d after seq %d", ErrNotConsecutive, i, e.Seq, first+uint64(i)-1)
 		}
@@ -95,11 +111,18 @@ func (x *Index) prepare(entries []Entry) (slots []slot, serials, uids []runEntry
 		slots[i] = slot{pos: e.Pos, nanos: clampNanos(e.Time), state: e.State}
 		// A serial that is not a hex number is not indexed by serial (no lookup could name
 		// it); the entry is stored all the same, so one odd record never stops the index.
-		if id, err := serialID(e.Serial); e.Serial != "" && err == nil {
-			serials = append(serials, runEntry{h: x.hashID(id), id: id, seq: e.Seq})
+		if e.Serial != "" {
+			var ok bool
+			at := len(ids)
+			if ids, ok = appendSerialID(ids, e.Serial); ok {
+				id := ids[at:len(ids):len(ids)]
+				serials = append(serials, runEntry{h: x.hashID(id), id: id, seq: e.Seq})
+			}
 		}
 		if e.ObjectUID != "" {
-			id := uidID(e.ObjectUID)
+			at := len(ids)
+			ids = appendUIDID(ids, e.ObjectUID)
+			id := ids[at:len(ids):len(ids)]
 			uids = append(uids, runEntry{h: x.hashID(id), id: id, seq: e.Seq})
 		}
 	}
@@ -198,11 +221,26 @@ func addSlots(tx *bolt.Tx, last uint64, slots []slot, maxKey []byte) ([]byte, er
 	return timeKey(latest), nil
 }
 
+// each yields the entries of chunks one after another, numbered from 0.
+func each(chunks [][]Entry) iter.Seq2[int, *Entry] {
+	return func(yield func(int, *Entry) bool) {
+		i := 0
+		for _, c := range chunks {
+			for j := range c {
+				if !yield(i, &c[j]) {
+					return
+				}
+				i++
+			}
+		}
+	}
+}
+
 // addLeaves raises, for each signer and CA of the issued entries, the latest NotAfter kept in
 // b (key: uvarint-length-prefixed signer and CA; value: NotAfter in Unix nanoseconds and the
 // seq, 8 bytes each, big-endian).
-func addLeaves(b *bolt.Bucket, entries []Entry) error {
-	for _, e := range entries {
+func addLeaves(b *bolt.Bucket, chunks [][]Entry) error {
+	for _, e := range each(chunks) {
 		if e.Signer == "" || e.NotAfter.IsZero() {
 			continue
 		}

@@ -2,7 +2,6 @@ package index
 
 import (
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"strings"
 )
@@ -34,28 +33,54 @@ func NormalizeSerial(serial string) (string, error) {
 // serialID is how the serial lookup stores a serial: the normalized number's big-endian
 // bytes (zero is one zero byte), after a uvarint of their count times two.
 func serialID(serial string) ([]byte, error) {
-	s, err := NormalizeSerial(serial)
-	if err != nil {
+	id, ok := appendSerialID(nil, serial)
+	if !ok {
+		_, err := NormalizeSerial(serial)
 		return nil, err
 	}
+	return id, nil
+}
+
+// appendSerialID appends serialID(serial) to dst without allocating beyond dst; ok is false
+// (and dst unchanged) for a serial NormalizeSerial refuses.
+func appendSerialID(dst []byte, serial string) (_ []byte, ok bool) {
+	s := serial
+	if len(s) >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
+		s = s[2:]
+	}
+	if s == "" {
+		return dst, false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isHex(s[i]) {
+			return dst, false
+		}
+	}
+	s = strings.TrimLeft(s, "0")
+	if s == "" {
+		s = "0"
+	}
+	dst = binary.AppendUvarint(dst, uint64((len(s)+1)/2)<<1)
 	if len(s)%2 == 1 {
-		s = "0" + s
+		dst, s = append(dst, unhexAny(s[0])), s[1:]
 	}
-	b, err := hex.DecodeString(s)
-	if err != nil { // cannot happen: NormalizeSerial checked the digits
-		return nil, fmt.Errorf("%w: %q", ErrInvalidSerial, truncate(serial))
+	for i := 0; i < len(s); i += 2 {
+		dst = append(dst, unhexAny(s[i])<<4|unhexAny(s[i+1]))
 	}
-	return appendID(nil, b, false), nil
+	return dst, true
 }
 
 // uidID is how the uid lookup stores an object UID: a canonical (lower-case) UUID as its 16
 // bytes, any other UID as its bytes, after a uvarint of the byte count times two, plus one
 // for a UUID. Being length-prefixed and tagged, no id is a prefix of another.
-func uidID(uid string) []byte {
+func uidID(uid string) []byte { return appendUIDID(nil, uid) }
+
+// appendUIDID appends uidID(uid) to dst.
+func appendUIDID(dst []byte, uid string) []byte {
 	if b, ok := parseUUID(uid); ok {
-		return appendID(nil, b[:], true)
+		return appendID(dst, b[:], true)
 	}
-	return appendID(nil, []byte(uid), false)
+	return appendID(dst, []byte(uid), false)
 }
 
 func appendID(dst, b []byte, uuid bool) []byte {
@@ -92,6 +117,17 @@ func isHex(c byte) bool {
 }
 
 func isLowerHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' }
+
+// unhexAny is the value of a hex digit of either case.
+func unhexAny(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c >= 'a':
+		return c - 'a' + 10
+	}
+	return c - 'A' + 10
+}
 
 func unhex(c byte) byte {
 	if c <= '9' {

@@ -222,7 +222,7 @@ func TestByObjectUID(t *testing.T) {
 func findSameHash(t *testing.T, x *Index, encode func(string) []byte, base string, next func(int) string) string {
 	t.Helper()
 	want := x.hashID(encode(base))
-	for i := 0; i < 1<<16; i++ {
+	for i := 0; i < 1<<22; i++ {
 		if s := next(i); x.hashID(encode(s)) == want {
 			return s
 		}
