@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -112,7 +113,10 @@ Two modes, chosen by --dir:
   --dir DIR     reads the ledger on this host, with no server: the record is proved against the
                 checkpoint in FILE (default DIR/checkpoint, the server's latest); a record newer
                 than that checkpoint is refused as not yet covered, and a ledger whose records
-                do not match the checkpoint (see 'ledger audit') gives no proof.
+                do not match the checkpoint (see 'ledger audit') gives no proof. With the
+                server stopped it reads the ledger's index, tree tiles and the record alone
+                (older segments may be in archive storage); while the server runs, or when
+                the index is missing or behind, it reads every record.
   no --dir      asks the server (LedgerService ProveInclusion), with the connection settings of
                 every command that calls it (flags, environment, config file; see 'signetctl
                 help connection'), against its latest signed checkpoint or, with --tree-size,
@@ -203,6 +207,9 @@ func proveOffline(dir, cpFile string, stdin io.Reader, target *proveTarget) (led
 	if err != nil {
 		return ledgerproof.InclusionBundle{}, inputError("checkpoint %s: %v", cpFile, err)
 	}
+	if b, ok, err := proveFromSnapshot(dir, cpFile, c, signed, target); ok {
+		return b, err
+	}
 	var (
 		leaf []byte
 		seq  uint64
@@ -237,6 +244,58 @@ func proveOffline(dir, cpFile string, stdin io.Reader, target *proveTarget) (led
 		return ledgerproof.InclusionBundle{}, failure("%v", err)
 	}
 	return ledgerproof.InclusionBundle{Index: int64(seq) - 1, Leaf: leaf, Proof: proof, SignedCheckpoint: signed}, nil
+}
+
+// proveFromSnapshot is proveOffline through a snapshot of the ledger's index and tree tiles
+// (ledger.OpenSnapshot): it reads the record and the tree's tiles, not the history, and its
+// proof leads to the checkpoint's root or it gives none. ok is false when it cannot answer
+// (the server holds the ledger, the index is missing or behind, the checkpoint is larger than
+// the tree the tiles hold, or the tiles do not lead to its root): proveOffline then reads
+// every record, which also says what is wrong.
+func proveFromSnapshot(dir, cpFile string, c ledgerproof.Checkpoint, signed []byte, target *proveTarget) (_ ledgerproof.InclusionBundle, ok bool, _ error) {
+	s, err := ledger.OpenSnapshot(dir)
+	if err != nil {
+		return ledgerproof.InclusionBundle{}, false, nil
+	}
+	defer s.Close()
+	tree := s.Tree()
+	if c.Size > tree.Size() || tree.Extends(c) != nil {
+		return ledgerproof.InclusionBundle{}, false, nil
+	}
+	f := target.filter()
+	var found []ledger.Record
+	switch {
+	case target.seq != 0:
+		if int64(target.seq) <= tree.Size() {
+			r, _, rerr := s.Record(target.seq)
+			found, err = []ledger.Record{r}, rerr
+		}
+	case target.uid != "":
+		found, err = s.Find(target.uid, "")
+	default:
+		found, err = s.Find("", target.serial)
+	}
+	if err != nil {
+		return ledgerproof.InclusionBundle{}, false, nil
+	}
+	found = slices.DeleteFunc(found, func(r ledger.Record) bool { return !f.match(r) })
+	if len(found) == 0 {
+		return ledgerproof.InclusionBundle{}, true, failure("no record matches %s in the ledger %s", target, dir)
+	}
+	seq := found[len(found)-1].Seq // the newest, as reading every record finds it
+	if int64(seq) > c.Size {
+		return ledgerproof.InclusionBundle{}, true, failure("record %d is not yet covered by this checkpoint (%s, of size %d); retry once the server has signed a newer one, or give a newer --checkpoint",
+			seq, cpFile, c.Size)
+	}
+	leaf, err := s.Line(seq)
+	if err != nil {
+		return ledgerproof.InclusionBundle{}, false, nil
+	}
+	proof, err := tree.ProveInclusion(int64(seq)-1, c.Size)
+	if err != nil {
+		return ledgerproof.InclusionBundle{}, false, nil
+	}
+	return ledgerproof.InclusionBundle{Index: int64(seq) - 1, Leaf: leaf, Proof: proof, SignedCheckpoint: signed}, true, nil
 }
 
 // proveOnline asks the server for the target's inclusion proof.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -109,10 +110,14 @@ func (f *recordFilter) match(r ledger.Record) bool {
 	return true
 }
 
-// find replays the ledger in dir and returns the records that pass f, in seq order. A broken
-// ledger gives the records before the problem and a failure (exit 1); a directory that cannot
-// be read an input error (exit 2).
+// find returns the records of the ledger in dir that pass f, in seq order: through the
+// ledger's index when f names a serial, a UID or seqs and no server has the ledger open
+// (findIndexed), else by reading every record. A broken ledger gives the records before the
+// problem and a failure (exit 1); a directory that cannot be read an input error (exit 2).
 func (f *recordFilter) find(dir string) ([]ledger.Record, error) {
+	if found, ok, err := f.findIndexed(dir); ok {
+		return found, err
+	}
 	var found []ledger.Record
 	err := ledger.Replay(dir, f.sinceT, func(r ledger.Record) error {
 		if f.match(r) {
@@ -128,6 +133,53 @@ func (f *recordFilter) find(dir string) ([]ledger.Record, error) {
 		return found, inputError("%v", err)
 	}
 	return found, nil
+}
+
+// findIndexed is find through a snapshot of the ledger's index (ledger.OpenSnapshot), which
+// reads the records the index names and not the history; ok is false when it cannot answer
+// (f names no serial, UID or seq; the server holds the ledger; the index is missing or
+// behind the segments), and find then reads every record.
+func (f *recordFilter) findIndexed(dir string) (found []ledger.Record, ok bool, err error) {
+	if f.serial == "" && f.uid == "" && len(f.seqs) == 0 {
+		return nil, false, nil
+	}
+	s, err := ledger.OpenSnapshot(dir)
+	if err != nil {
+		return nil, false, nil
+	}
+	defer s.Close()
+	var candidates []ledger.Record
+	switch {
+	case f.uid != "":
+		candidates, err = s.Find(f.uid, "")
+	case f.serial != "":
+		candidates, err = s.Find("", f.serial)
+	default:
+		for _, seq := range f.seqs {
+			if int64(seq) > s.Tree().Size() {
+				continue
+			}
+			r, _, rerr := s.Record(seq)
+			if err = rerr; err != nil {
+				break
+			}
+			candidates = append(candidates, r)
+		}
+	}
+	var ce *ledger.CorruptionError
+	switch {
+	case errors.As(err, &ce):
+		return nil, true, failure("%v; the ledger is broken ('signetctl ledger verify' shows where)", err)
+	case err != nil:
+		return nil, false, nil // read every record, which says what is wrong
+	}
+	for _, r := range candidates {
+		if f.match(r) && (f.sinceT.IsZero() || !r.Time.Before(f.sinceT)) {
+			found = append(found, r)
+		}
+	}
+	slices.SortFunc(found, func(a, b ledger.Record) int { return cmp.Compare(a.Seq, b.Seq) })
+	return found, true, nil
 }
 
 // ledgerListCommand is "signetctl ledger list": one line per record found.

@@ -16,9 +16,9 @@
 // All integers are big-endian in keys (so keys sort as numbers) and uvarints or varints in
 // values, unless said otherwise.
 //
-//   - meta: layout (1), seq, hash, tree (Meta), format (SetFormat), maxtime (the latest Time
+//   - meta: layout (2), seq, hash, tree (Meta), format (SetFormat), maxtime (the latest Time
 //     indexed, as a since key; absent when empty), secret (16 random bytes made with the
-//     file: the key of the group hash).
+//     file: the key of the id hash), nextrun (the number the next run takes).
 //   - pos: block number (8 bytes) → the entries of seqs b*64+1 … b*64+64 one after another:
 //     a flags byte (State; a segment follows; an offset follows), the segment if it changed,
 //     the offset unless the line starts just after the previous one's newline (or at 0 in a
@@ -34,27 +34,26 @@
 //     here, even when their segment was moved to archive storage.
 //   - leaves: uvarint-length-prefixed signer and CA → the latest NotAfter issued (Unix
 //     nanoseconds) and its seq, 8 bytes each.
-//   - serial, uid: a hash table of 2^18 groups: group (4 bytes: the top 18 bits of
-//     SHA-256(secret ‖ id), keyed so that callers who choose UIDs cannot aim them at one
-//     group) → the group's members in seq order, each an
-//     id and its seq as a difference from the previous member's. An id is a uvarint tag
-//     (byte count × 2, plus 1 for a UUID) then the bytes: for a serial, the number's
-//     big-endian bytes (NormalizeSerial, so "0x0A" and "a" are one serial); for a UID, the
-//     16 bytes of a canonical lower-case UUID, or else the UID's bytes as they are. Ids are
-//     compared whole, so "ab" never matches "abc", and any bytes (NUL, 0xff, 4 KiB) work.
-//     A lookup reads one group: O(log n) plus the group, about n/2^18 members (40 at 10 M).
-//     Grouping shares bbolt's 16 bytes of per-key overhead between the members, which keeps
-//     these random-order buckets near 30 bytes a record instead of near 60 for a key per
-//     record.
-//
-// Measured with ledger-like records (9 in 10 issued, all with a UUID) added in batches of
-// 512, the file takes 96 bytes a record at 1 M records (82 in use) and 67 at 10 M (670 MB);
-// much larger batches add faster but leave the file less full (about 130 bytes a record
-// with batches of 64 Ki records at 2 M).
+//   - serial.runs, uid.runs and serial.blocks, uid.blocks: the id lookups, each an LSM tree
+//     of sorted runs (runs.go, compact.go). An id is a uvarint tag (byte count × 2, plus 1
+//     for a UUID) then the bytes: for a serial, the number's big-endian bytes
+//     (NormalizeSerial, so "0x0A" and "a" are one serial); for a UID, the 16 bytes of a
+//     canonical lower-case UUID, or else the UID's bytes as they are. Its hash is the first
+//     8 bytes of SHA-256(secret ‖ id), keyed so that callers who choose UIDs cannot aim
+//     them at one hash. A run is its entries (hash, seq, id) sorted by hash then seq, in
+//     blocks of about 4,000 bytes keyed run number ‖ hash ‖ seq of the block's last entry;
+//     the runs bucket lists the runs (run number → level and entry count). Each Add writes
+//     its ids as one new run of level 0, at the end of the key space; Compact merges
+//     fanout (4) runs of one level into one of the next, a bounded step per transaction,
+//     and deletes the merged runs' blocks. A lookup reads, in each listed run, the block
+//     where the id's hash would lie, and compares ids whole, so "ab" never matches "abc"
+//     and any bytes (NUL, 0xff, 4 KiB) work: at most three runs a level, O(log n) levels.
+//     What an Add writes is proportional to its batch: the hash-table groups of layout 1
+//     made each Add rewrite the pages its ids fell in, most of the file at 10 M records.
 //
 // # Durability and concurrency
 //
-// Add, SetFormat and TruncateAfter are each one bbolt transaction, fsynced before they
+// Add, SetFormat and each Compact step are each one bbolt transaction, fsynced before they
 // return (unless Options.NoSync); bbolt's copy-on-write pages keep the file consistent
 // through a crash, and a transaction that fails stores nothing. The methods of an Index are
 // safe for concurrent use: readers see the last committed transaction. The file is locked
