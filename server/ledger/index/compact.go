@@ -1,6 +1,7 @@
 package index
 
 import (
+	"bytes"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -196,8 +197,8 @@ func (in *mergeInput) load(blocks *bolt.Bucket) error {
 		return nil
 	}
 	var head []runEntry
-	err := walkRunBlock(v, func(e runEntry) bool {
-		e.id = append([]byte(nil), e.id...)
+	blk := bytes.Clone(v) // the ids alias this copy: one allocation a block, not one an id
+	err := walkRunBlock(blk, func(e runEntry) bool {
 		head = append(head, e)
 		return true
 	})
