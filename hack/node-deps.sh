@@ -3,7 +3,9 @@
 # packages (Debian/Ubuntu), when they are missing: the container runtime containerd and runc
 # (real-kubelet tests; its ctr imports the images they run), Debian's CA bundle (make image), SoftHSM2 (the PKCS#11 keystore backend), swtpm (the TPM backend
 # against a separate TPM process) and OpenSSL's headers (the in-process TPM simulator of
-# go-tpm-tools links libcrypto), and systemd's tools (test/deploy verifies the server's unit). It needs root (or sudo) only when it has something to install;
+# go-tpm-tools links libcrypto), systemd's tools (test/deploy verifies the server's unit) and
+# PostgreSQL's server (the fleet's shared state, started by internal/pgtest in a test's own
+# data directory; the package's postgres user runs it when the tests run as root). It needs root (or sudo) only when it has something to install;
 # without either it prints the one command to run and fails: a missing HSM or TPM is a test
 # failure, never a skip.
 set -euo pipefail
@@ -17,6 +19,7 @@ command -v swtpm >/dev/null || missing+=(swtpm)
 command -v swtpm_setup >/dev/null || missing+=(swtpm-tools)
 [ -e /usr/include/openssl/evp.h ] || missing+=(libssl-dev)
 command -v systemd-analyze >/dev/null && command -v systemd-sysusers >/dev/null || missing+=(systemd)
+compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || missing+=(postgresql)  # the fleet's state tests (internal/pgtest)
 [ ${#missing[@]} -eq 0 ] && exit 0
 sudo=()
 if [ "$(id -u)" -ne 0 ]; then
