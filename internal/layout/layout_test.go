@@ -84,6 +84,16 @@ var rules = []rule{
 		},
 	},
 	{
+		why:       "the ledger record is a leaf that every journal shares (the file ledger, a fleet's database): it imports nothing of the module",
+		packages:  []string{"server/ledger/record"},
+		forbidden: func(dep string) bool { return strings.HasPrefix(dep, module) },
+	},
+	{
+		why:       "a fleet's state (server/pgstate) shares the record with the file ledger, not the file ledger's code",
+		packages:  []string{"server/pgstate/..."},
+		forbidden: func(dep string) bool { return dep == module+"server/ledger" || dep == module+"server/ledger/index" },
+	},
+	{
 		why:       "the server takes requests from objects through objectrequest, never through the client",
 		packages:  []string{"server/..."},
 		forbidden: func(dep string) bool { return dep == module+"signerclient" },

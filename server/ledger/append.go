@@ -8,14 +8,15 @@ import (
 
 	"github.com/signet-pki/signet/ledgerproof"
 	"github.com/signet-pki/signet/server/ledger/index"
+	"github.com/signet-pki/signet/server/ledger/record"
 )
 
 // request is one pending Append; it is answered on done exactly once with its outcome, after a
 // lead message if the Append is made the batch writer first.
 type request struct {
 	rec  Record
-	body body   // rec's encoding but Seq, Time and PrevHash, made by the caller
-	line []byte // the sealed record's line, "\n" included, once in a batch
+	body record.Body // rec's encoding but Seq, Time and PrevHash, made by the caller
+	line []byte      // the sealed record's line, "\n" included, once in a batch
 	done chan result
 }
 
@@ -44,14 +45,14 @@ type result struct {
 // ends); once the record is in a batch, Append waits for the outcome, so a nil error always
 // means "durably recorded" and an error after that means "not acknowledged".
 func (l *Ledger) Append(ctx context.Context, r Record) (Record, error) {
-	if err := r.validate(); err != nil {
+	if err := r.Validate(); err != nil {
 		return Record{}, fmt.Errorf("appending to ledger %s: %w", l.dir, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return Record{}, fmt.Errorf("appending to ledger %s: %w", l.dir, err)
 	}
-	r.normalize()
-	req := &request{rec: r, body: r.encodeBody(), done: make(chan result, 1)}
+	r.Normalize()
+	req := &request{rec: r, body: r.EncodeBody(), done: make(chan result, 1)}
 	l.qmu.Lock()
 	if l.closed {
 		l.qmu.Unlock()
@@ -185,7 +186,7 @@ func (l *Ledger) commit(batch []*request, buf []byte) []byte {
 	for i, req := range batch {
 		r := req.rec
 		r.Seq, r.Time, r.PrevHash = seq+1, l.opts.Clock.Now().UTC().Round(0), prev
-		line, err := r.sealBody(req.body)
+		line, err := r.SealBody(req.body)
 		if err == nil && len(line) > maxWrite {
 			err = fmt.Errorf("record %d is %d bytes long, more than the %d a ledger line may have", r.Seq, len(line), maxWrite)
 		}

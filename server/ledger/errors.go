@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"syscall"
+
+	"github.com/signet-pki/signet/server/ledger/record"
 )
 
 // Sentinel errors of the ledger. Callers test them with errors.Is.
@@ -22,7 +24,7 @@ var (
 	// ErrCorrupt: the ledger's records are not an intact chain. Its *CorruptionError says where.
 	ErrCorrupt = errors.New("ledger corrupt")
 	// ErrInvalidRecord: Append was given a record that must not be stored as is.
-	ErrInvalidRecord = errors.New("invalid ledger record")
+	ErrInvalidRecord = record.ErrInvalidRecord
 )
 
 // CorruptionError locates the first problem Verify, Replay or Open found. It wraps ErrCorrupt.

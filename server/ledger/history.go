@@ -12,12 +12,6 @@ import (
 	"github.com/signet-pki/signet/server/checkpoint"
 )
 
-// Started: the first record of a new history, which an operator started with
-// StartNewHistory (signetctl ledger new-history) after the previous one was lost or could not
-// be trusted. Client names the operator, Message the reason, Grounds the previous history
-// (where it was archived, how many records it held, its last hash, what Verify said of it).
-const Started Decision = "started"
-
 // NewHistory is what StartNewHistory did.
 type NewHistory struct {
 	// Archive is the folder the previous history's files were moved to ("" if there were

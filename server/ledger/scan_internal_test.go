@@ -43,7 +43,7 @@ func chainOf(t *testing.T, n int) []byte {
 	for i := 1; i <= n; i++ {
 		r := Record{Seq: uint64(i), Time: time.Unix(int64(i), 0).UTC(), Decision: Refused, Signer: "s", Reason: "X",
 			Message: fmt.Sprintf("record %d of a chain that is longer than one write can be", i), PrevHash: prev}
-		line, err := r.seal()
+		line, err := r.Seal()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -305,7 +305,7 @@ func (o *opening) recordAt(seq uint64) (index.Pos, Record, error) {
 	}
 	if err == nil {
 		var sum string
-		if sum, err = r.computeHash(); err == nil && sum != r.Hash {
+		if sum, err = r.ComputeHash(); err == nil && sum != r.Hash {
 			err = errors.New("hash mismatch")
 		}
 	}
@@ -408,7 +408,7 @@ func (o *opening) stateRecord(st index.StateRecord) (Record, error) {
 	}
 	if err == nil {
 		var sum string
-		if sum, err = r.computeHash(); err == nil && sum != r.Hash {
+		if sum, err = r.ComputeHash(); err == nil && sum != r.Hash {
 			err = errors.New("hash mismatch")
 		}
 	}

@@ -230,7 +230,7 @@ func (c *chain) check(line []byte) (Record, error) {
 		return r, c.problem(n, want, "line %d of %s: not a ledger record (%v) — the line was damaged", n, c.file, err)
 	}
 	where := fmt.Sprintf("record %d (line %d of %s)", r.Seq, n, c.file)
-	if sum, err := r.computeHash(); err != nil || sum != r.Hash {
+	if sum, err := r.ComputeHash(); err != nil || sum != r.Hash {
 		return r, c.problem(n, r.Seq, "%s: hash mismatch — the record was changed", where)
 	}
 	if !canonical {
@@ -239,7 +239,7 @@ func (c *chain) check(line []byte) (Record, error) {
 	if r.Seq != want {
 		return r, c.seqProblem(r.Seq, want)
 	}
-	if err := r.validate(); err != nil {
+	if err := r.Validate(); err != nil {
 		return r, c.problem(n, r.Seq, "%s: %v", where, err)
 	}
 	if r.PrevHash != c.prevHash {

@@ -1,4 +1,4 @@
-package ledger
+package record
 
 import (
 	"bytes"
@@ -58,19 +58,19 @@ func TestSealBodyIsSeal(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for i := range 20000 {
 		r := randomRecord(rng)
-		r.normalize()
-		b := r.encodeBody()
+		r.Normalize()
+		b := r.EncodeBody()
 		if b == nil {
 			t.Fatalf("record %d: encodeBody gave no body for %+v", i, r)
 		}
 		r.Seq, r.Time = uint64(rng.Int64N(1<<62))+1, time.Unix(rng.Int64N(4e9), rng.Int64N(1e9)).UTC()
-		r.PrevHash = zeroHash
+		r.PrevHash = ZeroHash
 		if rng.IntN(2) == 0 {
 			r.PrevHash = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 		}
-		want, werr := r.seal()
+		want, werr := r.Seal()
 		wantHash := r.Hash
-		got, gerr := r.sealBody(b)
+		got, gerr := r.SealBody(b)
 		if werr != nil || gerr != nil || !bytes.Equal(got, want) || r.Hash != wantHash {
 			t.Fatalf("record %d:\nsealBody = %s (%v)\nseal     = %s (%v)", i, got, gerr, want, werr)
 		}
@@ -83,11 +83,11 @@ func FuzzSealBody(f *testing.F) {
 	f.Fuzz(func(t *testing.T, signer, message, cert, uid string, seq uint64) {
 		r := Record{Decision: Issued, Signer: signer, Message: message, Certificate: cert, ObjectUID: uid,
 			Anchors: []string{uid}, Authority: &Authority{CAs: []AuthorityCA{{Fingerprint: signer, Certificate: cert}}}}
-		r.normalize()
-		b := r.encodeBody()
-		r.Seq, r.Time, r.PrevHash = seq, time.Unix(1800000000, 5).UTC(), zeroHash
-		want, werr := r.seal()
-		got, gerr := r.sealBody(b)
+		r.Normalize()
+		b := r.EncodeBody()
+		r.Seq, r.Time, r.PrevHash = seq, time.Unix(1800000000, 5).UTC(), ZeroHash
+		want, werr := r.Seal()
+		got, gerr := r.SealBody(b)
 		if werr != nil || gerr != nil || !bytes.Equal(got, want) {
 			t.Fatalf("sealBody = %s (%v)\nseal     = %s (%v)", got, gerr, want, werr)
 		}
