@@ -6,11 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -19,23 +17,18 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/reflection"
 
 	"github.com/signet-pki/signet/internal/httpserver"
 	"github.com/signet-pki/signet/keystore"
 	signetv1 "github.com/signet-pki/signet/proto/signet/v1"
-	"github.com/signet-pki/signet/server/access"
 	"github.com/signet-pki/signet/server/attest"
 	"github.com/signet-pki/signet/server/checkpoint"
 	"github.com/signet-pki/signet/server/config"
 	"github.com/signet-pki/signet/server/decision"
 	"github.com/signet-pki/signet/server/guard"
-	"github.com/signet-pki/signet/server/idempotency"
 	"github.com/signet-pki/signet/server/ledger"
 	"github.com/signet-pki/signet/server/metrics"
 	"github.com/signet-pki/signet/server/rotation"
-	"github.com/signet-pki/signet/server/signerapi"
 	"github.com/signet-pki/signet/server/webhook"
 )
 
@@ -131,137 +124,6 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 		return nil, err
 	}
 	return s, nil
-}
-
-func (s *Server) build(ctx context.Context) error {
-	cfg, log := s.cfg, s.log
-	names := make([]string, len(cfg.Signers))
-	for i, sc := range cfg.Signers {
-		names[i] = sc.Name
-	}
-	s.metrics = metrics.New(Version, Commit, names)
-	s.rotation = rotation.New(rotation.Options{Log: log, Metrics: s.metrics})
-	if err := s.newAttestation(); err != nil {
-		return err
-	}
-	// Everything the configuration alone defines (profiles, lint gates, CA certificates, client
-	// rules, TLS files) is loaded before the ledger is opened, which creates its directory and
-	// the checkpoint key: a start that fails on the configuration leaves nothing behind.
-	configured, err := configureSigners(cfg.Signers, cfg.Lint)
-	if err != nil {
-		return err
-	}
-	authz, err := access.NewAuthorizer(cfg.Clients, names)
-	if err != nil {
-		return fmt.Errorf("clients: %w", err)
-	}
-	signerRates := map[string]access.Rate{}
-	for _, sc := range cfg.Signers {
-		if sc.RateLimit != nil {
-			signerRates[sc.Name] = *sc.RateLimit
-		}
-	}
-	limiter, err := access.NewLimiter(access.ClientRates(cfg.Clients), signerRates, nil)
-	if err != nil {
-		return fmt.Errorf("rate limits: %w", err)
-	}
-	if s.tls, err = newTLSSource(cfg.TLS); err != nil {
-		return err
-	}
-	// On a first start (no ledger yet) the signers' keys are opened before the ledger is
-	// created, so that a key that does not open (an HSM that refuses its PIN) leaves nothing
-	// behind either; an existing ledger is read first, its recorded rotations deciding which
-	// CAs are opened.
-	_, statErr := os.Stat(cfg.Ledger.Dir)
-	firstStart := errors.Is(statErr, fs.ErrNotExist)
-	var plans []rotation.Plan
-	if firstStart {
-		if plans, err = s.openSigners(ctx, configured); err != nil {
-			return err
-		}
-	}
-	// The idempotency answers and the CA sets are rebuilt from the records Open verifies, in
-	// the same read.
-	store := idempotency.New(idempotency.Options{Retention: cfg.Idempotency.Retention.Duration, ReplayUntil: decision.ReplayUntil})
-	since, replayed := time.Now().Add(-cfg.Idempotency.Retention.Duration), 0
-	replay := func(r ledger.Record) error {
-		if !r.Time.Before(since) {
-			replayed += store.Load(r)
-		}
-		if s.attest != nil {
-			s.attest.Replay(r)
-		}
-		return s.rotation.Replay(r)
-	}
-	appended := func() {
-		if cp := s.checkpoints.Load(); cp != nil {
-			cp.Appended()
-		}
-	}
-	lopts := ledger.Options{Logger: log, Replay: replay, ReplayFrom: since, Appended: appended, SegmentSize: cfg.Ledger.SegmentBytes()}
-	if s.ledger, err = ledger.Open(cfg.Ledger.Dir, lopts); err != nil {
-		return fmt.Errorf("opening ledger: %w", err)
-	}
-	if err := s.openCheckpoints(ctx); err != nil {
-		return err
-	}
-	seq, _ := s.ledger.Last()
-	st := s.ledger.Stats()
-	s.metrics.SetLedgerGrowth(st.ReadAtOpen, st.Segment, st.Unindexed)
-	log.Info("ledger opened", "dir", cfg.Ledger.Dir, "last_seq", seq, "segment", st.Segment, "idempotent_answers", replayed, "records_read", st.ReadAtOpen)
-	s.rotation.SetLedger(s.ledger)
-	if !firstStart {
-		if plans, err = s.openSigners(ctx, configured); err != nil {
-			return err
-		}
-	}
-	if err := s.adoptSigners(ctx, plans); err != nil {
-		return err
-	}
-	s.rotation.SetInstaller(installer{s})
-	s.metrics.WatchTLSCertificate(s.tls.certificate)
-	s.tls.guard(authz.VerifyConnection, log, s.metrics)
-	opts := decision.Options{Log: log, Ledger: s.ledger, Store: store, Metrics: s.metrics, Issued: s.rotation.Issued, Rotation: s.rotation}
-	if s.attest != nil {
-		opts.Attestor = s.attest
-	}
-	s.core = decision.New(s.currentSigners(), decision.Access{Authorizer: authz, Limiter: limiter}, opts)
-	s.guard = guard.New(guard.Options{Log: log, Panicked: s.metrics.ObservePanic, Internal: signerapi.InternalStatus(),
-		Malformed: signerapi.Undecodable(s.core)})
-	s.grpc = grpc.NewServer(append(s.guard.ServerOptions(),
-		grpc.Creds(s.tls.credentials()),
-		grpc.ChainUnaryInterceptor(signerapi.ClientVersionCheck(Version, log, s.metrics.ObserveClientVersionRefused)), // the skew policy, docs/compatibility.md
-		grpc.MaxRecvMsgSize(maxRecvMsgSize),
-		// Stop (after shutdownGrace) waits for the handlers it cancels, so Close never
-		// releases a key or the ledger under a call still running.
-		grpc.WaitForHandlers(true),
-		grpc.NumStreamWorkers(streamWorkers),
-		grpc.StaticStreamWindowSize(streamWindow),
-		grpc.StaticConnWindowSize(connWindow),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Minute, Timeout: 20 * time.Second}),
-	)...)
-	signetv1.RegisterSignerServiceServer(s.grpc, signerapi.New(s.core).WithBuild(signerapi.Build{Version: Version, Commit: Commit}))
-	signetv1.RegisterAuthorityServiceServer(s.grpc, signerapi.NewAuthority(s.core))
-	signetv1.RegisterLedgerServiceServer(s.grpc, signerapi.NewLedger(s.core).WithProofs(ledgerProofs{s.checkpoints.Load(), s.ledger}))
-	s.health = health.NewServer()
-	s.health.SetServingStatus(signetv1.HealthService, healthpb.HealthCheckResponse_SERVING)
-	s.updateSignerHealth(nil, map[string]bool{})
-	healthpb.RegisterHealthServer(s.grpc, signerHealth{Server: s.health, served: func(name string) bool { return slices.Contains(names, name) }})
-	if cfg.GRPC.Reflection {
-		reflection.Register(s.grpc)
-		log.Warn("gRPC reflection is on")
-	}
-	s.metrics.AddPanicMethods(methodNames(s.grpc.GetServiceInfo()))
-	s.http = httpserver.New(cfg.HTTP.Address, s.metrics.Handler(), s.ready, log,
-		s.guard.HTTP(metrics.PanicMethodHTTP, httpserver.InternalError))
-	if s.httpLis, err = net.Listen("tcp", cfg.HTTP.Address); err != nil {
-		return fmt.Errorf("listening on %s (http.address): %w", cfg.HTTP.Address, err)
-	}
-	if err := s.buildAttestationEndpoint(); err != nil {
-		return err
-	}
-	return s.buildWebhook()
 }
 
 // buildWebhook builds the signing webhook when it is configured: the same decision core as

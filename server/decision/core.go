@@ -8,6 +8,7 @@
 package decision
 
 import (
+	"context"
 	"log/slog"
 	"sync/atomic"
 
@@ -66,9 +67,11 @@ type Access struct {
 
 // Options are the collaborators of a Core. Ledger and Store are required for signing.
 type Options struct {
-	Log     *slog.Logger
-	Ledger  *ledger.Ledger
-	Store   *idempotency.Store
+	Log *slog.Logger
+	// Ledger records every decision (fail closed: no record, no certificate).
+	Ledger Journal
+	// Store gives one answer per object and request.
+	Store   Answers
 	Metrics *metrics.Metrics
 	Clock   clock.PassiveClock
 	// Issued, if set, is called with every issued record once it is durable (the CA
@@ -78,6 +81,25 @@ type Options struct {
 	Rotation Rotation
 	// Attestor verifies the TPM evidence of requests for attested signers; nil refuses them.
 	Attestor Attestor
+}
+
+// Journal records every decision and finds the records of an object or a serial: the file
+// ledger (server/ledger) on one host; a fleet's database (server/pgstate) for several.
+type Journal interface {
+	// Append stores r durably and returns it with its seq, time and hashes. An error means
+	// the record was not acknowledged: the caller refuses what it would have recorded.
+	Append(ctx context.Context, r ledger.Record) (ledger.Record, error)
+	// Find returns the records of one object UID or of one certificate serial (give exactly
+	// one), oldest first.
+	Find(objectUID, serial string) ([]ledger.Record, error)
+}
+
+// Answers gives one answer per (scope, request hash): Do runs fn once for the first call and
+// returns its entry to every call of the same scope and hash, concurrent or later, within
+// the retention; a call of the same scope with another hash gets a conflict
+// (idempotency.Store on one host; a fleet's database for several).
+type Answers interface {
+	Do(ctx context.Context, scope string, requestHash []byte, fn func() (idempotency.Entry, error)) (idempotency.Entry, idempotency.Result, error)
 }
 
 // Core decides. Its signers and access rules can be replaced at any time (hot reload): each
