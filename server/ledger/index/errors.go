@@ -1,6 +1,10 @@
 package index
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/signet-pki/signet/server/ledger/record"
+)
 
 // The sentinel errors of the index. Errors returned by the package wrap one of these (or an
 // error of bbolt or the file system) with the operation and the seqs involved.
@@ -20,9 +24,8 @@ var (
 	// ErrInvalidEntry: an entry cannot be indexed (seq 0, segment 0, a negative offset, a
 	// serial that is not hexadecimal) or a tree size is negative.
 	ErrInvalidEntry = errors.New("invalid index entry")
-	// ErrInvalidSerial: a serial is not hexadecimal (an optional 0x prefix, then one or more
-	// hex digits).
-	ErrInvalidSerial = errors.New("serial is not hexadecimal")
+	// ErrInvalidSerial: a serial is not hexadecimal (record.ErrInvalidSerial).
+	ErrInvalidSerial = record.ErrInvalidSerial
 	// ErrReadOnly: a write was asked of an index opened with Options.ReadOnly.
 	ErrReadOnly = errors.New("index is open read-only")
 	// ErrLayout: the file is not an index, or one written in a layout this version does not

@@ -2,33 +2,13 @@ package index
 
 import (
 	"encoding/binary"
-	"fmt"
 	"strings"
+
+	"github.com/signet-pki/signet/server/ledger/record"
 )
 
-// NormalizeSerial returns the canonical form of a certificate serial written in hex: without
-// a 0x or 0X prefix, in lower case, without leading zeros ("0" for zero). "0x0A", "a", "0a"
-// and "A" all give "a". A string that is not one or more hex digits after the optional prefix
-// is refused with ErrInvalidSerial.
-func NormalizeSerial(serial string) (string, error) {
-	s := serial
-	if len(s) >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
-		s = s[2:]
-	}
-	if s == "" {
-		return "", fmt.Errorf("%w: %q", ErrInvalidSerial, truncate(serial))
-	}
-	for i := 0; i < len(s); i++ {
-		if !isHex(s[i]) {
-			return "", fmt.Errorf("%w: %q", ErrInvalidSerial, truncate(serial))
-		}
-	}
-	s = strings.TrimLeft(strings.ToLower(s), "0")
-	if s == "" {
-		s = "0"
-	}
-	return s, nil
-}
+// NormalizeSerial is record.NormalizeSerial: the canonical form of a hex serial.
+func NormalizeSerial(serial string) (string, error) { return record.NormalizeSerial(serial) }
 
 // serialID is how the serial lookup stores a serial: the normalized number's big-endian
 // bytes (zero is one zero byte), after a uvarint of their count times two.

@@ -346,3 +346,43 @@ func Decode(line []byte) (Record, bool, error) {
 	}
 	return r, string(again) == string(line), nil
 }
+
+// ErrInvalidSerial: a serial is not hexadecimal (an optional 0x prefix, then one or more hex
+// digits).
+var ErrInvalidSerial = errors.New("serial is not hexadecimal")
+
+// NormalizeSerial returns the canonical form of a certificate serial written in hex: without
+// a 0x or 0X prefix, in lower case, without leading zeros ("0" for zero). "0x0A", "a", "0a"
+// and "A" all give "a". A string that is not one or more hex digits after the optional prefix
+// is refused with ErrInvalidSerial.
+func NormalizeSerial(serial string) (string, error) {
+	s := serial
+	if len(s) >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
+		s = s[2:]
+	}
+	if s == "" {
+		return "", fmt.Errorf("%w: %q", ErrInvalidSerial, shorten(serial))
+	}
+	for i := 0; i < len(s); i++ {
+		if !isHexDigit(s[i]) {
+			return "", fmt.Errorf("%w: %q", ErrInvalidSerial, shorten(serial))
+		}
+	}
+	s = strings.TrimLeft(strings.ToLower(s), "0")
+	if s == "" {
+		s = "0"
+	}
+	return s, nil
+}
+
+// shorten shortens s for an error message.
+func shorten(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
+func isHexDigit(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}

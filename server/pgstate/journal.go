@@ -1,0 +1,252 @@
+package pgstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"k8s.io/utils/clock"
+
+	"github.com/signet-pki/signet/server/ledger/record"
+)
+
+// ErrUnavailable: the journal could not record (the database refused or could not be
+// reached); nothing was acknowledged, and the caller fails closed.
+var ErrUnavailable = errors.New("the fleet's journal is unavailable")
+
+// JournalOptions tune a Journal. The zero value is usable.
+type JournalOptions struct {
+	// Clock stamps the records (the real clock when nil).
+	Clock clock.PassiveClock
+	// MaxBatch bounds the records one transaction appends (256 when zero).
+	MaxBatch int
+	// Timeout bounds one append transaction (10 s when zero).
+	Timeout time.Duration
+	// Logger is for what the journal does by itself (slog.Default when nil).
+	Logger *slog.Logger
+}
+
+// Journal is a fleet's ledger in PostgreSQL: every record's line, exactly as the file ledger
+// stores it, in ledger_records. Seqs and the hash chain move under the one ledger_head row:
+// a batch's transaction locks it (SELECT … FOR UPDATE), seals its records after the head,
+// stores them and moves the head, so any number of servers append to one chain that never
+// forks. Within a server, concurrent Appends are group-committed: the first to find no batch
+// being written writes one with every record waiting, and hands on to the next.
+type Journal struct {
+	pool *pgxpool.Pool
+	opts JournalOptions
+
+	mu      sync.Mutex
+	pending []*appendReq
+	writing bool
+}
+
+type appendReq struct {
+	rec     record.Record
+	body    record.Body
+	done    chan appendRes
+	invalid bool // answered already: it must not be stored
+}
+
+type appendRes struct {
+	rec  record.Record
+	err  error
+	lead bool
+}
+
+// NewJournal returns the journal of the database pool reaches (migrated by Migrate).
+func NewJournal(pool *pgxpool.Pool, opts JournalOptions) *Journal {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 256
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 10 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Journal{pool: pool, opts: opts}
+}
+
+// Append stores r and returns it with Seq, Time, PrevHash and Hash filled, once its
+// transaction committed. An error wrapping ErrUnavailable means it was not acknowledged (if
+// the connection failed during the commit, the record may be stored all the same, as a file
+// ledger's record may be after a failed fsync); one wrapping record.ErrInvalidRecord, that r
+// must not be stored. ctx bounds the wait to join a batch.
+func (j *Journal) Append(ctx context.Context, r record.Record) (record.Record, error) {
+	if err := r.Validate(); err != nil {
+		return record.Record{}, fmt.Errorf("appending to the fleet's journal: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return record.Record{}, fmt.Errorf("appending to the fleet's journal: %w", err)
+	}
+	r.Normalize()
+	req := &appendReq{rec: r, body: r.EncodeBody(), done: make(chan appendRes, 1)}
+	j.mu.Lock()
+	j.pending = append(j.pending, req)
+	lead := !j.writing
+	j.writing = true
+	j.mu.Unlock()
+	if !lead {
+		var res appendRes
+		select {
+		case res = <-req.done:
+		case <-ctx.Done():
+			if j.withdraw(req) {
+				return record.Record{}, fmt.Errorf("appending to the fleet's journal: %w", ctx.Err())
+			}
+			res = <-req.done
+		}
+		if !res.lead {
+			return res.rec, res.err
+		}
+	}
+	j.writeBatch()
+	res := <-req.done
+	return res.rec, res.err
+}
+
+// withdraw takes req out of the queue if no batch has taken it.
+func (j *Journal) withdraw(req *appendReq) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if len(req.done) > 0 {
+		return false
+	}
+	if i := slices.Index(j.pending, req); i >= 0 {
+		j.pending = slices.Delete(j.pending, i, i+1)
+		return true
+	}
+	return false
+}
+
+// writeBatch commits the records waiting (up to MaxBatch) and passes the lead to the first
+// record that arrived meanwhile, or ends the writing.
+func (j *Journal) writeBatch() {
+	j.mu.Lock()
+	n := min(len(j.pending), j.opts.MaxBatch)
+	batch := slices.Clone(j.pending[:n])
+	j.pending = slices.Delete(j.pending, 0, n)
+	j.mu.Unlock()
+	j.commit(batch)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if len(j.pending) == 0 {
+		j.writing = false
+		return
+	}
+	j.pending[0].done <- appendRes{lead: true}
+}
+
+// commit appends batch in one transaction and answers every request.
+func (j *Journal) commit(batch []*appendReq) {
+	ctx, cancel := context.WithTimeout(context.Background(), j.opts.Timeout)
+	defer cancel()
+	err := pgx.BeginFunc(ctx, j.pool, func(tx pgx.Tx) error {
+		var seq uint64
+		var prev string
+		if err := tx.QueryRow(ctx, `SELECT seq, hash FROM ledger_head WHERE id FOR UPDATE`).Scan(&seq, &prev); err != nil {
+			return fmt.Errorf("locking the journal's head: %w", err)
+		}
+		now := j.opts.Clock.Now().UTC().Round(0)
+		rows := make([][]any, 0, len(batch))
+		for _, req := range batch {
+			r := req.rec
+			r.Seq, r.Time, r.PrevHash = seq+1, now, prev
+			if req.invalid {
+				continue
+			}
+			line, err := r.SealBody(req.body)
+			if err != nil {
+				req.invalid = true
+				req.done <- appendRes{err: fmt.Errorf("appending to the fleet's journal: %w: %w", record.ErrInvalidRecord, err)}
+				continue
+			}
+			var serial, uid any
+			if s, err := record.NormalizeSerial(r.Serial); r.Serial != "" && err == nil {
+				serial = s
+			}
+			if r.ObjectUID != "" {
+				uid = r.ObjectUID
+			}
+			rows = append(rows, []any{int64(r.Seq), line[:len(line)-1], r.Hash, r.Time, serial, uid})
+			seq, prev = r.Seq, r.Hash
+			req.rec = r
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"ledger_records"}, []string{"seq", "line", "hash", "at", "serial", "object_uid"},
+			pgx.CopyFromRows(rows)); err != nil {
+			return fmt.Errorf("storing records %d-%d: %w", rows[0][0], seq, err)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE ledger_head SET seq = $1, hash = $2 WHERE id`, int64(seq), prev); err != nil {
+			return fmt.Errorf("moving the journal's head: %w", err)
+		}
+		return nil
+	})
+	for _, req := range batch {
+		switch {
+		case req.invalid:
+		case err != nil:
+			req.done <- appendRes{err: fmt.Errorf("appending to the fleet's journal: %w: %w", ErrUnavailable, err)}
+		default:
+			req.done <- appendRes{rec: req.rec}
+		}
+	}
+}
+
+// Find returns the records about an object UID, or those of a certificate serial (hex,
+// compared as a number), oldest first. Give exactly one.
+func (j *Journal) Find(objectUID, serial string) ([]record.Record, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), j.opts.Timeout)
+	defer cancel()
+	var rows pgx.Rows
+	var err error
+	switch {
+	case (objectUID == "") == (serial == ""):
+		return nil, errors.New("finding journal records: give exactly one of an object UID and a serial")
+	case objectUID != "":
+		rows, err = j.pool.Query(ctx, `SELECT line FROM ledger_records WHERE object_uid = $1 ORDER BY seq`, objectUID)
+	default:
+		var s string
+		if s, err = record.NormalizeSerial(serial); err == nil {
+			rows, err = j.pool.Query(ctx, `SELECT line FROM ledger_records WHERE serial = $1 ORDER BY seq`, s)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("finding journal records: %w", err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	if err != nil {
+		return nil, fmt.Errorf("finding journal records: %w: %w", ErrUnavailable, err)
+	}
+	out := make([]record.Record, 0, len(lines))
+	for _, line := range lines {
+		r, _, err := record.Decode(line)
+		if err != nil {
+			return nil, fmt.Errorf("finding journal records: a stored line does not decode: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Head returns the seq and hash of the last record (0 and 64 zeros when empty).
+func (j *Journal) Head(ctx context.Context) (uint64, string, error) {
+	var seq int64
+	var hash string
+	if err := j.pool.QueryRow(ctx, `SELECT seq, hash FROM ledger_head WHERE id`).Scan(&seq, &hash); err != nil {
+		return 0, "", fmt.Errorf("reading the journal's head: %w: %w", ErrUnavailable, err)
+	}
+	return uint64(seq), hash, nil
+}
