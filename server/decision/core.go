@@ -99,7 +99,9 @@ type Journal interface {
 // the retention; a call of the same scope with another hash gets a conflict
 // (idempotency.Store on one host; a fleet's database for several).
 type Answers interface {
-	Do(ctx context.Context, scope string, requestHash []byte, fn func() (idempotency.Entry, error)) (idempotency.Entry, idempotency.Result, error)
+	// fn gets a context derived from ctx that carries what the journal needs to record the
+	// answer with the issuance (a fleet's claim), and must record through it.
+	Do(ctx context.Context, scope string, requestHash []byte, fn func(context.Context) (idempotency.Entry, error)) (idempotency.Entry, idempotency.Result, error)
 }
 
 // Core decides. Its signers and access rules can be replaced at any time (hot reload): each

@@ -116,7 +116,7 @@ func (c *Core) decide(ctx context.Context, d decisionContext, checkLimits func()
 			_ = c.refuse(ctx, d, ErrPanicked)
 		}
 	}()
-	entry, res, err := c.opts.Store.Do(ctx, idempotency.Scope(d.identity, d.objectUID), d.hash, func() (idempotency.Entry, error) {
+	entry, res, err := c.opts.Store.Do(ctx, idempotency.Scope(d.identity, d.objectUID), d.hash, func(ctx context.Context) (idempotency.Entry, error) {
 		c.faultAt(FaultSign, d.objectUID)
 		t := c.opts.Clock.Now()
 		cert, message, err := issue(sg, d)

@@ -31,9 +31,10 @@ type call struct {
 //     filled in) is remembered and returned with Miss; its error is returned as is, and
 //     nothing is remembered.
 //
-// fn should write the ledger record before returning the entry (no ledger record, no
-// certificate). Returned entries are copies.
-func (s *Store) Do(ctx context.Context, scope string, requestHash []byte, fn func() (Entry, error)) (Entry, Result, error) {
+// fn runs with ctx (a fleet's store adds its claim to it, for the journal to check when it
+// records the issuance); it should write the ledger record before returning the entry (no
+// ledger record, no certificate). Returned entries are copies.
+func (s *Store) Do(ctx context.Context, scope string, requestHash []byte, fn func(context.Context) (Entry, error)) (Entry, Result, error) {
 	for {
 		s.mu.Lock()
 		e, res := s.lookupLocked(scope, requestHash)
@@ -46,7 +47,7 @@ func (s *Store) Do(ctx context.Context, scope string, requestHash []byte, fn fun
 			c = &call{hash: bytes.Clone(requestHash), done: make(chan struct{})}
 			s.inflight[scope] = c
 			s.mu.Unlock()
-			return s.lead(scope, c, fn, res)
+			return s.lead(ctx, scope, c, fn, res)
 		}
 		s.mu.Unlock()
 		select {
@@ -66,7 +67,7 @@ func (s *Store) Do(ctx context.Context, scope string, requestHash []byte, fn fun
 // lead runs fn for the call c it registered, remembers a success and releases the waiters,
 // also when fn panics. A success is returned with res: Miss, or Reissued when fn replaces a
 // stored answer past its replay window.
-func (s *Store) lead(scope string, c *call, fn func() (Entry, error), res Result) (Entry, Result, error) {
+func (s *Store) lead(ctx context.Context, scope string, c *call, fn func(context.Context) (Entry, error), res Result) (Entry, Result, error) {
 	finished := false
 	defer func() {
 		if !finished {
@@ -81,7 +82,7 @@ func (s *Store) lead(scope string, c *call, fn func() (Entry, error), res Result
 		s.mu.Unlock()
 		close(c.done)
 	}()
-	e, err := fn()
+	e, err := fn(ctx)
 	finished = true
 	if err != nil {
 		c.err = err

@@ -15,7 +15,7 @@ import (
 func inFlight(s *idempotency.Store, uid, request string, fnErr error) (chan struct{}, chan error) {
 	release, started, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
-		_, _, err := s.Do(context.Background(), uid, hashOf(request), func() (idempotency.Entry, error) {
+		_, _, err := s.Do(context.Background(), uid, hashOf(request), func(context.Context) (idempotency.Entry, error) {
 			close(started)
 			<-release
 			return entry(uid, request), fnErr
@@ -33,7 +33,7 @@ func TestDoSharesFailureThenRetries(t *testing.T) {
 	release, first := inFlight(s, "uid-1", "csr", boom)
 	waiter := make(chan error, 1)
 	go func() {
-		_, _, err := s.Do(context.Background(), "uid-1", hashOf("csr"), func() (idempotency.Entry, error) {
+		_, _, err := s.Do(context.Background(), "uid-1", hashOf("csr"), func(context.Context) (idempotency.Entry, error) {
 			t.Error("the waiter ran fn while the same request was in flight")
 			return idempotency.Entry{}, nil
 		})
@@ -50,7 +50,7 @@ func TestDoSharesFailureThenRetries(t *testing.T) {
 	if _, res := s.Lookup("uid-1", hashOf("csr")); res != idempotency.Miss {
 		t.Errorf("a failure was remembered: %v", res)
 	}
-	_, res, err := s.Do(context.Background(), "uid-1", hashOf("csr"), func() (idempotency.Entry, error) {
+	_, res, err := s.Do(context.Background(), "uid-1", hashOf("csr"), func(context.Context) (idempotency.Entry, error) {
 		return entry("uid-1", "csr"), nil
 	})
 	if err != nil || res != idempotency.Miss {
@@ -69,7 +69,7 @@ func TestDoLeaderCallerGoneWaiterTakesOver(t *testing.T) {
 	waiter := make(chan error, 1)
 	ran := make(chan struct{}, 1)
 	go func() {
-		_, res, err := s.Do(context.Background(), "uid-1", hashOf("csr"), func() (idempotency.Entry, error) {
+		_, res, err := s.Do(context.Background(), "uid-1", hashOf("csr"), func(context.Context) (idempotency.Entry, error) {
 			ran <- struct{}{}
 			return entry("uid-1", "csr"), nil
 		})
@@ -102,7 +102,7 @@ func TestDoOtherHashWaitsThenConflicts(t *testing.T) {
 	release, first := inFlight(s, "uid-1", "csr", nil)
 	other := make(chan error, 1)
 	go func() {
-		_, _, err := s.Do(context.Background(), "uid-1", hashOf("forged"), func() (idempotency.Entry, error) {
+		_, _, err := s.Do(context.Background(), "uid-1", hashOf("forged"), func(context.Context) (idempotency.Entry, error) {
 			t.Error("fn ran for a conflicting request")
 			return idempotency.Entry{}, nil
 		})
@@ -130,7 +130,7 @@ func TestDoWaitHonoursContext(t *testing.T) {
 	defer func() { close(release); <-first }()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
-	_, _, err := s.Do(ctx, "uid-1", hashOf("csr"), func() (idempotency.Entry, error) {
+	_, _, err := s.Do(ctx, "uid-1", hashOf("csr"), func(context.Context) (idempotency.Entry, error) {
 		t.Error("fn ran while the request was in flight")
 		return idempotency.Entry{}, nil
 	})
@@ -145,7 +145,7 @@ func TestDoPanicReleasesWaiters(t *testing.T) {
 	started, release := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer func() { recover() }()
-		s.Do(context.Background(), "uid-1", hashOf("csr"), func() (idempotency.Entry, error) {
+		s.Do(context.Background(), "uid-1", hashOf("csr"), func(context.Context) (idempotency.Entry, error) {
 			close(started)
 			<-release
 			panic("hsm exploded")
@@ -154,7 +154,7 @@ func TestDoPanicReleasesWaiters(t *testing.T) {
 	<-started
 	waiter := make(chan error, 1)
 	go func() {
-		_, _, err := s.Do(context.Background(), "uid-1", hashOf("csr"), func() (idempotency.Entry, error) {
+		_, _, err := s.Do(context.Background(), "uid-1", hashOf("csr"), func(context.Context) (idempotency.Entry, error) {
 			return idempotency.Entry{}, nil
 		})
 		waiter <- err

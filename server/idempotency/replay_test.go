@@ -41,7 +41,7 @@ func TestReplayUntil(t *testing.T) {
 	}
 	renewed := entry("uid-1", "pcr")
 	renewed.Serial, renewed.ReplayUntil = "0c0d", t0.Add(8*time.Minute)
-	got, res, err := s.Do(context.Background(), "uid-1", hashOf("pcr"), func() (idempotency.Entry, error) { return renewed, nil })
+	got, res, err := s.Do(context.Background(), "uid-1", hashOf("pcr"), func(context.Context) (idempotency.Entry, error) { return renewed, nil })
 	if err != nil || res != idempotency.Reissued || got.Serial != "0c0d" {
 		t.Fatalf("Do past the window = %v %v %+v, want the new answer, reissued", err, res, got)
 	}
@@ -68,7 +68,7 @@ func TestReplayUntilConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range serials {
 		wg.Go(func() {
-			e, _, err := s.Do(context.Background(), "uid-1", hashOf("pcr"), func() (idempotency.Entry, error) {
+			e, _, err := s.Do(context.Background(), "uid-1", hashOf("pcr"), func(context.Context) (idempotency.Entry, error) {
 				n := runs.Add(1)
 				time.Sleep(10 * time.Millisecond)
 				e := windowed("uid-1", "pcr", 2*time.Hour)

@@ -70,7 +70,7 @@ func TestConflict(t *testing.T) {
 		t.Errorf("Lookup with another hash = %v %+v, want conflict with the stored entry", res, got)
 	}
 	ran := false
-	_, res, err := s.Do(context.Background(), "uid-1", hashOf("other csr"), func() (idempotency.Entry, error) {
+	_, res, err := s.Do(context.Background(), "uid-1", hashOf("other csr"), func(context.Context) (idempotency.Entry, error) {
 		ran = true
 		return entry("uid-1", "other csr"), nil
 	})
@@ -202,7 +202,7 @@ func TestDoRunsOncePerUID(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			e, res, err := s.Do(context.Background(), "uid-1", hashOf("csr"), func() (idempotency.Entry, error) {
+			e, res, err := s.Do(context.Background(), "uid-1", hashOf("csr"), func(context.Context) (idempotency.Entry, error) {
 				runs.Add(1)
 				<-release
 				return entry("uid-1", "csr"), nil
