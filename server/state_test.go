@@ -13,4 +13,5 @@ var (
 	_ decision.Journal = (*ledger.Ledger)(nil)
 	_ decision.Journal = (*pgstate.Journal)(nil)
 	_ decision.Answers = (*idempotency.Store)(nil)
+	_ decision.Answers = (*pgstate.Answers)(nil)
 )

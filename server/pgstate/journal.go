@@ -30,6 +30,9 @@ type JournalOptions struct {
 	Timeout time.Duration
 	// Logger is for what the journal does by itself (slog.Default when nil).
 	Logger *slog.Logger
+	// ReplayUntil gives the replay window of the answer an issued record makes (none when
+	// nil): decision.ReplayUntil.
+	ReplayUntil func(record.Record) time.Time
 }
 
 // Journal is a fleet's ledger in PostgreSQL: every record's line, exactly as the file ledger
@@ -51,7 +54,8 @@ type appendReq struct {
 	rec     record.Record
 	body    record.Body
 	done    chan appendRes
-	invalid bool // answered already: it must not be stored
+	claim   *claim // an issuance's claim (Answers), whose answer is stored with the record
+	invalid bool   // answered already: it must not be stored
 }
 
 type appendRes struct {
@@ -78,7 +82,9 @@ func NewJournal(pool *pgxpool.Pool, opts JournalOptions) *Journal {
 }
 
 // Append stores r and returns it with Seq, Time, PrevHash and Hash filled, once its
-// transaction committed. An error wrapping ErrUnavailable means it was not acknowledged (if
+// transaction committed. An issued record appended under a claim of Answers (in ctx) is
+// stored only while the claim is still this server's, and its answer with it, in the same
+// transaction; otherwise it fails with ErrClaimLost and nothing is stored. An error wrapping ErrUnavailable means it was not acknowledged (if
 // the connection failed during the commit, the record may be stored all the same, as a file
 // ledger's record may be after a failed fsync); one wrapping record.ErrInvalidRecord, that r
 // must not be stored. ctx bounds the wait to join a batch.
@@ -91,6 +97,9 @@ func (j *Journal) Append(ctx context.Context, r record.Record) (record.Record, e
 	}
 	r.Normalize()
 	req := &appendReq{rec: r, body: r.EncodeBody(), done: make(chan appendRes, 1)}
+	if c, ok := claimOf(ctx); ok && r.Decision == record.Issued {
+		req.claim = &c
+	}
 	j.mu.Lock()
 	j.pending = append(j.pending, req)
 	lead := !j.writing
@@ -157,6 +166,9 @@ func (j *Journal) commit(batch []*appendReq) {
 		if err := tx.QueryRow(ctx, `SELECT seq, hash FROM ledger_head WHERE id FOR UPDATE`).Scan(&seq, &prev); err != nil {
 			return fmt.Errorf("locking the journal's head: %w", err)
 		}
+		if err := j.checkClaims(ctx, tx, batch); err != nil {
+			return err
+		}
 		now := j.opts.Clock.Now().UTC().Round(0)
 		rows := make([][]any, 0, len(batch))
 		for _, req := range batch {
@@ -192,7 +204,7 @@ func (j *Journal) commit(batch []*appendReq) {
 		if _, err := tx.Exec(ctx, `UPDATE ledger_head SET seq = $1, hash = $2 WHERE id`, int64(seq), prev); err != nil {
 			return fmt.Errorf("moving the journal's head: %w", err)
 		}
-		return nil
+		return j.storeAnswers(ctx, tx, batch)
 	})
 	for _, req := range batch {
 		switch {
@@ -203,6 +215,81 @@ func (j *Journal) commit(batch []*appendReq) {
 			req.done <- appendRes{rec: req.rec}
 		}
 	}
+}
+
+// checkClaims locks the answers rows of the batch's claimed issuances (after the head, in
+// scope order: every transaction takes its locks in that order) and answers, with
+// ErrClaimLost, the issuances whose claim is no longer this server's.
+func (j *Journal) checkClaims(ctx context.Context, tx pgx.Tx, batch []*appendReq) error {
+	var scopes []string
+	for _, req := range batch {
+		if req.claim != nil && !req.invalid {
+			scopes = append(scopes, req.claim.scope)
+		}
+	}
+	if len(scopes) == 0 {
+		return nil
+	}
+	slices.Sort(scopes)
+	rows, err := tx.Query(ctx, `SELECT scope, holder, fence, chain IS NOT NULL FROM answers
+		WHERE scope = ANY($1) ORDER BY scope FOR UPDATE`, scopes)
+	if err != nil {
+		return fmt.Errorf("locking the claims: %w", err)
+	}
+	held := map[string]claim{}
+	for rows.Next() {
+		var c claim
+		var holder *string
+		var answered bool
+		if err := rows.Scan(&c.scope, &holder, &c.fence, &answered); err != nil {
+			rows.Close()
+			return fmt.Errorf("locking the claims: %w", err)
+		}
+		if holder != nil && !answered {
+			c.holder = *holder
+			held[c.scope] = c
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("locking the claims: %w", err)
+	}
+	for _, req := range batch {
+		if req.claim != nil && !req.invalid && held[req.claim.scope] != *req.claim {
+			req.invalid = true
+			req.done <- appendRes{err: fmt.Errorf("appending to the fleet's journal: object %s: %w", req.claim.scope, ErrClaimLost)}
+		}
+	}
+	return nil
+}
+
+// storeAnswers stores, with their records, the answers of the batch's claimed issuances and
+// ends their claims.
+func (j *Journal) storeAnswers(ctx context.Context, tx pgx.Tx, batch []*appendReq) error {
+	b := &pgx.Batch{}
+	for _, req := range batch {
+		if req.claim == nil || req.invalid {
+			continue
+		}
+		r := req.rec
+		var replay any
+		if j.opts.ReplayUntil != nil {
+			if t := j.opts.ReplayUntil(r); !t.IsZero() {
+				replay = t
+			}
+		}
+		b.Queue(`UPDATE answers SET chain = $3, serial = $4, not_before = $5, not_after = $6, issued_at = $7,
+				replay_until = $8, record_seq = $9, holder = NULL, lease_until = NULL
+			WHERE scope = $1 AND fence = $2`,
+			req.claim.scope, req.claim.fence, []byte(r.Certificate), r.Serial, r.NotBefore, r.NotAfter, r.Time, replay, int64(r.Seq))
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("storing the answers: %w", err)
+	}
+	return nil
 }
 
 // Find returns the records about an object UID, or those of a certificate serial (hex,

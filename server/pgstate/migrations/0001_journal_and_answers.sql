@@ -43,22 +43,26 @@ CREATE TABLE checkpoints (
     at timestamptz NOT NULL DEFAULT now()
 );
 
--- answers: one per (client scope, object UID) across the fleet. The first server to insert
--- the row claims it (ON CONFLICT DO NOTHING); it holds the claim until lease_until, and a
--- server that finds the lease expired takes it over by compare-and-set on fence. The answer
--- (the issued chain and its record's seq) is stored with its record, before any server
--- answers.
+-- answers: one per scope (a client's object UID, idempotency.Scope) across the fleet. The
+-- first server to insert the row claims it (ON CONFLICT DO NOTHING) and holds it until
+-- lease_until; a server that finds the lease expired takes the claim over by compare-and-set
+-- on fence, which grows with every claim. The answer (the issued chain and its record) is
+-- written by the journal in the transaction that stores the issuance's record, and only if the
+-- record's server still holds the claim: an issuance is recorded and answered once, or not at
+-- all.
 CREATE TABLE answers (
-    scope text NOT NULL,
-    object_uid text NOT NULL,
-    request_hash text NOT NULL,
+    scope text PRIMARY KEY,
+    request_hash bytea NOT NULL,
     holder text,
     fence bigint NOT NULL DEFAULT 1,
     lease_until timestamptz,
     chain bytea,
+    serial text,
+    not_before timestamptz,
+    not_after timestamptz,
+    issued_at timestamptz,
+    replay_until timestamptz,
     record_seq bigint REFERENCES ledger_records (seq),
-    at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (scope, object_uid),
     CHECK ((chain IS NULL) = (record_seq IS NULL))
 );
-CREATE INDEX answers_at ON answers (at);
+CREATE INDEX answers_issued_at ON answers (issued_at);
