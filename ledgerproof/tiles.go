@@ -37,6 +37,8 @@ type TileOptions struct {
 	// CacheTiles bounds the full tiles read from disk kept in memory for reading, least
 	// recently used evicted first; 64 (1 MiB) when zero or negative.
 	CacheTiles int
+	// Storage keeps the full tiles instead of files under dir (which is then not used).
+	Storage TileStorage
 }
 
 // TileStats counts a tiled tree's tile I/O, for tests and metrics.
@@ -73,16 +75,20 @@ func OpenTiles(dir string, size int64, leafHash func(index int64) (tlog.Hash, er
 	if size < 0 {
 		return nil, fmt.Errorf("opening tiles in %s: size %d is negative", dir, size)
 	}
-	if !opts.ReadOnly {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("opening tiles: %w", err)
+	storage := opts.Storage
+	if storage == nil {
+		if !opts.ReadOnly {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return nil, fmt.Errorf("opening tiles: %w", err)
+			}
 		}
+		storage = NewFileTiles(dir)
 	}
 	cache := opts.CacheTiles
 	if cache <= 0 {
 		cache = 64
 	}
-	ts := &tileState{store: newTileStore(dir, cache), readOnly: opts.ReadOnly, durable: size}
+	ts := &tileState{store: newTileStore(storage, cache), readOnly: opts.ReadOnly, durable: size}
 	for L := 0; L == 0 || size>>(TileHeight*L) > 0; L++ {
 		count := size >> (TileHeight * L) // hashes at tree level 8L
 		e := edgeTile{nodes: new(tileNodes)}
@@ -95,7 +101,7 @@ func OpenTiles(dir string, size int64, leafHash func(index int64) (tlog.Hash, er
 			e.n++
 		}
 		if count >= TileWidth {
-			if err := ts.store.stat(L, count/TileWidth-1); err != nil {
+			if err := ts.store.storage.HasTile(L, count/TileWidth-1); err != nil {
 				return nil, fmt.Errorf("opening tiles in %s at size %d: %w", dir, size, err)
 			}
 		}
@@ -258,7 +264,7 @@ func (t *Tree) Flush() (int64, error) {
 	ts.flushMu.Lock()
 	defer ts.flushMu.Unlock()
 	if ts.readOnly {
-		return ts.durable, fmt.Errorf("flushing tiles in %s: opened read-only", ts.store.dir)
+		return ts.durable, fmt.Errorf("flushing tiles in %v: opened read-only", ts.store.storage)
 	}
 	t.mu.RLock()
 	size := t.size

@@ -3,12 +3,8 @@ package ledgerproof
 import (
 	"cmp"
 	"container/list"
-	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -34,7 +30,7 @@ type tileKey struct {
 // tileStore holds the full tiles of a tree: pending flush, cached, and on disk. The tiles
 // in it never change; a tile read from disk is cached only once checked.
 type tileStore struct {
-	dir string
+	storage TileStorage
 
 	mu       sync.Mutex
 	pending  map[tileKey]*tileNodes // completed by appends, not yet flushed
@@ -43,7 +39,6 @@ type tileStore struct {
 	cacheMax int
 
 	read, written atomic.Int64
-	made          map[string]bool // directories write made (Flush serializes writes)
 }
 
 // cachedTile is an element of the cache's list.
@@ -52,20 +47,14 @@ type cachedTile struct {
 	nodes *tileNodes
 }
 
-func newTileStore(dir string, cacheMax int) *tileStore {
+func newTileStore(storage TileStorage, cacheMax int) *tileStore {
 	return &tileStore{
-		dir:      filepath.Clean(dir),
+		storage:  storage,
 		pending:  map[tileKey]*tileNodes{},
-		made:     map[string]bool{},
 		lru:      list.New(),
 		cached:   map[tileKey]*list.Element{},
 		cacheMax: cacheMax,
 	}
-}
-
-// file is the file of tile N of level L.
-func (s *tileStore) file(L int, N int64) string {
-	return filepath.Join(s.dir, filepath.FromSlash(TilePath(L, N)))
 }
 
 // addPending queues a tile an append completed for Flush.
@@ -116,7 +105,7 @@ func (s *tileStore) full(L int, N int64, parent func(int, int64) (tlog.Hash, err
 			return nil, err
 		}
 		if got := nodes.root(); got != want {
-			return nil, fmt.Errorf("%w %s: it hashes to %s, the tree above it holds %s", ErrCorruptTile, s.file(L, N), got, want)
+			return nil, fmt.Errorf("%w %s: it hashes to %s, the tree above it holds %s", ErrCorruptTile, s.storage.Name(L, N), got, want)
 		}
 	}
 	s.mu.Lock()
@@ -138,17 +127,14 @@ func (s *tileStore) cache(key tileKey, nodes *tileNodes) {
 	}
 }
 
-// readTile reads full tile N of level L from disk and computes its subtrees.
+// readTile reads full tile N of level L from storage and computes its subtrees.
 func (s *tileStore) readTile(L int, N int64) (*tileNodes, error) {
-	path := s.file(L, N)
-	data, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("%w %s: not on disk", ErrMissingTile, path)
-	case err != nil:
-		return nil, fmt.Errorf("reading tile: %w", err)
-	case len(data) != TileBytes:
-		return nil, fmt.Errorf("%w %s: %d bytes, not the %d of a full tile", ErrMissingTile, path, len(data), TileBytes)
+	data, err := s.storage.ReadTile(L, N)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) != TileBytes {
+		return nil, fmt.Errorf("%w %s: %d bytes, not the %d of a full tile", ErrMissingTile, s.storage.Name(L, N), len(data), TileBytes)
 	}
 	s.read.Add(1)
 	nodes := new(tileNodes)
@@ -158,70 +144,15 @@ func (s *tileStore) readTile(L int, N int64) (*tileNodes, error) {
 	return nodes, nil
 }
 
-// stat checks that full tile N of level L is on disk, without reading it.
-func (s *tileStore) stat(L int, N int64) error {
-	path := s.file(L, N)
-	fi, err := os.Stat(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("%w %s: not on disk", ErrMissingTile, path)
-	case err != nil:
-		return fmt.Errorf("checking tile: %w", err)
-	case fi.Size() != TileBytes:
-		return fmt.Errorf("%w %s: %d bytes, not the %d of a full tile", ErrMissingTile, path, fi.Size(), TileBytes)
+// write stores the tiles durably, then moves them from pending to the cache. On error the
+// tiles stay pending.
+func (s *tileStore) write(batch []cachedTile) error {
+	tiles := make([]Tile, len(batch))
+	for i, t := range batch {
+		tiles[i] = Tile{L: t.key.L, N: t.key.N, Data: tileData(t.nodes)}
 	}
-	return nil
-}
-
-// write writes the tiles durably, then moves them from pending to the cache. On error the
-// tiles stay pending. Each tile goes to a temporary file that is renamed once written and
-// synced; the files are all written before any is synced, so that one journal commit of the
-// file system covers many of them (a sync each, one after another, costs a commit each).
-func (s *tileStore) write(batch []cachedTile) (err error) {
-	dirs := map[string]bool{}
-	temps := make([]*os.File, 0, len(batch))
-	defer func() {
-		for _, f := range temps {
-			if f != nil {
-				f.Close()
-				if err != nil {
-					os.Remove(f.Name())
-				}
-			}
-		}
-	}()
-	for _, t := range batch {
-		path := s.file(t.key.L, t.key.N)
-		f, err := s.writeTemp(path, tileData(t.nodes))
-		if err != nil {
-			return err
-		}
-		temps = append(temps, f)
-		for d := filepath.Dir(path); len(d) > len(s.dir); d = filepath.Dir(d) {
-			dirs[d] = true
-		}
-		dirs[s.dir] = true
-	}
-	for i, f := range temps {
-		if err := f.Sync(); err != nil {
-			return fmt.Errorf("writing tile %s: %w", s.file(batch[i].key.L, batch[i].key.N), err)
-		}
-	}
-	for i, f := range temps {
-		path := s.file(batch[i].key.L, batch[i].key.N)
-		if err := f.Close(); err != nil {
-			return fmt.Errorf("writing tile %s: %w", path, err)
-		}
-		temps[i] = nil
-		if err := os.Rename(f.Name(), path); err != nil {
-			os.Remove(f.Name())
-			return fmt.Errorf("writing tile: %w", err)
-		}
-	}
-	for _, d := range slices.Sorted(maps.Keys(dirs)) {
-		if err := syncDir(d); err != nil {
-			return err
-		}
+	if err := s.storage.WriteTiles(tiles); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -233,28 +164,6 @@ func (s *tileStore) write(batch []cachedTile) (err error) {
 	return nil
 }
 
-// writeTemp writes data to a new temporary file beside path, creating the directory the first
-// time, and returns the file, open and not yet synced.
-func (s *tileStore) writeTemp(path string, data []byte) (*os.File, error) {
-	dir := filepath.Dir(path)
-	if !s.made[dir] {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("writing tile: %w", err)
-		}
-		s.made[dir] = true
-	}
-	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return nil, fmt.Errorf("writing tile: %w", err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return nil, fmt.Errorf("writing tile %s: %w", path, err)
-	}
-	return f, nil
-}
-
 // tileData is the content of a full tile: its 256 bottom hashes.
 func tileData(nodes *tileNodes) []byte {
 	data := make([]byte, 0, TileBytes)
@@ -262,19 +171,6 @@ func tileData(nodes *tileNodes) []byte {
 		data = append(data, h[:]...)
 	}
 	return data
-}
-
-// syncDir fsyncs a directory, making the renames and creations in it durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing tile directory: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("syncing tile directory %s: %w", dir, err)
-	}
-	return nil
 }
 
 // stats returns the counts of TileStats.
