@@ -89,20 +89,21 @@ func OpenTiles(dir string, size int64, leafHash func(index int64) (tlog.Hash, er
 		cache = 64
 	}
 	ts := &tileState{store: newTileStore(storage, cache), readOnly: opts.ReadOnly, durable: size}
+	where := fmt.Sprint(storage) // the directory, or what stands for it
 	for L := 0; L == 0 || size>>(TileHeight*L) > 0; L++ {
 		count := size >> (TileHeight * L) // hashes at tree level 8L
 		e := edgeTile{nodes: new(tileNodes)}
 		for i := count &^ (TileWidth - 1); i < count; i++ {
 			h, err := ts.edgeHash(L, i, leafHash)
 			if err != nil {
-				return nil, fmt.Errorf("opening tiles in %s at size %d: %w", dir, size, err)
+				return nil, fmt.Errorf("opening tiles in %s at size %d: %w", where, size, err)
 			}
 			e.nodes.set(e.n, h)
 			e.n++
 		}
 		if count >= TileWidth {
 			if err := ts.store.storage.HasTile(L, count/TileWidth-1); err != nil {
-				return nil, fmt.Errorf("opening tiles in %s at size %d: %w", dir, size, err)
+				return nil, fmt.Errorf("opening tiles in %s at size %d: %w", where, size, err)
 			}
 		}
 		ts.edge = append(ts.edge, e)
