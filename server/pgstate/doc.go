@@ -18,7 +18,9 @@
 //     with each holder), and checkpoints stored only under the live fence (ErrDeposed).
 //     OpenTree and Integrate build the Merkle tree from the records, its tiles in the
 //     database (Tiles, a ledgerproof.TileStorage), opening at any size by reading the tiles
-//     and at most 255 records.
+//     and at most 255 records. IntegratorLoop runs it: compete for the lease, fold, sign,
+//     store under the fence; a killed integrator's successor takes over once the lease runs
+//     out (2 s in the test, then one round).
 //   - CASets: each signer's CA set, swapped by compare-and-set on its version and announced
 //     by LISTEN/NOTIFY, so that a change made on one server reaches the others at once.
 package pgstate

@@ -170,3 +170,115 @@ func storedLines(t *testing.T, pool *pgxpool.Pool) [][]byte {
 	}
 	return lines
 }
+
+// TestIntegratorFailover: two servers run the integrator loop while records are appended;
+// the integrator is killed (its loop stops without releasing the lease, as a crashed process);
+// the other server takes over within the lease plus a round (target: 10 s) and goes on. Every
+// stored checkpoint is a prefix of one tree: its root is the root, at its size, of the tree of
+// every record.
+func TestIntegratorFailover(t *testing.T) {
+	s := pgtest.Start(t)
+	pool := migrated(t, s, "failover")
+	ctx := context.Background()
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	const origin = "signet-ledger/fleet-test"
+	signer, err := ledgerproof.NewNoteSigner(origin, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sign := func(c ledgerproof.Checkpoint) ([]byte, error) { return ledgerproof.SignCheckpoint(c, signer) }
+	stored := make(chan string, 1024)
+	loop := func(name string, p *pgxpool.Pool) *IntegratorLoop {
+		return &IntegratorLoop{Integrator: NewIntegrator(p, name, 2*time.Second), Origin: origin, Sign: sign, Interval: 100 * time.Millisecond,
+			Stored: func(int64) { stored <- name }}
+	}
+	stopAppending := make(chan struct{})
+	appended := make(chan struct{})
+	go func() {
+		defer close(appended)
+		j := NewJournal(pool, JournalOptions{})
+		for i := 0; ; i++ {
+			select {
+			case <-stopAppending:
+				return
+			default:
+			}
+			if _, err := j.Append(ctx, issued(0, i)); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	// A has a pool of its own: killing A closes it, so that A's loop ends without releasing
+	// the lease, as a process that died.
+	poolA := secondPool(t, s, "failover")
+	actxA, stopA := context.WithCancel(ctx)
+	doneA := make(chan struct{})
+	go func() { defer close(doneA); loop("server-a", poolA).Run(actxA) }()
+	waitFor := func(who string, within time.Duration) time.Duration {
+		start := time.Now()
+		deadline := time.After(within)
+		for {
+			select {
+			case name := <-stored:
+				if name == who {
+					return time.Since(start)
+				}
+			case <-deadline:
+				t.Fatalf("no checkpoint by %s within %s", who, within)
+			}
+		}
+	}
+	waitFor("server-a", 10*time.Second)
+	bctx, stopB := context.WithCancel(ctx)
+	doneB := make(chan struct{})
+	go func() { defer close(doneB); loop("server-b", secondPool(t, s, "failover")).Run(bctx) }()
+	waitFor("server-a", 5*time.Second) // B runs beside A, which keeps the lease
+	poolA.Close()
+	stopA()
+	<-doneA
+	took := waitFor("server-b", 10*time.Second)
+	t.Logf("failover: server B stored its first checkpoint %s after A was killed (lease 2 s)", took)
+	waitFor("server-b", 5*time.Second)
+	close(stopAppending)
+	<-appended
+	stopB()
+	<-doneB
+
+	var all ledgerproof.Tree
+	for _, line := range storedLines(t, pool) {
+		if _, err := all.Append(line); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := pool.Query(ctx, `SELECT size, signed, fence FROM checkpoints ORDER BY size`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n, fences := 0, map[int64]bool{}
+	verifier, err := ledgerproof.NewNoteVerifier(origin, priv.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var size, fence int64
+		var note []byte
+		if err := rows.Scan(&size, &note, &fence); err != nil {
+			t.Fatal(err)
+		}
+		c, err := ledgerproof.OpenCheckpoint(note, origin, verifier)
+		if err != nil || c.Size != size {
+			t.Fatalf("checkpoint %d: %+v, %v", size, c, err)
+		}
+		if want, err := all.RootAt(size); err != nil || want != c.Hash {
+			t.Fatalf("checkpoint %d (fence %d) is not a prefix of the journal's tree: %v, %v", size, fence, c.Hash, err)
+		}
+		n++
+		fences[fence] = true
+	}
+	if n < 4 || len(fences) < 2 {
+		t.Fatalf("%d checkpoints under fences %v; want several, under both integrators", n, fences)
+	}
+}
