@@ -11,7 +11,7 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/signet-pki/signet/server/ledger"
+	"github.com/signet-pki/signet/server/ledger/record"
 )
 
 // Defaults of Options.
@@ -97,7 +97,7 @@ type Options struct {
 	// ReplayUntil gives the ReplayUntil of an answer Load rebuilds from an issued record, so
 	// replay windows survive a restart. Nil: every loaded answer is replayed until retention
 	// ends.
-	ReplayUntil func(ledger.Record) time.Time
+	ReplayUntil func(record.Record) time.Time
 }
 
 // Stats count a Store's contents and drops.
@@ -227,12 +227,12 @@ func Scope(client, objectUID string) string {
 // Remember does. Feed it the
 // records of the last Retention, from ledger.Options.Replay when the server opens its ledger
 // (or ledger.Replay). It returns how many it stored.
-func (s *Store) Load(records ...ledger.Record) int {
+func (s *Store) Load(records ...record.Record) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
 	for _, r := range records {
-		if r.Decision != ledger.Issued || r.ObjectUID == "" || r.Time.IsZero() {
+		if r.Decision != record.Issued || r.ObjectUID == "" || r.Time.IsZero() {
 			continue
 		}
 		h, err := hex.DecodeString(r.RequestHash)
