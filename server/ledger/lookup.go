@@ -79,6 +79,12 @@ func (s *segmentReaders) read(pos index.Pos) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if pos.Length > maxWrite {
+		// No stored line is longer: a position that says so comes from a damaged index, and
+		// must not become an allocation of up to 4 GiB.
+		return nil, fmt.Errorf("%w: the index places a line of %d bytes at %s offset %d, more than a ledger line may have (%d); rebuild the index (signetctl ledger reindex)",
+			ErrCorrupt, pos.Length, segmentFile(pos.Segment), pos.Offset, maxWrite)
+	}
 	line := make([]byte, pos.Length)
 	if _, err := f.ReadAt(line, pos.Offset); err != nil {
 		if errors.Is(err, io.EOF) {
@@ -156,15 +162,24 @@ func (l *Ledger) Line(seq uint64) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading record %d of ledger %s: %w", seq, l.dir, err)
 	}
-	want, err := l.tree.LeafHash(int64(seq) - 1)
-	if err != nil {
+	if err := checkLeaf(l.tree, seq, pos, line); err != nil {
 		return nil, fmt.Errorf("reading record %d of ledger %s: %w", seq, l.dir, err)
 	}
-	if ledgerproof.LeafHash(line) != want {
-		return nil, fmt.Errorf("reading record %d of ledger %s: %w", seq, l.dir, &CorruptionError{File: segmentFile(pos.Segment), Offset: pos.Offset, Seq: seq,
-			Problem: fmt.Sprintf("record %d (%s, offset %d) is not the leaf the ledger's tree holds — the segment was changed", seq, segmentFile(pos.Segment), pos.Offset)})
-	}
 	return line, nil
+}
+
+// checkLeaf checks that line, read at pos, is record seq's leaf in tree: a line that is not
+// (its segment was changed under the tree) is a CorruptionError.
+func checkLeaf(tree *ledgerproof.Tree, seq uint64, pos index.Pos, line []byte) error {
+	want, err := tree.LeafHash(int64(seq) - 1)
+	if err != nil {
+		return err
+	}
+	if ledgerproof.LeafHash(line) != want {
+		return &CorruptionError{File: segmentFile(pos.Segment), Offset: pos.Offset, Seq: seq,
+			Problem: fmt.Sprintf("record %d (%s, offset %d) is not the leaf the ledger's tree holds — the segment was changed", seq, segmentFile(pos.Segment), pos.Offset)}
+	}
+	return nil
 }
 
 // record returns the acknowledged record seq, read and checked as Line does.

@@ -238,6 +238,14 @@ func TestIntegratorFailover(t *testing.T) {
 	poolA.Close()
 	stopA()
 	<-doneA
+	// The fault struck as a crash: A's loop ended and its lease is still A's, not released,
+	// so B must wait for it to run out.
+	var holder string
+	var live bool
+	if err := pool.QueryRow(ctx, `SELECT coalesce(holder, ''), expires > now() FROM integrator_lease`).Scan(&holder, &live); err != nil ||
+		holder != "server-a" || !live {
+		t.Fatalf("after A was killed the lease is %q (live %t, %v); want A's, live", holder, live, err)
+	}
 	took := waitFor("server-b", 10*time.Second)
 	t.Logf("failover: server B stored its first checkpoint %s after A was killed (lease 2 s)", took)
 	waitFor("server-b", 5*time.Second)

@@ -84,7 +84,7 @@ func parseUUID(s string) (b [16]byte, ok bool) {
 		if !isLowerHex(hi) || !isLowerHex(lo) {
 			return b, false
 		}
-		b[j] = unhex(hi)<<4 | unhex(lo)
+		b[j] = unhexAny(hi)<<4 | unhexAny(lo)
 	}
 	return b, true
 }
@@ -107,13 +107,6 @@ func unhexAny(c byte) byte {
 		return c - 'a' + 10
 	}
 	return c - 'A' + 10
-}
-
-func unhex(c byte) byte {
-	if c <= '9' {
-		return c - '0'
-	}
-	return c - 'a' + 10
 }
 
 // truncate shortens s for an error message.
