@@ -55,6 +55,8 @@ type appendReq struct {
 	body    record.Body
 	done    chan appendRes
 	claim   *claim // an issuance's claim (Answers), whose answer is stored with the record
+	after   uint64 // a Rotated record's compare-and-set (AppendRotation): the last rotation record its server saw
+	guarded bool   // after applies
 	invalid bool   // answered already: it must not be stored
 }
 
@@ -89,6 +91,21 @@ func NewJournal(pool *pgxpool.Pool, opts JournalOptions) *Journal {
 // ledger's record may be after a failed fsync); one wrapping record.ErrInvalidRecord, that r
 // must not be stored. ctx bounds the wait to join a batch.
 func (j *Journal) Append(ctx context.Context, r record.Record) (record.Record, error) {
+	return j.append(ctx, r, nil)
+}
+
+// AppendRotation appends a Rotated record r only if no other Rotated record of its signer was
+// appended after seq after (the last rotation record its server has seen, RotationRecords):
+// otherwise it fails with ErrRotationRaced and stores nothing. It is the compare-and-set that
+// keeps two servers from each taking a rotation step on the set they saw.
+func (j *Journal) AppendRotation(ctx context.Context, r record.Record, after uint64) (record.Record, error) {
+	if r.Decision != record.Rotated {
+		return record.Record{}, fmt.Errorf("appending to the fleet's journal: %w: AppendRotation takes a rotated record, not %q", record.ErrInvalidRecord, r.Decision)
+	}
+	return j.append(ctx, r, &after)
+}
+
+func (j *Journal) append(ctx context.Context, r record.Record, after *uint64) (record.Record, error) {
 	if err := r.Validate(); err != nil {
 		return record.Record{}, fmt.Errorf("appending to the fleet's journal: %w", err)
 	}
@@ -99,6 +116,9 @@ func (j *Journal) Append(ctx context.Context, r record.Record) (record.Record, e
 	req := &appendReq{rec: r, body: r.EncodeBody(), done: make(chan appendRes, 1)}
 	if c, ok := claimOf(ctx); ok && r.Decision == record.Issued {
 		req.claim = &c
+	}
+	if after != nil {
+		req.after, req.guarded = *after, true
 	}
 	j.mu.Lock()
 	j.pending = append(j.pending, req)
@@ -169,6 +189,9 @@ func (j *Journal) commit(batch []*appendReq) {
 		if err := j.checkClaims(ctx, tx, batch); err != nil {
 			return err
 		}
+		if err := j.checkRotations(ctx, tx, batch); err != nil {
+			return err
+		}
 		now := j.opts.Clock.Now().UTC().Round(0)
 		rows := make([][]any, 0, len(batch))
 		for _, req := range batch {
@@ -190,21 +213,25 @@ func (j *Journal) commit(batch []*appendReq) {
 			if r.ObjectUID != "" {
 				uid = r.ObjectUID
 			}
-			rows = append(rows, []any{int64(r.Seq), line[:len(line)-1], r.Hash, r.Time, serial, uid})
+			var kind, signer any
+			if isRotation(r.Decision) {
+				kind, signer = string(r.Decision), r.Signer
+			}
+			rows = append(rows, []any{int64(r.Seq), line[:len(line)-1], r.Hash, r.Time, serial, uid, kind, signer})
 			seq, prev = r.Seq, r.Hash
 			req.rec = r
 		}
 		if len(rows) == 0 {
 			return nil
 		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"ledger_records"}, []string{"seq", "line", "hash", "at", "serial", "object_uid"},
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"ledger_records"}, []string{"seq", "line", "hash", "at", "serial", "object_uid", "kind", "signer"},
 			pgx.CopyFromRows(rows)); err != nil {
 			return fmt.Errorf("storing records %d-%d: %w", rows[0][0], seq, err)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE ledger_head SET seq = $1, hash = $2 WHERE id`, int64(seq), prev); err != nil {
 			return fmt.Errorf("moving the journal's head: %w", err)
 		}
-		return j.storeAnswers(ctx, tx, batch)
+		return j.afterRecords(ctx, tx, batch)
 	})
 	for _, req := range batch {
 		switch {
@@ -263,15 +290,30 @@ func (j *Journal) checkClaims(ctx context.Context, tx pgx.Tx, batch []*appendReq
 	return nil
 }
 
-// storeAnswers stores, with their records, the answers of the batch's claimed issuances and
-// ends their claims.
-func (j *Journal) storeAnswers(ctx context.Context, tx pgx.Tx, batch []*appendReq) error {
+// afterRecords does, in one round trip, what the batch's records change beside the journal:
+// the answers of its claimed issuances (ending their claims), each CA's latest leaf
+// (ca_leaves), and the announcement of its rotation records to every server.
+func (j *Journal) afterRecords(ctx context.Context, tx pgx.Tx, batch []*appendReq) error {
 	b := &pgx.Batch{}
+	type caKey struct{ signer, ca string }
+	leaves := map[caKey]time.Time{}
+	var announce []string
 	for _, req := range batch {
-		if req.claim == nil || req.invalid {
+		if req.invalid {
 			continue
 		}
 		r := req.rec
+		switch {
+		case r.Decision == record.Issued && !r.NotAfter.IsZero():
+			if k := (caKey{r.Signer, r.CA}); r.NotAfter.After(leaves[k]) {
+				leaves[k] = r.NotAfter
+			}
+		case isRotation(r.Decision) && !slices.Contains(announce, r.Signer):
+			announce = append(announce, r.Signer)
+		}
+		if req.claim == nil {
+			continue
+		}
 		var replay any
 		if j.opts.ReplayUntil != nil {
 			if t := j.opts.ReplayUntil(r); !t.IsZero() {
@@ -283,11 +325,23 @@ func (j *Journal) storeAnswers(ctx context.Context, tx pgx.Tx, batch []*appendRe
 			WHERE scope = $1 AND fence = $2`,
 			req.claim.scope, req.claim.fence, []byte(r.Certificate), r.Serial, r.NotBefore, r.NotAfter, r.Time, replay, int64(r.Seq))
 	}
+	if len(leaves) > 0 {
+		var signers, cas []string
+		var notAfters []time.Time
+		for k, t := range leaves {
+			signers, cas, notAfters = append(signers, k.signer), append(cas, k.ca), append(notAfters, t)
+		}
+		b.Queue(`INSERT INTO ca_leaves (signer, ca, not_after) SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[])
+			ON CONFLICT (signer, ca) DO UPDATE SET not_after = greatest(ca_leaves.not_after, excluded.not_after)`, signers, cas, notAfters)
+	}
+	for _, signer := range announce {
+		b.Queue(`SELECT pg_notify($1, $2)`, RotationChannel, signer)
+	}
 	if b.Len() == 0 {
 		return nil
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("storing the answers: %w", err)
+		return fmt.Errorf("storing the answers and CA leaves: %w", err)
 	}
 	return nil
 }

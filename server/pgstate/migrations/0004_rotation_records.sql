@@ -1,0 +1,30 @@
+-- The fleet's CA rotation lives in the journal, as the file ledger's does (issue 43): its
+-- Rotated and Published records are the state, and each server follows them. The records carry
+-- kind and signer in columns, so that a server reads the rotation records it has not seen
+-- (a few per rotation) without reading the issuances; a Rotated record is appended only if no
+-- other Rotated record of its signer came after the ones its server had seen (a compare-and-set
+-- on the journal itself, under the head row). ca_sets, a copy of the sets beside them, goes.
+ALTER TABLE ledger_records ADD COLUMN kind text CHECK (kind IN ('rotated', 'published'));
+ALTER TABLE ledger_records ADD COLUMN signer text CHECK ((kind IS NULL) = (signer IS NULL));
+UPDATE ledger_records SET kind = convert_from(line, 'UTF8')::jsonb ->> 'decision',
+        signer = convert_from(line, 'UTF8')::jsonb ->> 'signer'
+    WHERE convert_from(line, 'UTF8')::jsonb ->> 'decision' IN ('rotated', 'published');
+CREATE INDEX ledger_records_rotation ON ledger_records (signer, seq) WHERE kind IS NOT NULL;
+CREATE INDEX ledger_records_rotation_seq ON ledger_records (seq) WHERE kind IS NOT NULL;
+
+-- ca_leaves is, per signer and CA fingerprint ('' for records that name none), the latest
+-- NotAfter of a leaf the fleet issued: a previous CA leaves the trust bundle only once no leaf
+-- any server signed with it can still be valid. The journal raises it in each batch.
+CREATE TABLE ca_leaves (
+    signer text NOT NULL,
+    ca text NOT NULL,
+    not_after timestamptz NOT NULL,
+    PRIMARY KEY (signer, ca)
+);
+INSERT INTO ca_leaves (signer, ca, not_after)
+    SELECT j ->> 'signer', coalesce(j ->> 'ca', ''), max((j ->> 'notAfter')::timestamptz)
+    FROM (SELECT convert_from(line, 'UTF8')::jsonb AS j FROM ledger_records) AS r
+    WHERE j ->> 'decision' = 'issued' AND j ? 'notAfter'
+    GROUP BY 1, 2;
+
+DROP TABLE ca_sets;
