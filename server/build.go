@@ -59,7 +59,7 @@ func (s *Server) build(ctx context.Context) error {
 		return err
 	}
 	s.tls.guard(acc.Authorizer.VerifyConnection, s.log, s.metrics)
-	opts := decision.Options{Log: s.log, Ledger: s.ledger, Store: st.answers, Metrics: s.metrics, Issued: s.rotation.Issued, Rotation: s.rotation}
+	opts := decision.Options{Log: s.log, Ledger: st.journal, Store: st.answers, Metrics: s.metrics, Issued: s.rotation.Issued, Rotation: s.rotation}
 	if s.attest != nil {
 		opts.Attestor = s.attest
 	}
@@ -89,10 +89,11 @@ func (s *Server) buildAccess(names []string) (decision.Access, error) {
 	return decision.Access{Authorizer: authz, Limiter: limiter}, nil
 }
 
-// state is what openState opened: the answers, and, on a first start, the signers' plans
-// (their keys opened before the ledger existed).
+// state is what openState opened: the journal and the answers, and, on a first start, the
+// signers' plans (their keys opened before the ledger existed).
 type state struct {
-	answers    *idempotency.Store
+	journal    decision.Journal
+	answers    decision.Answers
 	firstStart bool
 	plans      []rotation.Plan
 }
@@ -102,6 +103,9 @@ type state struct {
 // first start (no ledger yet) the signers' keys are opened before the ledger is created, so
 // that a key that does not open (an HSM that refuses its PIN) leaves nothing behind either.
 func (s *Server) openState(ctx context.Context, configured []configuredSigner) (*state, error) {
+	if s.cfg.State.Fleet() {
+		return s.openFleet(ctx)
+	}
 	cfg, log := s.cfg, s.log
 	_, statErr := os.Stat(cfg.Ledger.Dir)
 	st := &state{firstStart: errors.Is(statErr, fs.ErrNotExist)}
@@ -111,11 +115,12 @@ func (s *Server) openState(ctx context.Context, configured []configuredSigner) (
 			return nil, err
 		}
 	}
-	st.answers = idempotency.New(idempotency.Options{Retention: cfg.Idempotency.Retention.Duration, ReplayUntil: decision.ReplayUntil})
+	answers := idempotency.New(idempotency.Options{Retention: cfg.Idempotency.Retention.Duration, ReplayUntil: decision.ReplayUntil})
+	st.answers = answers
 	since, replayed := time.Now().Add(-cfg.Idempotency.Retention.Duration), 0
 	replay := func(r ledger.Record) error {
 		if !r.Time.Before(since) {
-			replayed += st.answers.Load(r)
+			replayed += answers.Load(r)
 		}
 		if s.attest != nil {
 			s.attest.Replay(r)
@@ -140,6 +145,7 @@ func (s *Server) openState(ctx context.Context, configured []configuredSigner) (
 	s.metrics.SetLedgerGrowth(ls.ReadAtOpen, ls.Segment, ls.Unindexed)
 	log.Info("ledger opened", "dir", cfg.Ledger.Dir, "last_seq", seq, "segment", ls.Segment, "idempotent_answers", replayed, "records_read", ls.ReadAtOpen)
 	s.rotation.SetLedger(s.ledger)
+	st.journal = s.ledger
 	return st, nil
 }
 
@@ -183,7 +189,11 @@ func (s *Server) buildDoors(names []string) error {
 	)...)
 	signetv1.RegisterSignerServiceServer(s.grpc, signerapi.New(s.core).WithBuild(signerapi.Build{Version: Version, Commit: Commit}))
 	signetv1.RegisterAuthorityServiceServer(s.grpc, signerapi.NewAuthority(s.core))
-	signetv1.RegisterLedgerServiceServer(s.grpc, signerapi.NewLedger(s.core).WithProofs(ledgerProofs{s.checkpoints.Load(), s.ledger}))
+	var proofs signerapi.Proofs = ledgerProofs{s.checkpoints.Load(), s.ledger}
+	if s.fleet != nil {
+		proofs = s.fleet.proofs
+	}
+	signetv1.RegisterLedgerServiceServer(s.grpc, signerapi.NewLedger(s.core).WithProofs(proofs))
 	s.health = health.NewServer()
 	s.health.SetServingStatus(signetv1.HealthService, healthpb.HealthCheckResponse_SERVING)
 	s.updateSignerHealth(nil, map[string]bool{})

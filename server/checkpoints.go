@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"golang.org/x/mod/sumdb/note"
+
 	"github.com/signet-pki/signet/internal/atomicfile"
 	"github.com/signet-pki/signet/keystore"
 	"github.com/signet-pki/signet/keystore/pemfile"
@@ -30,31 +32,9 @@ const defaultCheckpointKey = "checkpoint-key.pem"
 // checkpoint (or the witnessed one the configuration names), and starts signing checkpoints.
 func (s *Server) openCheckpoints(ctx context.Context) error {
 	cc := s.cfg.Ledger.Checkpoint
-	uri := cc.Key
-	if uri == "" {
-		uri = filepath.Join(s.cfg.Ledger.Dir, defaultCheckpointKey)
-		if err := ensureCheckpointKey(uri); err != nil {
-			return err
-		}
-	}
-	key, err := keystore.Open(ctx, uri, keystore.Options{AllowPINValue: s.cfg.Keys.AllowPINValue, Timeout: s.cfg.Keys.Timeout.Duration})
+	origin, signer, verifier, err := s.openCheckpointKey(ctx)
 	if err != nil {
-		return fmt.Errorf("opening the ledger's checkpoint key: %w", err)
-	}
-	s.checkpointKey = key
-	origin := cc.Origin
-	if origin == "" {
-		if origin, err = defaultOrigin(key.Public()); err != nil {
-			return err
-		}
-	}
-	signer, err := ledgerproof.NewNoteSigner(origin, key)
-	if err != nil {
-		return fmt.Errorf("ledger checkpoint key: %w", err)
-	}
-	verifier, err := ledgerproof.NewNoteVerifier(origin, key.Public())
-	if err != nil {
-		return fmt.Errorf("ledger checkpoint key: %w", err)
+		return err
 	}
 	tree := s.ledger.Tree()
 	if err := checkpoint.CheckFile(tree, s.cfg.Ledger.Dir, origin, verifier); err != nil {
@@ -85,9 +65,44 @@ func (s *Server) openCheckpoints(ctx context.Context) error {
 		defer close(s.checkpointsDone)
 		cp.Run(s.checkpointsStop)
 	}()
-	pub, _ := ledgerproof.MarshalPublicKeyPEM(key.Public())
-	s.log.Info("ledger checkpoints", "origin", origin, "size", size, "key", keystore.Redact(uri), "public_key", string(pub))
+	s.log.Info("ledger checkpoints", "origin", origin, "size", size)
 	return nil
+}
+
+// openCheckpointKey opens the checkpoint key (created in the ledger directory on a first
+// start when the configuration names none) and returns the checkpoints' origin, its signer and
+// its verifier.
+func (s *Server) openCheckpointKey(ctx context.Context) (string, note.Signer, note.Verifier, error) {
+	cc := s.cfg.Ledger.Checkpoint
+	uri := cc.Key
+	if uri == "" {
+		uri = filepath.Join(s.cfg.Ledger.Dir, defaultCheckpointKey)
+		if err := ensureCheckpointKey(uri); err != nil {
+			return "", nil, nil, err
+		}
+	}
+	key, err := keystore.Open(ctx, uri, keystore.Options{AllowPINValue: s.cfg.Keys.AllowPINValue, Timeout: s.cfg.Keys.Timeout.Duration})
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("opening the ledger's checkpoint key: %w", err)
+	}
+	s.checkpointKey = key
+	origin := cc.Origin
+	if origin == "" {
+		if origin, err = defaultOrigin(key.Public()); err != nil {
+			return "", nil, nil, err
+		}
+	}
+	signer, err := ledgerproof.NewNoteSigner(origin, key)
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("ledger checkpoint key: %w", err)
+	}
+	verifier, err := ledgerproof.NewNoteVerifier(origin, key.Public())
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("ledger checkpoint key: %w", err)
+	}
+	pub, _ := ledgerproof.MarshalPublicKeyPEM(key.Public())
+	s.log.Info("ledger checkpoint key", "origin", origin, "key", keystore.Redact(uri), "public_key", string(pub))
+	return origin, signer, verifier, nil
 }
 
 // ledgerProofs serves the proof RPCs (signerapi.Proofs): the checkpoints of one, the tree and

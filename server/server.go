@@ -80,7 +80,8 @@ type Server struct {
 	core    *decision.Core
 	guard   *guard.Guard // contains the failures of every door
 	tls     *tlsSource
-	ledger  *ledger.Ledger
+	ledger  *ledger.Ledger // nil on a fleet
+	fleet   *fleet         // state.backend postgres (fleet.go); nil on one host
 	metrics *metrics.Metrics
 	// checkpoints signs the ledger's checkpoints with checkpointKey (checkpoints.go); its
 	// goroutine runs until checkpointsStop is closed.
@@ -189,10 +190,12 @@ func (s *Server) healthLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		err := s.ready()
-		s.metrics.SetLedgerState(ledgerState(s.ledger.Err()))
-		s.metrics.SetLedgerSpaceNeeded(s.ledger.SpaceNeeded())
-		st := s.ledger.Stats()
-		s.metrics.SetLedgerGrowth(st.ReadAtOpen, st.Segment, st.Unindexed)
+		s.metrics.SetLedgerState(ledgerState(s.journalErr()))
+		if s.ledger != nil {
+			s.metrics.SetLedgerSpaceNeeded(s.ledger.SpaceNeeded())
+			st := s.ledger.Stats()
+			s.metrics.SetLedgerGrowth(st.ReadAtOpen, st.Segment, st.Unindexed)
+		}
 		s.updateSignerHealth(err, keys)
 		if now := err == nil; now != serving {
 			serving = now
@@ -212,10 +215,18 @@ func (s *Server) ready() error {
 	if s.closing.Err() != nil {
 		return ErrClosed
 	}
-	if err := s.ledger.Err(); err != nil {
+	if err := s.journalErr(); err != nil {
 		return fmt.Errorf("ledger: %w", err)
 	}
 	return nil
+}
+
+// journalErr is why the ledger refuses records: the file ledger's, or the fleet's database's.
+func (s *Server) journalErr() error {
+	if s.fleet != nil {
+		return s.fleet.Err()
+	}
+	return s.ledger.Err()
 }
 
 func (s *Server) currentSigners() []*decision.Signer {
@@ -325,6 +336,9 @@ func (s *Server) close() {
 	}
 	if s.webhookLis != nil {
 		_ = s.webhookLis.Close() // already closed when Serve ran
+	}
+	if s.fleet != nil { // after the doors: no call is left to record; before the checkpoint key
+		s.fleet.close()
 	}
 	s.closeCheckpoints()
 	if s.ledger != nil { // kept, closed: a late /readyz sees ErrClosed, a late append fails

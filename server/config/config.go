@@ -77,6 +77,9 @@ type Config struct {
 	Ledger Ledger `json:"ledger"`
 	// Idempotency configures how long an object UID keeps returning the same certificate.
 	Idempotency Idempotency `json:"idempotency"`
+	// State says where the ledger, the answers and the CA rotation live: ledger.dir (file,
+	// the default) or a fleet's PostgreSQL database.
+	State State `json:"state,omitempty"`
 	// Lint is the pre-issuance lint gate of every signer that does not set its own.
 	Lint Lint `json:"lint"`
 	// ReloadInterval is how often the TLS and CA files are checked for changes. Default 10s.
@@ -339,6 +342,7 @@ func (c *Config) Default() {
 	if c.Idempotency.Retention.Duration == 0 {
 		c.Idempotency.Retention.Duration = DefaultRetention
 	}
+	c.State.defaults()
 	if c.Keys.Timeout.Duration == 0 {
 		c.Keys.Timeout.Duration = keystore.DefaultTimeout
 	}
@@ -386,9 +390,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.Webhook.validate(c.GRPC.Address, c.HTTP.Address)...)
-	if c.Ledger.Dir == "" {
-		errs = append(errs, errors.New("ledger.dir is required (no certificate is issued without a durable record)"))
-	}
+	errs = append(errs, c.State.validate(c)...)
 	if c.Ledger.SegmentSize != nil && c.Ledger.SegmentBytes() < MinSegmentSize {
 		errs = append(errs, fmt.Errorf("ledger.segmentSize %s is less than 1Mi", c.Ledger.SegmentSize.String()))
 	}
@@ -535,7 +537,7 @@ func (c *Config) signerNames() []string {
 // resolvePaths makes relative file paths relative to dir.
 func (c *Config) resolvePaths(dir string) {
 	paths := []*string{&c.TLS.CertFile, &c.TLS.KeyFile, &c.TLS.ClientCAFile, &c.Ledger.Dir, &c.Ledger.Checkpoint.WitnessedFile,
-		&c.Attestation.EKRootsFile, &c.Attestation.EKAllowListFile}
+		&c.Attestation.EKRootsFile, &c.Attestation.EKAllowListFile, &c.State.Postgres.PasswordFile}
 	if c.Attestation.BootState != nil {
 		paths = append(paths, &c.Attestation.BootState.ReferenceFile)
 	}

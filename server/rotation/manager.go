@@ -55,9 +55,17 @@ type Metrics interface {
 	ObserveRotation(signer, step string, forced bool)
 }
 
+// Recorder records the Manager's records: the file ledger, or a fleet's journal.
+type Recorder interface {
+	Append(ctx context.Context, r ledger.Record) (ledger.Record, error)
+}
+
 // Options are the Manager's collaborators.
 type Options struct {
-	Ledger    *ledger.Ledger
+	Ledger Recorder
+	// Shared, set on a fleet, is the journal every server appends to: the Manager follows the
+	// rotation records the others append (Sync) instead of a replay at start.
+	Shared    Shared
 	Installer Installer
 	Clock     clock.PassiveClock
 	Log       *slog.Logger
@@ -89,6 +97,8 @@ type Manager struct {
 	// mu guards signers; held only briefly, never across a call out.
 	mu      sync.Mutex
 	signers map[string]*signerState
+	// fleet is what the Manager knows of a fleet's journal (fleet.go); guarded by op.
+	fleet fleetState
 }
 
 // New returns a Manager; feed it the ledger's records with Replay before Resolve.
@@ -106,7 +116,10 @@ func New(opts Options) *Manager {
 }
 
 // SetLedger sets the ledger the Manager records into (opened after the replay).
-func (m *Manager) SetLedger(l *ledger.Ledger) { m.opts.Ledger = l }
+func (m *Manager) SetLedger(l Recorder) { m.opts.Ledger = l }
+
+// SetShared makes the Manager follow a fleet's journal (Sync).
+func (m *Manager) SetShared(sh Shared) { m.opts.Shared = sh }
 
 // SetInstaller sets the Installer of the rotation steps.
 func (m *Manager) SetInstaller(i Installer) { m.opts.Installer = i }
@@ -132,6 +145,10 @@ func (m *Manager) state(signer string) *signerState {
 func (m *Manager) Replay(r ledger.Record) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.replayLocked(r)
+}
+
+func (m *Manager) replayLocked(r ledger.Record) error {
 	switch r.Decision {
 	case ledger.Issued:
 		m.issuedLocked(r)
@@ -271,6 +288,7 @@ func (m *Manager) Adopt(ctx context.Context, p Plan) error {
 	} else {
 		s.set = p.Set // same CAs, with the configuration's key URIs and sources
 	}
+	m.fleet.served(p.Signer, s.set)
 	m.opts.Metrics.SetAnchors(p.Signer, countStates(s.set))
 	return nil
 }
@@ -280,9 +298,13 @@ func (m *Manager) record(ctx context.Context, signer, by string, set authority.S
 	if m.opts.Ledger == nil {
 		return errors.New("recording the CA set: no ledger")
 	}
-	_, err := m.opts.Ledger.Append(ctx, ledger.Record{
-		Decision: ledger.Rotated, Signer: signer, Client: by, Message: message, Grounds: grounds, Authority: set.Record(),
-	})
+	r := ledger.Record{Decision: ledger.Rotated, Signer: signer, Client: by, Message: message, Grounds: grounds, Authority: set.Record()}
+	var err error
+	if m.opts.Shared != nil {
+		_, err = m.opts.Shared.AppendRotation(ctx, r, m.fleet.cursor)
+	} else {
+		_, err = m.opts.Ledger.Append(ctx, r)
+	}
 	if err != nil {
 		return fmt.Errorf("recording the CA set of %s: %w", signer, err)
 	}
@@ -326,6 +348,11 @@ func (m *Manager) Confirm(ctx context.Context, client, signer, cluster, source, 
 
 // takeReport records (when it is news while a CA is staged) and counts one report.
 func (m *Manager) takeReport(ctx context.Context, client string, r authority.Report, signer, message string) error {
+	if m.opts.Shared != nil { // whether the report is news depends on the fleet's set
+		if err := m.Sync(ctx); err != nil {
+			return err
+		}
+	}
 	m.mu.Lock()
 	s := m.state(signer)
 	if len(s.cfg.Clusters) > 0 && !slices.Contains(s.cfg.Clusters, r.Cluster) {

@@ -78,6 +78,9 @@ func (s *signerState) lastLeaf(e authority.Entry) time.Time {
 // certificate, the set recorded, then served (issuance is unchanged; the bundle gains it).
 func (m *Manager) Stage(ctx context.Context, client, signer string, spec authority.CASpec) error {
 	defer m.Exclusive()()
+	if err := m.syncLocked(ctx); err != nil {
+		return err
+	}
 	if strings.Contains(strings.ToLower(spec.KeyURI), "pin-value=") {
 		return fmt.Errorf("%w: the key URI carries a pin-value, which the ledger would record redacted and the server could not re-open at restart; use pin-source=file:...", authority.ErrInvalidCA)
 	}
@@ -105,6 +108,9 @@ func (m *Manager) Stage(ctx context.Context, client, signer string, spec authori
 // published it and the propagation delay passed, or when forced with a reason.
 func (m *Manager) Activate(ctx context.Context, client, signer string, force bool, reason string) error {
 	defer m.Exclusive()()
+	if err := m.syncLocked(ctx); err != nil {
+		return err
+	}
 	now := m.opts.Clock.Now()
 	m.mu.Lock()
 	s := m.state(signer)
@@ -127,6 +133,9 @@ func (m *Manager) Activate(ctx context.Context, client, signer string, force boo
 // the bundle once no leaf it signed can still be valid, or when forced with a reason.
 func (m *Manager) Retire(ctx context.Context, client, signer, fingerprint, serial string, force bool, reason string) error {
 	defer m.Exclusive()()
+	if err := m.syncLocked(ctx); err != nil {
+		return err
+	}
 	now := m.opts.Clock.Now()
 	m.mu.Lock()
 	s := m.state(signer)
@@ -211,6 +220,7 @@ func (m *Manager) apply(ctx context.Context, client, signer, step string, next a
 	m.mu.Lock()
 	s := m.state(signer)
 	s.adopt(next)
+	m.fleet.served(signer, next)
 	counts := countStates(s.set)
 	m.mu.Unlock()
 	m.opts.Metrics.SetAnchors(signer, counts)
