@@ -136,6 +136,30 @@ func TestFleetOneAnswerPerObject(t *testing.T) {
 		}
 		proveOnFleet(t, ledger, uid, origin, verifier)
 	}
+
+	// A witness asks the servers in turn: none serves a checkpoint older than one another
+	// served before it, while records keep coming.
+	signer, _, _ := servers[0].clients(t)
+	var witnessed int64
+	for i := range 40 {
+		if i%4 == 0 {
+			signOne(t, signer)
+		}
+		_, _, ledger := servers[i%3].clients(t)
+		resp, err := ledger.GetCheckpoint(callContext(t), &signetv1.GetCheckpointRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp, err := ledgerproof.OpenCheckpoint(resp.GetSignedCheckpoint(), origin, verifier)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cp.Size < witnessed {
+			t.Fatalf("server %d served a checkpoint of size %d after one of size %d was served: a witness would see the ledger shrink", i%3, cp.Size, witnessed)
+		}
+		witnessed = cp.Size
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // fleetVerifier is the checkpoint origin and verifier of cfg's checkpoint key.

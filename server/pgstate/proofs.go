@@ -25,7 +25,8 @@ type Proofs struct {
 	origin   string
 	verifier note.Verifier
 
-	mu     sync.RWMutex
+	refreshing sync.Mutex // one Refresh at a time folds records into the tree
+	mu         sync.RWMutex
 	tree   *ledgerproof.Tree
 	signed []byte
 	size   int64
@@ -41,8 +42,13 @@ func NewProofs(pool *pgxpool.Pool, origin string, verifier note.Verifier) *Proof
 var ErrCheckpointMismatch = errors.New("the fleet's checkpoint does not match its journal")
 
 // Refresh publishes the latest stored checkpoint, if it is new, once the tree has its
-// records and its root. It returns the size published.
+// records and its root. It returns the size published. The ledger service calls it before each
+// answer (signerapi.Refresher): as the fleet's checkpoints only grow, every server then serves
+// one at least as new as any served before, by any server, so a witness that asks them in turn
+// never sees the ledger shrink.
 func (p *Proofs) Refresh(ctx context.Context) (int64, error) {
+	p.refreshing.Lock()
+	defer p.refreshing.Unlock()
 	size, signed, err := LatestCheckpoint(ctx, p.pool)
 	if err != nil {
 		return 0, err

@@ -24,6 +24,25 @@ type Proofs interface {
 	Line(seq uint64) ([]byte, error)
 }
 
+// Refresher is Proofs that are brought up to date before each answer: a fleet's, whose
+// checkpoints are signed by whichever server integrates. An error means the proofs cannot be
+// served now (Unavailable: retry).
+type Refresher interface {
+	Refresh(ctx context.Context) (int64, error)
+}
+
+// refresh brings l's proofs up to date, if they are a Refresher.
+func (l *LedgerService) refresh(ctx context.Context) error {
+	r, ok := l.proofs.(Refresher)
+	if !ok {
+		return nil
+	}
+	if _, err := r.Refresh(ctx); err != nil {
+		return status.Errorf(codes.Unavailable, "reading the fleet's latest checkpoint: %v", err)
+	}
+	return nil
+}
+
 // WithProofs makes l serve GetCheckpoint, ProveInclusion and ProveConsistency from p.
 func (l *LedgerService) WithProofs(p Proofs) *LedgerService {
 	l.proofs = p
@@ -31,9 +50,12 @@ func (l *LedgerService) WithProofs(p Proofs) *LedgerService {
 }
 
 // GetCheckpoint returns the latest signed checkpoint.
-func (l *LedgerService) GetCheckpoint(context.Context, *signetv1.GetCheckpointRequest) (*signetv1.GetCheckpointResponse, error) {
+func (l *LedgerService) GetCheckpoint(ctx context.Context, _ *signetv1.GetCheckpointRequest) (*signetv1.GetCheckpointResponse, error) {
 	if l.proofs == nil {
 		return nil, status.Error(codes.Unimplemented, "this server signs no ledger checkpoints")
+	}
+	if err := l.refresh(ctx); err != nil {
+		return nil, err
 	}
 	signed, size := l.proofs.Latest()
 	return &signetv1.GetCheckpointResponse{SignedCheckpoint: signed, Size: size}, nil
@@ -43,6 +65,9 @@ func (l *LedgerService) GetCheckpoint(context.Context, *signetv1.GetCheckpointRe
 func (l *LedgerService) ProveInclusion(ctx context.Context, req *signetv1.ProveInclusionRequest) (*signetv1.ProveInclusionResponse, error) {
 	if l.proofs == nil {
 		return nil, status.Error(codes.Unimplemented, "this server signs no ledger checkpoints")
+	}
+	if err := l.refresh(ctx); err != nil {
+		return nil, err
 	}
 	signed, size, err := l.checkpoint(req.GetTreeSize())
 	if err != nil {
@@ -82,9 +107,12 @@ func (l *LedgerService) ProveInclusion(ctx context.Context, req *signetv1.ProveI
 }
 
 // ProveConsistency returns the consistency proof between two sizes.
-func (l *LedgerService) ProveConsistency(_ context.Context, req *signetv1.ProveConsistencyRequest) (*signetv1.ProveConsistencyResponse, error) {
+func (l *LedgerService) ProveConsistency(ctx context.Context, req *signetv1.ProveConsistencyRequest) (*signetv1.ProveConsistencyResponse, error) {
 	if l.proofs == nil {
 		return nil, status.Error(codes.Unimplemented, "this server signs no ledger checkpoints")
+	}
+	if err := l.refresh(ctx); err != nil {
+		return nil, err
 	}
 	signed, size, err := l.checkpoint(req.GetNewSize())
 	if err != nil {
