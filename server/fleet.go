@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,10 @@ import (
 // writer, the answers' claims and the background loops. Three servers stay far below
 // PostgreSQL's default max_connections (100).
 const fleetPoolConns = 16
+
+// fleetIdleInTransaction is how long PostgreSQL lets one of the server's sessions sit idle in
+// a transaction (holding the journal's head, say, when the server was cut off) before it ends it.
+const fleetIdleInTransaction = 5 * time.Second
 
 // fleetProbeInterval is how often a fleet server checks that its database answers (readyz).
 const fleetProbeInterval = time.Second
@@ -59,6 +64,9 @@ func (s *Server) openFleet(ctx context.Context) (*state, error) {
 		pcfg.ConnConfig.Password = strings.TrimRight(strings.SplitN(string(raw), "\n", 2)[0], "\r")
 	}
 	pcfg.MaxConns = fleetPoolConns
+	// A server cut off from the database mid-transaction must not hold the journal's head
+	// (and every other server's appends) for longer than this: PostgreSQL ends the session.
+	pcfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.Itoa(int(fleetIdleInTransaction.Milliseconds()))
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the fleet's database: %w", err)
@@ -107,6 +115,7 @@ func (s *Server) openFleet(ctx context.Context) (*state, error) {
 	}
 	s.metrics.ObserveCheckpointSize(size)
 	s.log.Info("fleet database opened", "database", where, "migrations_applied", applied, "last_seq", head,
+		"member", fleetMember(), "claims_as", f.answers.Holder(),
 		"rotation_records_to", s.rotation.Cursor(), "checkpoint_size", size)
 	f.start(s)
 	return &state{answers: f.answers, journal: f.journal}, nil

@@ -66,6 +66,10 @@ func NewAnswers(pool *pgxpool.Pool, opts AnswersOptions) (*Answers, error) {
 	return &Answers{pool: pool, holder: hex.EncodeToString(b), opts: opts}, nil
 }
 
+// Holder names this server's claims in the answers table (holder): the server logs it, so an
+// operator can tell whose claim an object waits on.
+func (a *Answers) Holder() string { return a.holder }
+
 // claim is a claim this server holds.
 type claim struct {
 	scope  string

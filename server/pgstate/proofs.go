@@ -54,9 +54,12 @@ func (p *Proofs) Refresh(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	p.mu.RLock()
-	tree, have := p.tree, p.size
+	tree, have, published := p.tree, p.size, p.signed != nil
 	p.mu.RUnlock()
-	if size <= have || size < 0 {
+	switch {
+	case size < 0:
+		return 0, fmt.Errorf("%w: the fleet's integrator has signed no checkpoint yet", ErrUnavailable)
+	case size <= have && published:
 		return have, nil
 	}
 	c, err := ledgerproof.OpenCheckpoint(signed, p.origin, p.verifier)
