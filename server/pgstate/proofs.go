@@ -27,9 +27,9 @@ type Proofs struct {
 
 	refreshing sync.Mutex // one Refresh at a time folds records into the tree
 	mu         sync.RWMutex
-	tree   *ledgerproof.Tree
-	signed []byte
-	size   int64
+	tree       *ledgerproof.Tree
+	signed     []byte
+	size       int64
 }
 
 // NewProofs returns the proofs of the fleet's journal, whose checkpoints verifier checks.
