@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -212,6 +213,9 @@ func TestFleetUnderFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReadyz(t, members[0], false, "while the database is down")
+	if m := scrape(t, members[0]); !strings.Contains(m, `signet_server_ledger_state{state="unavailable"} 1`) {
+		t.Errorf("with the database down, server A's metrics do not show the ledger unavailable (the alert's input)")
+	}
 	time.Sleep(time.Second)
 	if err := pg.Start(); err != nil {
 		t.Fatal(err)
@@ -246,6 +250,21 @@ func TestFleetUnderFaults(t *testing.T) {
 		t.Fatalf("the witness alarmed: %v", alarms)
 	}
 	t.Logf("%d CSRs signed once each, latest checkpoint %d", len(received), cp)
+}
+
+// scrape returns m's /metrics.
+func scrape(t *testing.T, m *fleetMember) string {
+	t.Helper()
+	resp, err := http.Get("http://" + m.httpAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
 }
 
 // waitReadyz waits up to 15 s for m's /readyz to be (or not be) 200.
