@@ -213,8 +213,10 @@ func TestFleetUnderFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReadyz(t, members[0], false, "while the database is down")
-	if m := scrape(t, members[0]); !strings.Contains(m, `signet_server_ledger_state{state="unavailable"} 1`) {
-		t.Errorf("with the database down, server A's metrics do not show the ledger unavailable (the alert's input)")
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(scrape(t, members[0]), `signet_server_ledger_state{state="unavailable"} 1`); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("with the database down, server A's metrics do not show the ledger unavailable (the alert's input) within 5 s")
+		}
 	}
 	time.Sleep(time.Second)
 	if err := pg.Start(); err != nil {
