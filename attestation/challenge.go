@@ -113,31 +113,49 @@ func CheckNodeName(node string) error {
 //   - the AK is a TPMT_PUBLIC of a restricted signing key, fixedTPM, fixedParent and created
 //     in the TPM (sensitiveDataOrigin): a key that signs only what the TPM itself produced.
 func CheckKeys(ekCert, ekPublic, akPublic []byte, trust Trust, now time.Time) (*Keys, error) {
-	ek, err := decode(CheckEK, ekPublic)
+	ek, sum, err := checkEK(ekPublic)
 	if err != nil {
 		return nil, err
-	}
-	if err := checkAttributes(CheckEK, ek, attributes{"restricted": true, "decrypt": true, "sign": false, "fixedTPM": true, "fixedParent": true},
-		"an endorsement key is a restricted decryption key that never leaves its TPM"); err != nil {
-		return nil, err
-	}
-	sum, err := fingerprint(ek.key)
-	if err != nil {
-		return nil, refuse(CheckEK, "%v", err)
 	}
 	k := &Keys{ek: ek, ekSum: sum, EK: hex.EncodeToString(sum[:])}
 	if k.EKTrust, err = trustEK(ekCert, ek, k.EK, trust, now); err != nil {
 		return nil, err
 	}
-	if k.ak, err = decode(CheckAK, akPublic); err != nil {
-		return nil, err
-	}
-	if err := checkAttributes(CheckAK, k.ak, attributes{"restricted": true, "sign": true, "decrypt": false, "fixedTPM": true, "fixedParent": true, "sensitiveDataOrigin": true},
-		"an attestation key is a restricted signing key created in, and never leaving, its TPM"); err != nil {
+	if k.ak, err = checkAK(akPublic); err != nil {
 		return nil, err
 	}
 	k.AKName = hex.EncodeToString(k.ak.name)
 	return k, nil
+}
+
+// checkEK decodes and checks an EK's TPMT_PUBLIC and returns it with its fingerprint.
+func checkEK(ekPublic []byte) (*tpmPublic, [32]byte, error) {
+	ek, err := decode(CheckEK, ekPublic)
+	if err != nil {
+		return nil, [32]byte{}, err
+	}
+	if err := checkAttributes(CheckEK, ek, attributes{"restricted": true, "decrypt": true, "sign": false, "fixedTPM": true, "fixedParent": true},
+		"an endorsement key is a restricted decryption key that never leaves its TPM"); err != nil {
+		return nil, [32]byte{}, err
+	}
+	sum, err := fingerprint(ek.key)
+	if err != nil {
+		return nil, [32]byte{}, refuse(CheckEK, "%v", err)
+	}
+	return ek, sum, nil
+}
+
+// checkAK decodes and checks an AK's TPMT_PUBLIC.
+func checkAK(akPublic []byte) (*tpmPublic, error) {
+	ak, err := decode(CheckAK, akPublic)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkAttributes(CheckAK, ak, attributes{"restricted": true, "sign": true, "decrypt": false, "fixedTPM": true, "fixedParent": true, "sensitiveDataOrigin": true},
+		"an attestation key is a restricted signing key created in, and never leaving, its TPM"); err != nil {
+		return nil, err
+	}
+	return ak, nil
 }
 
 // oidSubjectAltName is the extension EK certificates use, critical, for the TPM's

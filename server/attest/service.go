@@ -19,7 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/signet-pki/signet/attestation"
-	"github.com/signet-pki/signet/server/ledger"
+	"github.com/signet-pki/signet/server/ledger/record"
 )
 
 // Defaults of Options.
@@ -39,6 +39,10 @@ type Options struct {
 	ChallengeTTL, TicketTTL time.Duration
 	// State keeps challenges, tickets and bindings; nil: NewMemoryState().
 	State State
+	// TicketKey seals and opens the tickets (at least 32 bytes); nil: a fresh key, so that no
+	// ticket issued before a start verifies after it. A fleet's servers share one, so that a
+	// ticket one of them issued verifies on the others.
+	TicketKey []byte
 	Clock clock.PassiveClock
 	Rand  io.Reader
 	Log   *slog.Logger
@@ -72,9 +76,15 @@ func New(opts Options) (*Service, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	key := make([]byte, 32)
-	if _, err := io.ReadFull(opts.Rand, key); err != nil {
-		return nil, fmt.Errorf("making the attestation ticket key: %w", err)
+	key := opts.TicketKey
+	switch {
+	case key == nil:
+		key = make([]byte, 32)
+		if _, err := io.ReadFull(opts.Rand, key); err != nil {
+			return nil, fmt.Errorf("making the attestation ticket key: %w", err)
+		}
+	case len(key) < 32:
+		return nil, fmt.Errorf("the attestation ticket key has %d bytes, fewer than 32", len(key))
 	}
 	return &Service{opts: opts, ticketKey: key}, nil
 }
@@ -182,8 +192,10 @@ func (s *Service) verify(att *attestation.Attested, csr *x509.CertificateRequest
 
 // Bind binds the EK to the node once its Bound record is durable (or replayed at start).
 func (s *Service) Bind(node, ek string) error {
-	if err := s.opts.State.Bind(node, ek); err != nil {
+	if err := s.opts.State.Bind(node, ek); errors.Is(err, ErrBound) {
 		return &attestation.Failure{Check: attestation.CheckEKBinding, Detail: fmt.Sprintf("node %q or endorsement key %s was bound to another meanwhile", node, ek)}
+	} else if err != nil {
+		return fmt.Errorf("binding node %q to endorsement key %s: %w", node, ek, err)
 	}
 	return nil
 }
@@ -196,13 +208,13 @@ func (s *Service) Binding(node string) (string, bool) { return s.opts.State.Bind
 
 // Replay rebuilds the bindings from a ledger record read at start: a Bound record binds, an
 // Unbound record clears.
-func (s *Service) Replay(r ledger.Record) {
+func (s *Service) Replay(r record.Record) {
 	switch r.Decision {
-	case ledger.Bound:
+	case record.Bound:
 		if err := s.opts.State.Bind(r.Node, r.EK); err != nil {
 			s.opts.Log.Warn("ledger holds a conflicting attestation binding; the first one stands", "node", r.Node, "ek", r.EK, "ledger_seq", r.Seq)
 		}
-	case ledger.Unbound:
+	case record.Unbound:
 		s.opts.State.Unbind(r.Node, r.EK)
 	}
 }

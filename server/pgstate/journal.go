@@ -18,7 +18,7 @@ import (
 
 // ErrUnavailable: the journal could not record (the database refused or could not be
 // reached); nothing was acknowledged, and the caller fails closed.
-var ErrUnavailable = errors.New("the fleet's journal is unavailable")
+var ErrUnavailable = errors.New("the fleet's database is unavailable")
 
 // JournalOptions tune a Journal. The zero value is usable.
 type JournalOptions struct {
