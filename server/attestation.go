@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"os"
 
 	"golang.org/x/time/rate"
 
@@ -28,8 +29,17 @@ func (s *Server) newAttestation() error {
 	if err != nil {
 		return err
 	}
+	var ticketKey []byte
+	if ac.TicketKeyFile != "" {
+		if ticketKey, err = os.ReadFile(ac.TicketKeyFile); err != nil {
+			return fmt.Errorf("reading attestation.ticketKeyFile: %w", err)
+		}
+		if len(ticketKey) < 32 {
+			return fmt.Errorf("attestation.ticketKeyFile %s holds %d bytes, fewer than 32: make it with head -c 32 /dev/urandom", ac.TicketKeyFile, len(ticketKey))
+		}
+	}
 	challengeTTL, ticketTTL := ac.TTLs()
-	s.attest, err = attest.New(attest.Options{Trust: trust, Boot: boot, ChallengeTTL: challengeTTL, TicketTTL: ticketTTL, Log: s.log})
+	s.attest, err = attest.New(attest.Options{Trust: trust, Boot: boot, ChallengeTTL: challengeTTL, TicketTTL: ticketTTL, TicketKey: ticketKey, Log: s.log})
 	if err != nil {
 		return err
 	}

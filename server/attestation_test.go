@@ -113,12 +113,19 @@ func (s *testServer) attestAs(t *testing.T, node *nodetpm.TPM, nodeName string) 
 // attestWith is attestAs for a request with the SANs dns and ips.
 func (s *testServer) attestWith(t *testing.T, node *nodetpm.TPM, nodeName string, dns []string, ips []net.IP) []byte {
 	t.Helper()
+	return attestVia(t, node, nodeName, dns, ips, s, s)
+}
+
+// attestVia is attestWith with the challenge asked of one server and answered to another (a
+// fleet's).
+func attestVia(t *testing.T, node *nodetpm.TPM, nodeName string, dns []string, ips []net.IP, challengeOn, activateOn *testServer) []byte {
+	t.Helper()
 	keys, err := node.Keys()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ch attestation.Challenge
-	if code, e := s.post(t, "/attest/v1/challenge", attestation.ChallengeRequest{Node: nodeName, EKCertificate: keys.EKCertificate,
+	if code, e := challengeOn.post(t, "/attest/v1/challenge", attestation.ChallengeRequest{Node: nodeName, EKCertificate: keys.EKCertificate,
 		EKPublic: keys.EKPublic, AKPublic: keys.AKPublic}, &ch); code != http.StatusOK {
 		t.Fatalf("challenge: %d %+v", code, e)
 	}
@@ -127,7 +134,7 @@ func (s *testServer) attestWith(t *testing.T, node *nodetpm.TPM, nodeName string
 		t.Fatal(err)
 	}
 	var act attestation.Activation
-	if code, e := s.post(t, "/attest/v1/activate", attestation.ActivationRequest{ID: ch.ID, Secret: secret}, &act); code != http.StatusOK {
+	if code, e := activateOn.post(t, "/attest/v1/activate", attestation.ActivationRequest{ID: ch.ID, Secret: secret}, &act); code != http.StatusOK {
 		t.Fatalf("activate: %d %+v", code, e)
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

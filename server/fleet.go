@@ -100,6 +100,9 @@ func (s *Server) openFleet(ctx context.Context) (*state, error) {
 		Interval:   s.cfg.Ledger.Checkpoint.Interval.Duration,
 		Log:        s.log,
 	}
+	if s.attest != nil {
+		s.attest.UseState(pgstate.NewAttestState(pool))
+	}
 	s.rotation.SetLedger(f.journal)
 	s.rotation.SetShared(f.journal)
 	if err := s.rotation.Sync(mctx); err != nil {

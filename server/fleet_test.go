@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -53,9 +54,6 @@ func fleetServers(t *testing.T, pg *pgtest.Server, db string, n int, modify func
 		modify(cfg)
 	}
 	cfg.Default()
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
 	out := make([]*testServer, n)
 	for i := range out {
 		c := *cfg
@@ -258,5 +256,45 @@ func TestFleetRotationReachesEveryServer(t *testing.T) {
 	}
 	if got := states(resp.GetSigners()[0]); got[fingerprint(old)] != signetv1.AnchorState_ANCHOR_STATE_RETIRED || got[fingerprint(next.Cert)] != signetv1.AnchorState_ANCHOR_STATE_ACTIVE {
 		t.Fatalf("A's states after B's activation: %v", got)
+	}
+}
+
+// TestFleetAttestation: a node asks server A for its challenge, answers it to server B, and
+// its request is signed by server C; the ticket, once spent there, is refused for another
+// request on A; the EK C bound to the node is refused for another node on B.
+func TestFleetAttestation(t *testing.T) {
+	pg := pgtest.Start(t)
+	node := nodeTPM(t)
+	servers, _ := fleetServers(t, pg, "attest", 3, func(c *config.Config) {
+		attestedConfig(t, node)(c)
+		c.Attestation.TicketKeyFile = filepath.Join(t.TempDir(), "ticket.key")
+		key := make([]byte, 32)
+		_, _ = rand.Read(key)
+		if err := os.WriteFile(c.Attestation.TicketKeyFile, key, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	})
+	a, b, c := servers[0], servers[1], servers[2]
+	full := attestVia(t, node, "node-a", nil, nil, a, b)
+	signerC, _, _ := c.clients(t)
+	rsp, err := signerC.SignCertificateSigningRequest(callContext(t), kubeletClientRequest(tpmSigner, full, "fleet-uid-1"))
+	if err != nil {
+		t.Fatalf("server C signing a request attested through A and B: %v", err)
+	}
+	if leaf := parsePEMCerts(t, []byte(rsp.GetCertificateChainPem()))[0]; leaf.Subject.CommonName != "system:node:node-a" {
+		t.Fatalf("issued CN %q", leaf.Subject.CommonName)
+	}
+	signerA, _, _ := a.clients(t)
+	_, err = signerA.SignCertificateSigningRequest(callContext(t), kubeletClientRequest(tpmSigner, full, "fleet-uid-2"))
+	wantStatus(t, err, codes.FailedPrecondition, "ATTESTATION_FAILED")
+	if !strings.Contains(err.Error(), "used by another request") {
+		t.Fatalf("the spent ticket on A: %v, want it refused as used", err)
+	}
+	other := attestVia(t, node, "node-b", nil, nil, b, b)
+	signerB, _, _ := b.clients(t)
+	_, err = signerB.SignCertificateSigningRequest(callContext(t), kubeletClientRequest(tpmSigner, other, "fleet-uid-3"))
+	wantStatus(t, err, codes.FailedPrecondition, "ATTESTATION_FAILED")
+	if !strings.Contains(err.Error(), `bound to node "node-a"`) {
+		t.Fatalf("the EK bound on C, for another node on B: %v, want it refused as bound", err)
 	}
 }

@@ -43,9 +43,9 @@ type Options struct {
 	// ticket issued before a start verifies after it. A fleet's servers share one, so that a
 	// ticket one of them issued verifies on the others.
 	TicketKey []byte
-	Clock clock.PassiveClock
-	Rand  io.Reader
-	Log   *slog.Logger
+	Clock     clock.PassiveClock
+	Rand      io.Reader
+	Log       *slog.Logger
 }
 
 // Service issues challenges and tickets and verifies evidence. It is safe for concurrent
@@ -88,6 +88,10 @@ func New(opts Options) (*Service, error) {
 	}
 	return &Service{opts: opts, ticketKey: key}, nil
 }
+
+// UseState makes s keep its state in st (a fleet's database, opened after s was built);
+// call it before serving.
+func (s *Service) UseState(st State) { s.opts.State = st }
 
 // Challenge checks a node's keys (attestation.CheckKeys) and node name, and answers a
 // credential challenge, remembered until it lapses.

@@ -38,6 +38,12 @@ type Attestation struct {
 	// sets in ReferenceFile. Exact PCR values change with every firmware, bootloader or
 	// kernel update: update the reference file with each roll-out (docs/attestation.md).
 	BootState *BootState `json:"bootState,omitempty"`
+	// TicketKeyFile holds the key that seals the tickets a node gets after its challenge (at
+	// least 32 bytes, e.g. head -c 32 /dev/urandom; a file or a systemd credential). Required
+	// with state.backend postgres, where every server of the fleet names the same file, so a
+	// ticket one server issued verifies on the others. Empty on one host: a fresh key at each
+	// start.
+	TicketKeyFile string `json:"ticketKeyFile,omitempty"`
 }
 
 // BootState configures the boot-state policy of attestation.

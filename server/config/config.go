@@ -537,7 +537,7 @@ func (c *Config) signerNames() []string {
 // resolvePaths makes relative file paths relative to dir.
 func (c *Config) resolvePaths(dir string) {
 	paths := []*string{&c.TLS.CertFile, &c.TLS.KeyFile, &c.TLS.ClientCAFile, &c.Ledger.Dir, &c.Ledger.Checkpoint.WitnessedFile,
-		&c.Attestation.EKRootsFile, &c.Attestation.EKAllowListFile, &c.State.Postgres.PasswordFile}
+		&c.Attestation.EKRootsFile, &c.Attestation.EKAllowListFile, &c.Attestation.TicketKeyFile, &c.State.Postgres.PasswordFile}
 	if c.Attestation.BootState != nil {
 		paths = append(paths, &c.Attestation.BootState.ReferenceFile)
 	}

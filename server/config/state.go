@@ -88,8 +88,8 @@ func (s State) validate(c *Config) []error {
 		if c.Ledger.Checkpoint.WitnessedFile != "" {
 			errs = append(errs, errors.New("ledger.checkpoint.witnessedFile is for the file ledger; a fleet's checkpoints are checked by the cluster witness"))
 		}
-		if c.Attestation.Enabled() {
-			errs = append(errs, errors.New("attestation with state.backend postgres is not supported yet: its challenges and EK bindings are kept by one server; run attested signers on a server with the file backend"))
+		if c.Attestation.Enabled() && c.Attestation.TicketKeyFile == "" {
+			errs = append(errs, errors.New("attestation.ticketKeyFile is required with state.backend postgres: a node's ticket from one server must verify on the others, so every server names the same key file (at least 32 random bytes)"))
 		}
 		for _, d := range []struct {
 			name string

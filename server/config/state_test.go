@@ -81,8 +81,8 @@ func TestStateBackends(t *testing.T) {
 }
 
 // TestPostgresNeedsASharedCheckpointKey: a fleet's servers each may sign its checkpoints, so
-// the key is named, never the per-host default; a witnessed file and attestation (state one
-// host keeps) are refused with the reason.
+// the key is named, never the per-host default; a witnessed file (one host's) is refused, and
+// attestation needs a ticket key every server shares.
 func TestPostgresNeedsASharedCheckpointKey(t *testing.T) {
 	t.Parallel()
 	c := &config.Config{State: config.State{Backend: config.BackendPostgres, Postgres: config.Postgres{DSN: "postgres://db/s"}}}
@@ -91,7 +91,7 @@ func TestPostgresNeedsASharedCheckpointKey(t *testing.T) {
 	c.Default()
 	err := c.Validate()
 	for _, want := range []string{"ledger.checkpoint.key is required with state.backend postgres", "ledger.checkpoint.witnessedFile is for the file ledger",
-		"attestation with state.backend postgres is not supported yet"} {
+		"attestation.ticketKeyFile is required with state.backend postgres"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate = %v, want it to say %q", err, want)
 		}
