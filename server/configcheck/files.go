@@ -23,6 +23,9 @@ func Files(cfg *config.Config) (problems, notes []error) {
 	}
 	c.ledger(cfg.Ledger)
 	c.attestation(cfg.Attestation)
+	if cfg.State.Fleet() {
+		c.readable("state.postgres.passwordFile", cfg.State.Postgres.PasswordFile)
+	}
 	return c.problems, c.notes
 }
 
@@ -177,6 +180,11 @@ func (c *checker) attestation(a config.Attestation) {
 	if a.EKAllowListFile != "" && c.readable("attestation.ekAllowListFile", a.EKAllowListFile) {
 		if _, err := LoadTrust(config.Attestation{EKAllowListFile: a.EKAllowListFile}); err != nil {
 			c.problems = append(c.problems, err)
+		}
+	}
+	if a.TicketKeyFile != "" && c.readable("attestation.ticketKeyFile", a.TicketKeyFile) {
+		if st, err := os.Stat(a.TicketKeyFile); err == nil && st.Size() < 32 {
+			c.fail("attestation.ticketKeyFile", "%s holds %d bytes, fewer than 32: make it with head -c 32 /dev/urandom", a.TicketKeyFile, st.Size())
 		}
 	}
 	if b := a.BootState; b != nil && b.ReferenceFile != "" && len(b.PCRs) > 0 && c.readable("attestation.bootState.referenceFile", b.ReferenceFile) {

@@ -135,6 +135,13 @@ func TestFiles(t *testing.T) {
 			cfg.Attestation = config.Attestation{Address: "127.0.0.1:0", EKRootsFile: in(dir, "roots.pem"), EKAllowListFile: in(dir, "allow.txt"),
 				BootState: &config.BootState{PCRs: []int{7}, ReferenceFile: in(dir, "refs.yaml")}}
 		}, []string{"attestation.ekRootsFile: ", "attestation.ekAllowListFile: ", "attestation.bootState.referenceFile: "}},
+		{"short ticket key", func(t *testing.T, cfg *config.Config, dir string) {
+			cfg.Attestation = config.Attestation{Address: "127.0.0.1:0", EKAllowListFile: write(t, in(dir, "allow.txt"), []byte("# none\n"), 0o644),
+				TicketKeyFile: write(t, in(dir, "ticket.key"), []byte("short"), 0o600)}
+		}, []string{"attestation.ticketKeyFile: "}},
+		{"fleet password file missing", func(t *testing.T, cfg *config.Config, dir string) {
+			cfg.State = config.State{Backend: config.BackendPostgres, Postgres: config.Postgres{DSN: "postgres://db/s", PasswordFile: in(dir, "pg.pass")}}
+		}, []string{"state.postgres.passwordFile: "}},
 		{"allow-list that is not one", func(t *testing.T, cfg *config.Config, dir string) {
 			cfg.Attestation = config.Attestation{Address: "127.0.0.1:0", EKAllowListFile: write(t, in(dir, "allow.txt"), []byte("abc\n"), 0o644)}
 		}, []string{"attestation.ekAllowListFile: "}},
