@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,26 +41,35 @@ const (
 // and then appends after the imported history. Tiles and checkpoints are not written: the
 // fleet's integrator builds the tree from record 1 when no checkpoint covers records.
 type Importer struct {
+	schema int
 	tx     pgx.Tx
 	rows   [][]any
 	bytes  int
 	seq    uint64
 	prev   string
 	leaves map[CALeaf]time.Time
+	// bindings is each node's latest Bound (its EK) or Unbound ("") record.
+	bindings map[string]string
 }
+
+// bindingsSchema is the schema version that keeps the EK bindings in attest_bindings
+// (migration 5): an import fills it from the Bound and Unbound records, as that migration
+// does for the records a database held.
+const bindingsSchema = 5
 
 // BeginImport checks that the database has the schema (ErrNoSchema) and holds no ledger
 // (ErrNotEmpty, naming what it holds; a checkpoint of size 0, which an integrator signs of
 // an empty journal, does not count), and begins the import.
 func BeginImport(ctx context.Context, pool *pgxpool.Pool) (*Importer, error) {
-	if err := checkSchema(ctx, pool); err != nil {
+	schema, err := checkSchema(ctx, pool)
+	if err != nil {
 		return nil, err
 	}
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("importing into the fleet's journal: %w", err)
 	}
-	im := &Importer{tx: tx, prev: record.ZeroHash, leaves: map[CALeaf]time.Time{}}
+	im := &Importer{schema: schema, tx: tx, prev: record.ZeroHash, leaves: map[CALeaf]time.Time{}, bindings: map[string]string{}}
 	if err := im.checkEmpty(ctx); err != nil {
 		_ = tx.Rollback(ctx)
 		return nil, fmt.Errorf("importing into the fleet's journal: %w", err)
@@ -68,18 +78,21 @@ func BeginImport(ctx context.Context, pool *pgxpool.Pool) (*Importer, error) {
 }
 
 // checkSchema checks the schema version pgstate's migrations record in signet_schema.
-func checkSchema(ctx context.Context, pool *pgxpool.Pool) error {
+func checkSchema(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 	var v int
-	err := pool.QueryRow(ctx, `SELECT CASE WHEN to_regclass('signet_schema') IS NULL THEN 0
-		ELSE (SELECT coalesce(max(version), 0) FROM signet_schema) END`).Scan(&v)
+	var exists bool
+	err := pool.QueryRow(ctx, `SELECT to_regclass('signet_schema') IS NOT NULL`).Scan(&exists)
+	if err == nil && exists {
+		err = pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM signet_schema`).Scan(&v)
+	}
 	if err != nil {
-		return fmt.Errorf("importing into the fleet's journal: reading the schema version: %w", err)
+		return 0, fmt.Errorf("importing into the fleet's journal: reading the schema version: %w", err)
 	}
 	if v < MinSchema {
-		return fmt.Errorf("importing into the fleet's journal: %w: it is at version %d, an import needs %d or later (the migrations signet-server applies when it opens the database)",
+		return v, fmt.Errorf("importing into the fleet's journal: %w: it is at version %d, an import needs %d or later (the migrations signet-server applies when it opens the database)",
 			ErrNoSchema, v, MinSchema)
 	}
-	return nil
+	return v, nil
 }
 
 // checkEmpty locks the head and checks that nothing of a ledger is stored.
@@ -89,11 +102,16 @@ func (im *Importer) checkEmpty(ctx context.Context) error {
 	if err := im.tx.QueryRow(ctx, `SELECT seq, hash FROM ledger_head WHERE id FOR UPDATE`).Scan(&seq, &head.Hash); err != nil {
 		return fmt.Errorf("locking the journal's head: %w", err)
 	}
-	var records, checkpoints, tiles, answers, leaves bool
+	var records, checkpoints, tiles, answers, leaves, bindings bool
 	if err := im.tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ledger_records), EXISTS (SELECT 1 FROM checkpoints WHERE size > 0),
 		EXISTS (SELECT 1 FROM tree_tiles), EXISTS (SELECT 1 FROM answers), EXISTS (SELECT 1 FROM ca_leaves)`).
 		Scan(&records, &checkpoints, &tiles, &answers, &leaves); err != nil {
 		return fmt.Errorf("checking that the database is empty: %w", err)
+	}
+	if im.schema >= bindingsSchema {
+		if err := im.tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM attest_bindings)`).Scan(&bindings); err != nil {
+			return fmt.Errorf("checking that the database is empty: %w", err)
+		}
 	}
 	var held []string
 	for _, h := range []struct {
@@ -101,7 +119,7 @@ func (im *Importer) checkEmpty(ctx context.Context) error {
 		what string
 	}{
 		{seq > 0, fmt.Sprintf("its head is record %d", seq)}, {records, "ledger records"}, {checkpoints, "checkpoints"},
-		{tiles, "tree tiles"}, {answers, "answers"}, {leaves, "CA leaves"},
+		{tiles, "tree tiles"}, {answers, "answers"}, {leaves, "CA leaves"}, {bindings, "EK bindings"},
 	} {
 		if h.ok {
 			held = append(held, h.what)
@@ -125,6 +143,12 @@ func (im *Importer) Add(ctx context.Context, line []byte) error {
 	im.bytes += len(line)
 	if k, t, ok := LeafOf(r); ok && t.After(im.leaves[k]) {
 		im.leaves[k] = t
+	}
+	switch r.Decision {
+	case record.Bound:
+		im.bindings[r.Node] = r.EK
+	case record.Unbound:
+		im.bindings[r.Node] = ""
 	}
 	im.seq, im.prev = r.Seq, r.Hash
 	if len(im.rows) >= importRows || im.bytes >= importBytes {
@@ -180,6 +204,9 @@ func (im *Importer) Commit(ctx context.Context) (Head, error) {
 			err = fmt.Errorf("importing into the fleet's journal: storing the CA leaves: %w", err)
 		}
 	}
+	if err == nil && im.schema >= bindingsSchema {
+		err = im.storeBindings(ctx)
+	}
 	if err == nil {
 		if _, err = im.tx.Exec(ctx, `UPDATE ledger_head SET seq = $1, hash = $2 WHERE id`, int64(head.Seq), head.Hash); err != nil {
 			err = fmt.Errorf("importing into the fleet's journal: moving its head: %w", err)
@@ -195,6 +222,29 @@ func (im *Importer) Commit(ctx context.Context) (Head, error) {
 		return Head{}, err
 	}
 	return head, nil
+}
+
+// storeBindings stores each node's binding whose latest record is Bound, as migration 5 does
+// for the records a database held. (Binding refuses an EK bound to another node, so a history
+// binds an EK to one node at a time; were it not so, the first node in order would keep it.)
+func (im *Importer) storeBindings(ctx context.Context) error {
+	var nodes, eks []string
+	for node, ek := range im.bindings {
+		if ek != "" {
+			nodes, eks = append(nodes, node), append(eks, ek)
+		}
+	}
+	if len(nodes) == 0 {
+		return nil
+	}
+	slices.Sort(nodes)
+	for i, node := range nodes {
+		eks[i] = im.bindings[node]
+	}
+	if _, err := im.tx.Exec(ctx, `INSERT INTO attest_bindings (node, ek) SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT DO NOTHING`, nodes, eks); err != nil {
+		return fmt.Errorf("importing into the fleet's journal: storing the EK bindings: %w", err)
+	}
+	return nil
 }
 
 // Rollback abandons the import: nothing of it is stored.
