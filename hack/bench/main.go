@@ -112,8 +112,15 @@ func main() {
 	nodeJoin := flag.Bool("node-join", false, "time a node's join from start to certificate on a real control plane instead: through TPM attestation (the node agent on swtpm) against a plain bootstrap-token join, interleaved (nodejoin.go)")
 	nodeJoinN := flag.Int("node-join-n", 200, "with -node-join, joins of each kind (at least 100 for a p99 that is not the slowest join)")
 	nodeJoinJitter := flag.Duration("node-join-jitter", 500*time.Millisecond, "with -node-join, pause a random time in [0, this) before each join, so that each is one node's on a control plane at rest")
+	fleet := flag.Bool("fleet", false, "measure signet-server on a fleet's PostgreSQL against the file ledger instead: issuances/s of 1, 2 and 3 servers on one database, round trips and the database's CPU per issuance, record to covering checkpoint, integrator failover, cold start with 1 M records (fleet.go)")
 	ledgerScale := flag.Bool("ledger-scale", false, "measure the ledger as its history grows instead (-ledger-sizes, default 0, 1 M and 10 M records): start time, RSS, lookups by serial, inclusion proofs, and appends at 1 and 64 callers against v0.1.0's ledger at the same size (ledgerscale.go)")
 	flag.Parse()
+	if *fleet {
+		if err := runFleet(context.Background(), *bin, *out); err != nil {
+			fail(err)
+		}
+		return
+	}
 	if *ledgerScale || *ledgerOpenFlag != "" {
 		if err := runLedgerScale(context.Background(), *out); err != nil {
 			fail(err)
