@@ -14,7 +14,7 @@ import (
 // directory on the server's host, need no lock and can run while the server appends; prove
 // (without --dir) and checkpoint ask the server, verify-proof needs only a bundle and a key.
 func ledgerCommand() *cobra.Command {
-	return groupCommand("ledger", "Verify, search, audit and prove the server's decision ledger (verify, list, show, audit, prove, verify-proof, checkpoint, new-history, reindex)",
+	return groupCommand("ledger", "Verify, search, audit and prove the server's decision ledger (verify, list, show, audit, prove, verify-proof, checkpoint, new-history, reindex, export, import)",
 		`Reads the server's decision ledger, on the server's host: verify checks every record and the
 hash chain; list and show find records by serial, object UID, signer, decision and time; audit
 checks the ledger against signed checkpoints (nothing removed or rewritten); prove prints a
@@ -23,7 +23,8 @@ appends. prove can also ask the server instead (without --dir), and checkpoint f
 server's latest signed checkpoint; verify-proof checks a bundle anywhere, with the checkpoint
 public key alone. new-history (server stopped) starts a new history when the server refuses its
 ledger, archiving the previous one. reindex (server stopped) rebuilds the index and tree tiles
-kept beside the segments.`,
+kept beside the segments. export copies a fleet's ledger (state.backend: postgres) into a ledger
+directory; import (server stopped) loads a host's ledger into a new fleet's database.`,
 		`  signetctl ledger verify --dir /var/lib/signet/ledger
   signetctl ledger list --dir /var/lib/signet/ledger --decision refused --since 24h
   signetctl ledger show --dir /var/lib/signet/ledger --serial 3f9a…
@@ -32,10 +33,12 @@ kept beside the segments.`,
   signetctl ledger prove --dir /var/lib/signet/ledger --serial 3f9a… > record.proof
   signetctl ledger verify-proof --key checkpoint.pub record.proof
   signetctl ledger new-history --dir /var/lib/signet/ledger --reason "records cut from the end"
-  signetctl ledger reindex --dir /var/lib/signet/ledger --archive /mnt/archive/signet-ledger`,
+  signetctl ledger reindex --dir /var/lib/signet/ledger --archive /mnt/archive/signet-ledger
+  signetctl ledger export --postgres 'postgres://signet@db.example/signet?sslmode=verify-full' --postgres-password-file pw --dir backup
+  signetctl ledger import --dir /var/lib/signet/ledger --postgres 'postgres://signet@db.example/signet?sslmode=verify-full' --postgres-password-file pw`,
 		ledgerVerifyCommand(), ledgerListCommand(), ledgerShowCommand(),
 		ledgerAuditCommand(), ledgerProveCommand(), ledgerVerifyProofCommand(), ledgerCheckpointCommand(),
-		ledgerNewHistoryCommand(), ledgerReindexCommand())
+		ledgerNewHistoryCommand(), ledgerReindexCommand(), ledgerExportCommand(), ledgerImportCommand())
 }
 
 // addArchives adds the repeatable --archive flag: directories holding closed segments moved

@@ -118,7 +118,7 @@ func (im *Importer) checkEmpty(ctx context.Context) error {
 		ok   bool
 		what string
 	}{
-		{seq > 0, fmt.Sprintf("its head is record %d", seq)}, {records, "ledger records"}, {checkpoints, "checkpoints"},
+		{seq > 0, fmt.Sprintf("a head at record %d", seq)}, {records, "ledger records"}, {checkpoints, "checkpoints"},
 		{tiles, "tree tiles"}, {answers, "answers"}, {leaves, "CA leaves"}, {bindings, "EK bindings"},
 	} {
 		if h.ok {

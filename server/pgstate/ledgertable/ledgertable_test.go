@@ -271,7 +271,7 @@ func TestImportRefuses(t *testing.T) {
 	if err == nil {
 		im.Rollback(ctx)
 	}
-	if !errors.Is(err, ledgertable.ErrNotEmpty) || !strings.Contains(err.Error(), "its head is record 40") {
+	if !errors.Is(err, ledgertable.ErrNotEmpty) || !strings.Contains(err.Error(), "a head at record 40") {
 		t.Fatalf("import into a database that holds a ledger: %v, want ErrNotEmpty", err)
 	}
 }
