@@ -116,6 +116,7 @@ bench: build kube-bins ## Server issuance vs the bare parse+sign anchor (same ru
 	$(GO) run ./hack/bench -attestation -go $(GO) -out docs/benchmarks-attestation.md
 	./hack/kube-bins.sh $(KUBE_VERSION) kube-controller-manager && $(GO) run ./hack/bench -node-join -kube-version $(KUBE_VERSION) -bin $(BIN) -out docs/benchmarks-nodejoin.md
 	$(GO) run ./hack/bench -ledger-scale -out docs/benchmarks-ledger.md
+	$(GO) run ./hack/bench -fleet -bin $(BIN) -out docs/benchmarks-fleet.md
 	@echo "tables written to docs/benchmarks-server.md, docs/benchmarks-watcher-memory.md, docs/benchmarks-cluster.md, docs/benchmarks-storm.md, docs/benchmarks-hardware.md, docs/benchmarks-attestation.md, docs/benchmarks-nodejoin.md and docs/benchmarks-ledger.md (plot: docs/benchmarks-cluster-latency.png)"
 
 .PHONY: generate

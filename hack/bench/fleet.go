@@ -353,6 +353,9 @@ type loadResult struct {
 	wall               time.Duration
 	server, db, client time.Duration // CPU time over the measurement
 	records, batches   int64         // journal records and batches (0 on the file ledger)
+	// waits tallies what PostgreSQL's active backends of the database were doing, sampled
+	// every 50 ms: "wait event type:wait event in statement" ("running" for no wait).
+	waits map[string]int
 }
 
 func (r loadResult) rate() float64 { return float64(r.ops) / r.wall.Seconds() }
@@ -373,6 +376,7 @@ func (b *fleetBench) load(ctx context.Context, servers []*fleetServer, callers i
 		wg     sync.WaitGroup
 	)
 	head0 := b.journalHead(ctx, db)
+	stopSampling := b.sampleWaits(ctx, db, &res)
 	srv0, db0, cli0 := serversCPU(servers), postgresCPU(b.pg.PID()), cpuTime()
 	start := time.Now()
 	deadline := start.Add(d)
@@ -392,6 +396,7 @@ func (b *fleetBench) load(ctx context.Context, servers []*fleetServer, callers i
 	res.wall = time.Since(start)
 	res.server, res.db, res.client = serversCPU(servers)-srv0, postgresCPU(b.pg.PID())-db0, cpuTime()-cli0
 	res.ops = ops.Load()
+	stopSampling()
 	if p := failed.Load(); p != nil {
 		return res, *p
 	}
@@ -401,4 +406,43 @@ func (b *fleetBench) load(ctx context.Context, servers []*fleetServer, callers i
 		res.batches = b.batches(ctx, db, head0, head1)
 	}
 	return res, nil
+}
+
+// sampleWaits samples, every 50 ms until the returned function is called, the active
+// backends of database db (none for the file ledger) into res.waits.
+func (b *fleetBench) sampleWaits(ctx context.Context, db string, res *loadResult) func() {
+	if db == "" {
+		return func() {}
+	}
+	p, err := b.pool(ctx, db)
+	if err != nil {
+		return func() {}
+	}
+	res.waits = map[string]int{}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for t := time.NewTicker(50 * time.Millisecond); ; {
+			select {
+			case <-sctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			rows, err := p.Query(sctx, `SELECT coalesce(wait_event_type || ':' || wait_event, 'running'), left(regexp_replace(query, '\s+', ' ', 'g'), 24)
+				FROM pg_stat_activity WHERE datname = $1 AND state = 'active' AND pid <> pg_backend_pid()`, db)
+			if err != nil {
+				continue
+			}
+			for rows.Next() {
+				var wait, stmt string
+				if rows.Scan(&wait, &stmt) == nil {
+					res.waits[wait+" in "+strings.TrimSpace(stmt)]++
+				}
+			}
+			rows.Close()
+		}
+	}()
+	return func() { cancel(); <-done }
 }
