@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/signet-pki/signet/server/ledger/record"
+	"github.com/signet-pki/signet/server/pgstate/ledgertable"
 )
 
 // ErrUnavailable: the journal could not record (the database refused or could not be
@@ -180,59 +181,7 @@ func (j *Journal) writeBatch() {
 func (j *Journal) commit(batch []*appendReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), j.opts.Timeout)
 	defer cancel()
-	err := pgx.BeginFunc(ctx, j.pool, func(tx pgx.Tx) error {
-		var seq uint64
-		var prev string
-		if err := tx.QueryRow(ctx, `SELECT seq, hash FROM ledger_head WHERE id FOR UPDATE`).Scan(&seq, &prev); err != nil {
-			return fmt.Errorf("locking the journal's head: %w", err)
-		}
-		if err := j.checkClaims(ctx, tx, batch); err != nil {
-			return err
-		}
-		if err := j.checkRotations(ctx, tx, batch); err != nil {
-			return err
-		}
-		now := j.opts.Clock.Now().UTC().Round(0)
-		rows := make([][]any, 0, len(batch))
-		for _, req := range batch {
-			r := req.rec
-			r.Seq, r.Time, r.PrevHash = seq+1, now, prev
-			if req.invalid {
-				continue
-			}
-			line, err := r.SealBody(req.body)
-			if err != nil {
-				req.invalid = true
-				req.done <- appendRes{err: fmt.Errorf("appending to the fleet's journal: %w: %w", record.ErrInvalidRecord, err)}
-				continue
-			}
-			var serial, uid any
-			if s, err := record.NormalizeSerial(r.Serial); r.Serial != "" && err == nil {
-				serial = s
-			}
-			if r.ObjectUID != "" {
-				uid = r.ObjectUID
-			}
-			var kind, signer any
-			if isRotation(r.Decision) {
-				kind, signer = string(r.Decision), r.Signer
-			}
-			rows = append(rows, []any{int64(r.Seq), line[:len(line)-1], r.Hash, r.Time, serial, uid, kind, signer})
-			seq, prev = r.Seq, r.Hash
-			req.rec = r
-		}
-		if len(rows) == 0 {
-			return nil
-		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"ledger_records"}, []string{"seq", "line", "hash", "at", "serial", "object_uid", "kind", "signer"},
-			pgx.CopyFromRows(rows)); err != nil {
-			return fmt.Errorf("storing records %d-%d: %w", rows[0][0], seq, err)
-		}
-		if _, err := tx.Exec(ctx, `UPDATE ledger_head SET seq = $1, hash = $2 WHERE id`, int64(seq), prev); err != nil {
-			return fmt.Errorf("moving the journal's head: %w", err)
-		}
-		return j.afterRecords(ctx, tx, batch)
-	})
+	err := j.commitTx(ctx, batch)
 	for _, req := range batch {
 		switch {
 		case req.invalid:
@@ -244,71 +193,154 @@ func (j *Journal) commit(batch []*appendReq) {
 	}
 }
 
-// checkClaims locks the answers rows of the batch's claimed issuances (after the head, in
-// scope order: every transaction takes its locks in that order) and answers, with
-// ErrClaimLost, the issuances whose claim is no longer this server's.
-func (j *Journal) checkClaims(ctx context.Context, tx pgx.Tx, batch []*appendReq) error {
+// commitTx appends batch in one transaction of two round trips, so that the head, which every
+// server's appends wait for, is held for one round trip: the first begins, locks the head and
+// the batch's claims and reads what its rotation records are checked against; the second
+// stores the records, moves the head, stores the answers, raises the CAs' last leaves,
+// announces the rotation records and commits. A connection left in a transaction (a failure
+// between the two) is closed by the pool, never reused, so nothing of a failed batch commits.
+func (j *Journal) commitTx(ctx context.Context, batch []*appendReq) error {
+	conn, err := j.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("connecting: %w", err)
+	}
+	defer conn.Release()
+	var seq uint64
+	var prev string
+	lock := &pgx.Batch{}
+	lock.Queue(`BEGIN`)
+	lock.Queue(`SELECT seq, hash FROM ledger_head WHERE id FOR UPDATE`).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&seq, &prev); err != nil {
+			return fmt.Errorf("locking the journal's head: %w", err)
+		}
+		return nil
+	})
+	judge := j.queueChecks(lock, batch)
+	if err := conn.SendBatch(ctx, lock).Close(); err != nil {
+		rollback(conn)
+		return err
+	}
+	judge()
+	now := j.opts.Clock.Now().UTC().Round(0)
+	var rows ledgertable.Rows
+	for _, req := range batch {
+		r := req.rec
+		r.Seq, r.Time, r.PrevHash = seq+1, now, prev
+		if req.invalid {
+			continue
+		}
+		line, err := r.SealBody(req.body)
+		if err != nil {
+			req.invalid = true
+			req.done <- appendRes{err: fmt.Errorf("appending to the fleet's journal: %w: %w", record.ErrInvalidRecord, err)}
+			continue
+		}
+		rows.Add(r, line[:len(line)-1])
+		seq, prev = r.Seq, r.Hash
+		req.rec = r
+	}
+	store := &pgx.Batch{}
+	if rows.Len() > 0 {
+		store.Queue(ledgertable.InsertSQL, rows.Args()...)
+		store.Queue(`UPDATE ledger_head SET seq = $1, hash = $2 WHERE id`, int64(seq), prev)
+		j.queueAfterRecords(store, batch)
+	}
+	store.Queue(`COMMIT`)
+	if err := conn.SendBatch(ctx, store).Close(); err != nil {
+		rollback(conn)
+		if rows.Len() > 0 {
+			return fmt.Errorf("storing records %d-%d: %w", rows.First(), seq, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// rollback ends a failed transaction, or closes the connection when it cannot, so that the
+// pool does not hand it out in the middle of one.
+func rollback(conn *pgxpool.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := conn.Exec(ctx, `ROLLBACK`); err != nil {
+		_ = conn.Conn().Close(ctx)
+	}
+}
+
+// queueChecks queues, after the head's lock, the locks of the batch's claimed issuances'
+// answers rows (in scope order: every transaction takes its locks in that order) and the last
+// Rotated record of each guarded rotation's signer. The returned judge, called once the
+// queries have run, answers with ErrClaimLost the issuances whose claim is no longer this
+// server's, and with ErrRotationRaced the rotations another server's came after.
+func (j *Journal) queueChecks(b *pgx.Batch, batch []*appendReq) (judge func()) {
 	var scopes []string
 	for _, req := range batch {
 		if req.claim != nil && !req.invalid {
 			scopes = append(scopes, req.claim.scope)
 		}
 	}
-	if len(scopes) == 0 {
-		return nil
-	}
-	slices.Sort(scopes)
-	rows, err := tx.Query(ctx, `SELECT scope, holder, fence, chain IS NOT NULL FROM answers
-		WHERE scope = ANY($1) ORDER BY scope FOR UPDATE`, scopes)
-	if err != nil {
-		return fmt.Errorf("locking the claims: %w", err)
-	}
 	held := map[string]claim{}
-	for rows.Next() {
-		var c claim
-		var holder *string
-		var answered bool
-		if err := rows.Scan(&c.scope, &holder, &c.fence, &answered); err != nil {
-			rows.Close()
-			return fmt.Errorf("locking the claims: %w", err)
-		}
-		if holder != nil && !answered {
-			c.holder = *holder
-			held[c.scope] = c
-		}
+	if len(scopes) > 0 {
+		slices.Sort(scopes)
+		b.Queue(`SELECT scope, holder, fence, chain IS NOT NULL FROM answers WHERE scope = ANY($1) ORDER BY scope FOR UPDATE`, scopes).
+			Query(func(rows pgx.Rows) error {
+				for rows.Next() {
+					var c claim
+					var holder *string
+					var answered bool
+					if err := rows.Scan(&c.scope, &holder, &c.fence, &answered); err != nil {
+						return fmt.Errorf("locking the claims: %w", err)
+					}
+					if holder != nil && !answered {
+						c.holder = *holder
+						held[c.scope] = c
+					}
+				}
+				return rows.Err()
+			})
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("locking the claims: %w", err)
-	}
+	last := map[*appendReq]int64{}
 	for _, req := range batch {
-		if req.claim != nil && !req.invalid && held[req.claim.scope] != *req.claim {
-			req.invalid = true
-			req.done <- appendRes{err: fmt.Errorf("appending to the fleet's journal: object %s: %w", req.claim.scope, ErrClaimLost)}
+		if req.guarded && !req.invalid {
+			b.Queue(`SELECT coalesce(max(seq), 0) FROM ledger_records WHERE kind = 'rotated' AND signer = $1`, req.rec.Signer).
+				QueryRow(func(row pgx.Row) error {
+					var seq int64
+					err := row.Scan(&seq)
+					last[req] = seq
+					return err
+				})
 		}
 	}
-	return nil
+	return func() {
+		for _, req := range batch {
+			switch {
+			case req.invalid:
+			case req.claim != nil && held[req.claim.scope] != *req.claim:
+				req.invalid = true
+				req.done <- appendRes{err: fmt.Errorf("appending to the fleet's journal: object %s: %w", req.claim.scope, ErrClaimLost)}
+			case req.guarded && uint64(last[req]) > req.after:
+				req.invalid = true
+				req.done <- appendRes{err: fmt.Errorf("appending to the fleet's journal: signer %s (record %d is newer than %d, the last this server saw): %w",
+					req.rec.Signer, last[req], req.after, ErrRotationRaced)}
+			}
+		}
+	}
 }
 
-// afterRecords does, in one round trip, what the batch's records change beside the journal:
-// the answers of its claimed issuances (ending their claims), each CA's latest leaf
-// (ca_leaves), and the announcement of its rotation records to every server.
-func (j *Journal) afterRecords(ctx context.Context, tx pgx.Tx, batch []*appendReq) error {
-	b := &pgx.Batch{}
-	type caKey struct{ signer, ca string }
-	leaves := map[caKey]time.Time{}
+// queueAfterRecords queues what the batch's records change beside the journal: the answers of
+// its claimed issuances (ending their claims), each CA's latest leaf (ca_leaves), and the
+// announcement of its rotation records to every server.
+func (j *Journal) queueAfterRecords(b *pgx.Batch, batch []*appendReq) {
+	leaves := map[ledgertable.CALeaf]time.Time{}
 	var announce []string
 	for _, req := range batch {
 		if req.invalid {
 			continue
 		}
 		r := req.rec
-		switch {
-		case r.Decision == record.Issued && !r.NotAfter.IsZero():
-			if k := (caKey{r.Signer, r.CA}); r.NotAfter.After(leaves[k]) {
-				leaves[k] = r.NotAfter
-			}
-		case isRotation(r.Decision) && !slices.Contains(announce, r.Signer):
+		if k, notAfter, ok := ledgertable.LeafOf(r); ok && notAfter.After(leaves[k]) {
+			leaves[k] = notAfter
+		}
+		if isRotation(r.Decision) && !slices.Contains(announce, r.Signer) {
 			announce = append(announce, r.Signer)
 		}
 		if req.claim == nil {
@@ -326,24 +358,12 @@ func (j *Journal) afterRecords(ctx context.Context, tx pgx.Tx, batch []*appendRe
 			req.claim.scope, req.claim.fence, []byte(r.Certificate), r.Serial, r.NotBefore, r.NotAfter, r.Time, replay, int64(r.Seq))
 	}
 	if len(leaves) > 0 {
-		var signers, cas []string
-		var notAfters []time.Time
-		for k, t := range leaves {
-			signers, cas, notAfters = append(signers, k.signer), append(cas, k.ca), append(notAfters, t)
-		}
-		b.Queue(`INSERT INTO ca_leaves (signer, ca, not_after) SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[])
-			ON CONFLICT (signer, ca) DO UPDATE SET not_after = greatest(ca_leaves.not_after, excluded.not_after)`, signers, cas, notAfters)
+		signers, cas, notAfters := ledgertable.LeafArgs(leaves)
+		b.Queue(ledgertable.RaiseLeavesSQL, signers, cas, notAfters)
 	}
 	for _, signer := range announce {
 		b.Queue(`SELECT pg_notify($1, $2)`, RotationChannel, signer)
 	}
-	if b.Len() == 0 {
-		return nil
-	}
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("storing the answers and CA leaves: %w", err)
-	}
-	return nil
 }
 
 // Find returns the records about an object UID, or those of a certificate serial (hex,

@@ -16,7 +16,7 @@ import (
 )
 
 // migrated opens a pool on a new, migrated database of s.
-func migrated(t *testing.T, s *pgtest.Server, db string) *pgxpool.Pool {
+func migrated(t testing.TB, s *pgtest.Server, db string) *pgxpool.Pool {
 	t.Helper()
 	pool := connect(t, s, db)
 	ms, err := Migrations()
@@ -30,7 +30,7 @@ func migrated(t *testing.T, s *pgtest.Server, db string) *pgxpool.Pool {
 }
 
 // secondPool is another server's pool on the same database.
-func secondPool(t *testing.T, s *pgtest.Server, db string) *pgxpool.Pool {
+func secondPool(t testing.TB, s *pgtest.Server, db string) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(s.DSN(db))
 	if err != nil {

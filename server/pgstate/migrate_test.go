@@ -15,7 +15,7 @@ import (
 )
 
 // connect opens a pool on a new database of s.
-func connect(t *testing.T, s *pgtest.Server, db string) *pgxpool.Pool {
+func connect(t testing.TB, s *pgtest.Server, db string) *pgxpool.Pool {
 	t.Helper()
 	ctx := context.Background()
 	if err := s.CreateDatabase(ctx, db); err != nil {

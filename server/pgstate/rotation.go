@@ -22,28 +22,6 @@ var ErrRotationRaced = errors.New("another server changed the signer's CA set me
 
 func isRotation(d record.Decision) bool { return d == record.Rotated || d == record.Published }
 
-// checkRotations answers, with ErrRotationRaced, the batch's guarded Rotated records whose
-// signer has a Rotated record after the one their server saw. The head is locked: no record
-// can come between the check and the batch's.
-func (j *Journal) checkRotations(ctx context.Context, tx pgx.Tx, batch []*appendReq) error {
-	for _, req := range batch {
-		if !req.guarded || req.invalid {
-			continue
-		}
-		var last int64
-		if err := tx.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM ledger_records WHERE kind = 'rotated' AND signer = $1`,
-			req.rec.Signer).Scan(&last); err != nil {
-			return fmt.Errorf("checking the CA set of %s: %w", req.rec.Signer, err)
-		}
-		if uint64(last) > req.after {
-			req.invalid = true
-			req.done <- appendRes{err: fmt.Errorf("appending to the fleet's journal: signer %s (record %d is newer than %d, the last this server saw): %w",
-				req.rec.Signer, last, req.after, ErrRotationRaced)}
-		}
-	}
-	return nil
-}
-
 // RotationRecords returns the Rotated and Published records appended after seq after, oldest
 // first: what a server that has followed the rotation up to after has not seen.
 func (j *Journal) RotationRecords(ctx context.Context, after uint64) ([]record.Record, error) {
