@@ -16,6 +16,7 @@ import (
 
 	"github.com/signet-pki/signet/server/ledger"
 	"github.com/signet-pki/signet/server/ledgermove"
+	"github.com/signet-pki/signet/server/pgstate/schema"
 )
 
 // fleetDB holds the flags that reach a fleet's database: --postgres (a DSN without password)
@@ -163,8 +164,9 @@ func ledgerImportCommand() *cobra.Command {
 into the database of a new fleet (state.backend: postgres), when the host moves to a fleet.
 Every record is checked as 'ledger verify' checks it, and stored with its line byte for byte,
 in one transaction: a broken ledger is refused naming the first bad record, and nothing is
-stored. The database must have the fleet's schema and hold no ledger: import refuses a database
-that holds records, checkpoints of records, tree tiles or answers.
+stored. The database must hold no ledger: import refuses a database that holds records,
+checkpoints of records, tree tiles or answers. It migrates the database to the fleet's schema
+first, as a server's start does (a new, empty database is ready for it).
 
 The fleet's integrator builds the Merkle tree of the imported records and signs checkpoints of
 it. Configure the fleet with the host's checkpoint key and origin (ledger.checkpoint.key and
@@ -194,6 +196,17 @@ stored); exits 2 when DIR or the database cannot be read.
 			return err
 		}
 		defer pool.Close()
+		ms, err := schema.Migrations()
+		if err != nil {
+			return err
+		}
+		applied, err := schema.Migrate(cmd.Context(), pool, ms)
+		if err != nil {
+			return failure("preparing the fleet's database: %v", err)
+		}
+		if len(applied) > 0 {
+			fmt.Fprintf(cmd.OutOrStdout(), "database schema migrated: versions %v applied\n", applied)
+		}
 		im, err := ledgermove.Import(cmd.Context(), pool, dir, archives...)
 		switch {
 		case errors.Is(err, ledger.ErrLocked):

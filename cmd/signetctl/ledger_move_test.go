@@ -20,6 +20,20 @@ import (
 // migratedDB creates database name on s and migrates it as a fleet server would.
 func migratedDB(t *testing.T, s *pgtest.Server, name string) *pgxpool.Pool {
 	t.Helper()
+	pool := createdDB(t, s, name)
+	ms, err := pgstate.Migrations()
+	if err == nil {
+		_, err = pgstate.Migrate(context.Background(), pool, ms)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
+// createdDB creates database name on s, empty.
+func createdDB(t *testing.T, s *pgtest.Server, name string) *pgxpool.Pool {
+	t.Helper()
 	ctx := context.Background()
 	if err := s.CreateDatabase(ctx, name); err != nil {
 		t.Fatal(err)
@@ -34,13 +48,6 @@ func migratedDB(t *testing.T, s *pgtest.Server, name string) *pgxpool.Pool {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	ms, err := pgstate.Migrations()
-	if err == nil {
-		_, err = pgstate.Migrate(ctx, pool, ms)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
 	return pool
 }
 
@@ -52,7 +59,7 @@ func migratedDB(t *testing.T, s *pgtest.Server, name string) *pgxpool.Pool {
 func TestLedgerImportExport(t *testing.T) {
 	s := pgtest.Start(t)
 	ctx := context.Background()
-	pool := migratedDB(t, s, "fleet")
+	pool := createdDB(t, s, "fleet") // import migrates it
 	dsn := s.DSN("fleet")
 	key := newCheckpointKey(t, "ed25519")
 	host := issuedLedger(t, 50)
