@@ -8,6 +8,7 @@
 package pgtest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -206,8 +207,10 @@ func (s *Server) ready() bool {
 // Stop shuts the server down cleanly (SIGINT: PostgreSQL's fast shutdown) and waits.
 func (s *Server) Stop() error { return s.signal(syscall.SIGINT) }
 
-// Kill kills the server (SIGKILL of the postmaster and its children): a crash. Start
-// recovers it from its write-ahead log.
+// Kill kills the server (SIGKILL of the postmaster and of every backend): a crash. Start
+// recovers it from its write-ahead log. Each backend is its own process group (PostgreSQL's
+// children call setsid), so it is killed by its pid, and Kill returns once all are gone: a
+// backend that outlived its postmaster would still answer its client.
 func (s *Server) Kill() error { return s.signal(syscall.SIGKILL) }
 
 func (s *Server) signal(sig syscall.Signal) error {
@@ -217,11 +220,23 @@ func (s *Server) signal(sig syscall.Signal) error {
 		return nil
 	}
 	target := s.cmd.Process.Pid
+	var children []int
 	if sig == syscall.SIGKILL {
-		target = -target // the process group: the backends die with the postmaster
+		children = childrenOf(target)
+		target = -target
 	}
 	if err := syscall.Kill(target, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return err
+	}
+	for _, c := range children {
+		_ = syscall.Kill(c, syscall.SIGKILL)
+	}
+	for _, c := range children {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", c)); err != nil {
+				break
+			}
+		}
 	}
 	select {
 	case <-s.done:
@@ -271,4 +286,30 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// childrenOf lists the pids whose parent is pid (from /proc).
+func childrenOf(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses, so read after the last ")".
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(stat[i+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
 }

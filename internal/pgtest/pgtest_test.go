@@ -2,6 +2,7 @@ package pgtest_test
 
 import (
 	"context"
+	"github.com/jackc/pgx/v5"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -51,8 +52,16 @@ func TestServerStartsRestartsAndRecovers(t *testing.T) {
 	if out, err := psql(t, s, "signet", "INSERT INTO t VALUES (2);"); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
+	conn, err := pgx.Connect(context.Background(), s.DSN("signet")+"&password="+pgtest.Password)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Kill(); err != nil {
 		t.Fatal(err)
+	}
+	// The backend of an open connection died too: nothing answers once Kill returns.
+	if _, err := conn.Exec(context.Background(), "SELECT 1"); err == nil {
+		t.Fatal("a connection opened before Kill still answers after it: a backend outlived the crash")
 	}
 	if err := s.Start(); err != nil {
 		t.Fatalf("start after SIGKILL: %v", err)
