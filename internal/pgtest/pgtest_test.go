@@ -2,12 +2,13 @@ package pgtest_test
 
 import (
 	"context"
-	"github.com/jackc/pgx/v5"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/signet-pki/signet/internal/pgtest"
 )
