@@ -117,6 +117,9 @@ func (s *Server) openFleet(ctx context.Context) (*state, error) {
 		s.log.Error("the fleet's latest checkpoint is not served", "error", err.Error())
 	}
 	s.metrics.ObserveCheckpointSize(size)
+	// From now on (not for the checkpoint found at start): how long each record waited for the
+	// first checkpoint that covers it, as this server serves it.
+	f.proofs.Published = func(before, size int64) { s.metrics.ObserveCheckpoint(size, f.lag(before+1)) }
 	s.log.Info("fleet database opened", "database", where, "migrations_applied", applied, "last_seq", head,
 		"member", fleetMember(), "claims_as", f.answers.Holder(),
 		"rotation_records_to", s.rotation.Cursor(), "checkpoint_size", size)
@@ -134,13 +137,8 @@ func (f *fleet) start(s *Server) {
 	f.wg.Go(func() { f.loop.Run(ctx) })
 	f.wg.Go(func() {
 		every(ctx, 200*time.Millisecond, func() {
-			_, before := f.proofs.Latest()
-			size, err := f.proofs.Refresh(ctx)
-			switch {
-			case err != nil && ctx.Err() == nil && !errors.Is(err, pgstate.ErrUnavailable):
+			if _, err := f.proofs.Refresh(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, pgstate.ErrUnavailable) {
 				s.log.Error("the fleet's latest checkpoint is not served", "error", err.Error())
-			case size > before:
-				s.metrics.ObserveCheckpoint(size, f.lag(ctx, before+1))
 			}
 		})
 	})
@@ -184,7 +182,9 @@ func (f *fleet) start(s *Server) {
 }
 
 // lag is how long ago record seq was appended (0 if it cannot be read).
-func (f *fleet) lag(ctx context.Context, seq int64) time.Duration {
+func (f *fleet) lag(seq int64) time.Duration {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
 	var at time.Time
 	if err := f.pool.QueryRow(ctx, `SELECT at FROM ledger_records WHERE seq = $1`, seq).Scan(&at); err != nil {
 		return 0

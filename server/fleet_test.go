@@ -8,6 +8,8 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -133,6 +135,13 @@ func TestFleetOneAnswerPerObject(t *testing.T) {
 			t.Errorf("object %s: %d issued records in the fleet's journal, want 1", uid, issued)
 		}
 		proveOnFleet(t, ledger, uid, origin, verifier)
+	}
+
+	// Each server measured how long records waited for a checkpoint covering them.
+	for i, s := range servers {
+		if n := metricValue(t, scrapeServer(t, s), "signet_server_ledger_checkpoint_lag_seconds_count"); n < 1 {
+			t.Errorf("server %d observed %v record-to-checkpoint waits, want some", i, n)
+		}
 	}
 
 	// A witness asks the servers in turn: none serves a checkpoint older than one another
@@ -297,4 +306,20 @@ func TestFleetAttestation(t *testing.T) {
 	if !strings.Contains(err.Error(), `bound to node "node-a"`) {
 		t.Fatalf("the EK bound on C, for another node on B: %v, want it refused as bound", err)
 	}
+}
+
+
+// scrapeServer returns s's /metrics.
+func scrapeServer(t *testing.T, s *testServer) string {
+	t.Helper()
+	resp, err := http.Get("http://" + s.srv.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
 }

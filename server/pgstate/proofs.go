@@ -25,6 +25,10 @@ type Proofs struct {
 	origin   string
 	verifier note.Verifier
 
+	// Published, if set, is called after each new checkpoint is published, with the size
+	// published before it (from the background loop or a caller's Refresh alike).
+	Published func(before, size int64)
+
 	refreshing sync.Mutex // one Refresh at a time folds records into the tree
 	mu         sync.RWMutex
 	tree       *ledgerproof.Tree
@@ -83,6 +87,9 @@ func (p *Proofs) Refresh(ctx context.Context) (int64, error) {
 	p.mu.Lock()
 	p.tree, p.signed, p.size = tree, signed, size
 	p.mu.Unlock()
+	if p.Published != nil {
+		p.Published(have, size)
+	}
 	return size, nil
 }
 
