@@ -308,7 +308,6 @@ func TestFleetAttestation(t *testing.T) {
 	}
 }
 
-
 // scrapeServer returns s's /metrics.
 func scrapeServer(t *testing.T, s *testServer) string {
 	t.Helper()

@@ -34,4 +34,3 @@ func connect(t testing.TB, s *pgtest.Server, db string) *pgxpool.Pool {
 	t.Cleanup(pool.Close)
 	return pool
 }
-
