@@ -322,3 +322,44 @@ func scrapeServer(t *testing.T, s *testServer) string {
 	}
 	return string(body)
 }
+
+// TestFleetDatabaseDown: with the fleet's database down a server refuses to sign with
+// LEDGER_UNAVAILABLE (Unavailable: retry, nothing recorded, nothing final), its /readyz
+// answers 503, and it signs again once the database is back, with no restart.
+func TestFleetDatabaseDown(t *testing.T) {
+	pg := pgtest.Start(t)
+	servers, _ := fleetServers(t, pg, "down", 1, nil)
+	s := servers[0]
+	signer, _, _ := s.clients(t)
+	signOne(t, signer)
+	if err := pg.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	csr := testpki.CSR(t, testpki.Key(t, testpki.P256), &x509.CertificateRequest{DNSNames: []string{"svc.example"}})
+	_, err := signer.SignCertificateSigningRequest(callContext(t), signRequest(csr, "down-1"))
+	wantStatus(t, err, codes.Unavailable, "LEDGER_UNAVAILABLE")
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		resp, err := http.Get("http://" + s.srv.HTTPAddr() + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusServiceUnavailable {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("/readyz did not answer 503 within 5 s of the database going down")
+		}
+	}
+	if err := pg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		_, err := signer.SignCertificateSigningRequest(callContext(t), signRequest(csr, "down-1"))
+		if err == nil {
+			break
+		}
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+			t.Fatalf("signing after the database came back: %v", err)
+		}
+	}
+}

@@ -103,7 +103,7 @@ func Classify(err error) (Reason, bool) {
 		return ReasonRateLimited, true
 	case errors.Is(err, errLedgerUnavailable) && errors.Is(err, ledger.ErrRestartRequired):
 		return ReasonLedgerRestartRequired, false
-	case errors.Is(err, errLedgerUnavailable):
+	case errors.Is(err, errLedgerUnavailable), errors.Is(err, idempotency.ErrUnavailable):
 		return ReasonLedgerUnavailable, false
 	case errors.Is(err, keyerr.ErrUnavailable):
 		return ReasonKeyUnavailable, false
@@ -137,7 +137,7 @@ func PublicMessage(err error) string {
 		return err.Error()
 	case errors.Is(err, errLedgerUnavailable) && errors.Is(err, ledger.ErrRestartRequired):
 		return "the decision could not be recorded: the server's ledger needs an operator (see the server log and /readyz) and a restart; nothing was issued"
-	case errors.Is(err, errLedgerUnavailable):
+	case errors.Is(err, errLedgerUnavailable), errors.Is(err, idempotency.ErrUnavailable):
 		return "the decision could not be recorded durably, so nothing was issued; retry later"
 	case errors.Is(err, keyerr.ErrUnavailable):
 		return "the signer's CA key cannot be used now (its HSM or TPM cannot be reached); nothing was issued; the server is re-opening the key, retry later"

@@ -199,7 +199,7 @@ func (c *Core) settle(ctx context.Context, d decisionContext, start time.Time, e
 		// The caller went away (or its deadline passed) while waiting: not a decision.
 		d.log.Info("caller gone before the answer", logKeyError, err.Error())
 		return ctx.Err()
-	case err != nil && errors.Is(err, errLedgerUnavailable):
+	case err != nil && (errors.Is(err, errLedgerUnavailable) || errors.Is(err, idempotency.ErrUnavailable)):
 		c.opts.Metrics.ObserveRequest(d.signer, metrics.OutcomeError, c.since(start))
 		d.log.Error("nothing issued: the decision could not be recorded", logKeyOutcome, metrics.OutcomeError, logKeyError, err.Error())
 		return err

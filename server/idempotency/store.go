@@ -24,6 +24,10 @@ const (
 // refuse the request (an object's spec is immutable, so this is a forged or corrupted request).
 var ErrConflict = errors.New("object UID already used with a different request")
 
+// ErrUnavailable: the answers could not be read or written (a fleet's database, which keeps
+// them, did not answer). Nothing was issued; a retry may succeed.
+var ErrUnavailable = errors.New("the idempotent answers are unavailable")
+
 // Result is the outcome of Lookup and Do.
 type Result int
 

@@ -101,7 +101,7 @@ func (a *Answers) Do(ctx context.Context, scope string, requestHash []byte, fn f
 	for {
 		c, res, row, err := a.claimOrRead(ctx, scope, requestHash)
 		if err != nil {
-			return idempotency.Entry{}, idempotency.Miss, fmt.Errorf("answering for object %s: %w: %w", scope, ErrUnavailable, err)
+			return idempotency.Entry{}, idempotency.Miss, fmt.Errorf("answering for object %s: %w: %w: %w", scope, idempotency.ErrUnavailable, ErrUnavailable, err)
 		}
 		switch {
 		case c != nil:
