@@ -27,6 +27,10 @@ const fleetPoolConns = 16
 // a transaction (holding the journal's head, say, when the server was cut off) before it ends it.
 const fleetIdleInTransaction = 5 * time.Second
 
+// fleetPruneInterval is how often a fleet server deletes answers past the retention and old
+// checkpoints (pgstate.Prune).
+const fleetPruneInterval = time.Minute
+
 // fleetProbeInterval is how often a fleet server checks that its database answers (readyz).
 const fleetProbeInterval = time.Second
 
@@ -129,8 +133,9 @@ func (s *Server) openFleet(ctx context.Context) (*state, error) {
 
 // start runs the fleet's background loops until close: the integrator (while this server holds
 // the lease), the proofs following its checkpoints, the CA rotation following the journal
-// (at once on the database's announcement, and every few seconds should one be missed), and
-// the probe of the database that readiness reports.
+// (at once on the database's announcement, and every few seconds should one be missed), the
+// pruning of answers past the retention and of old checkpoints, and the probe of the database
+// that readiness reports.
 func (f *fleet) start(s *Server) {
 	ctx, cancel := context.WithCancel(context.Background())
 	f.stop = cancel
@@ -166,6 +171,18 @@ func (f *fleet) start(s *Server) {
 				s.log.Warn("following the fleet's CA rotation", "error", err.Error())
 			}
 		}
+	})
+	f.wg.Go(func() {
+		every(ctx, fleetPruneInterval, func() {
+			before := time.Now().Add(-s.cfg.Idempotency.Retention.Duration)
+			answers, checkpoints, err := pgstate.Prune(ctx, f.pool, before)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				s.log.Warn("pruning the fleet's database", "error", err.Error())
+			case answers+checkpoints > 0:
+				s.log.Debug("pruned the fleet's database", "answers", answers, "checkpoints", checkpoints)
+			}
+		})
 	})
 	f.wg.Go(func() {
 		every(ctx, fleetProbeInterval, func() {
