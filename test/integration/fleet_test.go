@@ -32,21 +32,27 @@ import (
 	"github.com/signet-pki/signet/watcher"
 )
 
-// TestFleetUnderFaults runs three signet-server processes on one PostgreSQL database (server C
-// through a proxy that can cut it off), and the watcher failing over between them while CSRs
-// keep coming. In turn: the server holding claims is SIGKILLed mid-issuance, the integrator
-// is SIGKILLed, the database restarts, and C is cut off from it. After each: no object issued
-// twice, every certificate a CSR received recorded as its issuance, every checkpoint a prefix
-// of the journal's one tree and consistent with the one before, and the cluster's witness,
-// which asks the three servers in turn, never alarms.
+// TestFleetUnderFaults runs two, then three signet-server processes on one PostgreSQL database
+// (the last through a proxy that can cut it off), and the watcher failing over between them
+// while CSRs keep coming. In turn: the server holding claims is SIGKILLed mid-issuance, the
+// integrator is SIGKILLed, the database restarts, and the last server is cut off from it.
+// After each: no object issued twice, every certificate a CSR received recorded as its
+// issuance, every checkpoint a prefix of the journal's one tree and consistent with the one
+// before, and the cluster's witness, which asks the servers in turn, never alarms.
 func TestFleetUnderFaults(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprintf("servers=%d", n), func(t *testing.T) { fleetUnderFaults(t, n) })
+	}
+}
+
+func fleetUnderFaults(t *testing.T, n int) {
 	pg := pgtest.Start(t)
 	const db = "fleet"
 	if err := pg.CreateDatabase(context.Background(), db); err != nil {
 		t.Fatal(err)
 	}
 	pool := fleetDB(t, pg, db)
-	s := newSignet(t, "it.signet.dev/fleet", time.Hour)
+	s := newSignet(t, fmt.Sprintf("it.signet.dev/fleet-%d", n), time.Hour)
 
 	// One checkpoint key for the fleet, its public key for the witness.
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
@@ -69,10 +75,11 @@ func TestFleetUnderFaults(t *testing.T) {
 	proxyDSN := strings.Replace(pg.DSN(db), ":"+strconv.Itoa(pg.Port)+"/", ":"+proxyPort+"/", 1)
 	bin, logDir := buildCrashServer(t), t.TempDir()
 	base := filepath.Join(s.state, devpki.ConfigFile)
-	members := []*fleetMember{{name: "A"}, {name: "B"}, {name: "C"}}
+	members := []*fleetMember{{name: "A"}, {name: "B"}, {name: "C"}}[:n]
+	cut := members[n-1] // reaches the database through the proxy
 	for _, m := range members {
 		dsn := pg.DSN(db)
-		if m.name == "C" {
+		if m == cut {
 			dsn = proxyDSN
 		}
 		m.grpcAddr = freeAddress(t)
@@ -87,14 +94,16 @@ func TestFleetUnderFaults(t *testing.T) {
 	}
 
 	// The watcher fails over between the three; its witness asks them in turn.
-	u, err := cluster.AddWatcher("watcher-fleet", []string{s.signerName})
+	u, err := cluster.AddWatcher(fmt.Sprintf("watcher-fleet-%d", n), []string{s.signerName})
 	if err != nil {
 		t.Fatal(err)
 	}
-	const cmName = "it-fleet-witness"
+	cmName := fmt.Sprintf("it-fleet-witness-%d", n)
 	grantWitnessConfigMap(t, u.Name, cmName)
 	wcfg := s.watcherConfig(members[0].grpcAddr)
-	wcfg.Server.Addresses = []string{members[1].grpcAddr, members[2].grpcAddr}
+	for _, m := range members[1:] {
+		wcfg.Server.Addresses = append(wcfg.Server.Addresses, m.grpcAddr)
+	}
 	disabled := false
 	wcfg.LeaderElection.Enabled = &disabled
 	wcfg.LedgerWitness = watcher.LedgerWitnessConfig{PublicKeyFiles: []string{pubPath}, Period: metav1.Duration{Duration: time.Second},
@@ -103,7 +112,7 @@ func TestFleetUnderFaults(t *testing.T) {
 	wcfg.RPCTimeout.Duration = 5 * time.Second
 	runWatcher(t, wcfg, u.Client())
 
-	requester, err := cluster.AddRequester("fleet-requester", nil)
+	requester, err := cluster.AddRequester(fmt.Sprintf("fleet-requester-%d", n), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,15 +236,15 @@ func TestFleetUnderFaults(t *testing.T) {
 	}
 	check("the database's restart")
 
-	// 4. C is cut off from the database: it reports not ready, the watcher goes to A and B,
-	// and C comes back once the link does.
+	// 4. The last server is cut off from the database: it reports not ready, the watcher goes
+	// to the others, and it comes back once the link does.
 	proxy.Cut()
-	waitReadyz(t, members[2], false, "cut off from the database")
-	time.Sleep(6 * time.Second) // past the session timeout that frees what C held
-	load.waitSigned(t, u, 20, "C cut off")
+	waitReadyz(t, cut, false, "cut off from the database")
+	time.Sleep(6 * time.Second) // past the session timeout that frees what it held
+	load.waitSigned(t, u, 20, cut.name+" cut off")
 	proxy.Restore()
-	waitReadyz(t, members[2], true, "once its link is back")
-	check("C's cut")
+	waitReadyz(t, cut, true, "once its link is back")
+	check(cut.name + "'s cut")
 
 	// The end: every CSR signed once, with its record.
 	names := load.stop()
