@@ -34,21 +34,7 @@ func migratedDB(t *testing.T, s *pgtest.Server, name string) *pgxpool.Pool {
 // createdDB creates database name on s, empty.
 func createdDB(t *testing.T, s *pgtest.Server, name string) *pgxpool.Pool {
 	t.Helper()
-	ctx := context.Background()
-	if err := s.CreateDatabase(ctx, name); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := pgxpool.ParseConfig(s.DSN(name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Password = pgtest.Password
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
+	return s.NewDatabase(t, name)
 }
 
 // TestLedgerImportExport: a host's ledger goes into a fleet's database with `ledger import`

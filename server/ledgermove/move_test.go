@@ -35,23 +35,10 @@ var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 // fleetDB creates database name on s, migrated.
 func fleetDB(t *testing.T, s *pgtest.Server, name string) *pgxpool.Pool {
 	t.Helper()
-	ctx := context.Background()
-	if err := s.CreateDatabase(ctx, name); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := pgxpool.ParseConfig(s.DSN(name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Password = pgtest.Password
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := s.NewDatabase(t, name)
 	ms, err := pgstate.Migrations()
 	if err == nil {
-		_, err = pgstate.Migrate(ctx, pool, ms)
+		_, err = pgstate.Migrate(context.Background(), pool, ms)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -32,17 +32,7 @@ func migrated(t testing.TB, s *pgtest.Server, db string) *pgxpool.Pool {
 // secondPool is another server's pool on the same database.
 func secondPool(t testing.TB, s *pgtest.Server, db string) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(s.DSN(db))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Password = pgtest.Password
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
+	return s.Pool(t, db)
 }
 
 func issued(server, i int) record.Record {

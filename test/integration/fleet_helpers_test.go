@@ -201,17 +201,7 @@ func (m *fleetMember) kill(t *testing.T) {
 // fleetDB opens a pool on the fleet's database for the test's own checks.
 func fleetDB(t *testing.T, pg *pgtest.Server, db string) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(pg.DSN(db))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Password = pgtest.Password
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
+	return pg.Pool(t, db)
 }
 
 // queryRetry runs fn until it succeeds (the database may be restarting), for up to 30 s.

@@ -25,26 +25,13 @@ var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 // open connects to database db of s, creating it, and migrates it when migrate is set.
 func open(t *testing.T, s *pgtest.Server, db string, migrate bool) *pgxpool.Pool {
 	t.Helper()
-	ctx := context.Background()
-	if err := s.CreateDatabase(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := pgxpool.ParseConfig(s.DSN(db))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Password = pgtest.Password
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := s.NewDatabase(t, db)
 	if migrate {
 		ms, err := pgstate.Migrations()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := pgstate.Migrate(ctx, pool, ms); err != nil {
+		if _, err := pgstate.Migrate(context.Background(), pool, ms); err != nil {
 			t.Fatal(err)
 		}
 	}
