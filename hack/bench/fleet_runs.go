@@ -79,6 +79,9 @@ func (b *fleetBench) throughput(ctx context.Context, o fleetOpts, layout string)
 					return nil, err
 				}
 			}
+			if err := b.checkpoint(ctx); err != nil {
+				return nil, err
+			}
 			servers, err := b.startFleet(ctx, sh.db, "", sh.n, layout)
 			if err != nil {
 				return nil, err
@@ -112,6 +115,19 @@ func (b *fleetBench) throughput(ctx context.Context, o fleetOpts, layout string)
 		}
 	}
 	return out, nil
+}
+
+// checkpoint has PostgreSQL write its dirty pages now (CHECKPOINT), so that the writes of the
+// measurement before are not flushed during the next.
+func (b *fleetBench) checkpoint(ctx context.Context) error {
+	p, err := b.pool(ctx, "postgres")
+	if err != nil {
+		return err
+	}
+	if _, err := p.Exec(ctx, `CHECKPOINT`); err != nil {
+		return fmt.Errorf("fleet: CHECKPOINT: %w", err)
+	}
+	return nil
 }
 
 // unlogAnswers migrates db and makes its answers table UNLOGGED (once).
