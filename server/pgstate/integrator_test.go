@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -288,5 +289,38 @@ func TestIntegratorFailover(t *testing.T) {
 	}
 	if n < 4 || len(fences) < 2 {
 		t.Fatalf("%d checkpoints under fences %v; want several, under both integrators", n, fences)
+	}
+}
+
+// TestIntegrateRefusesAChangedRecord: a record changed in the database (its line no longer
+// hashes to its hash) stops the tree before it, naming it, so no checkpoint ever covers it; a
+// record whose prevHash does not chain is refused the same way.
+func TestIntegrateRefusesAChangedRecord(t *testing.T) {
+	s := pgtest.Start(t)
+	pool := migrated(t, s, "changed")
+	ctx := context.Background()
+	j := NewJournal(pool, JournalOptions{})
+	for i := 1; i <= 10; i++ {
+		if _, err := j.Append(ctx, issued(1, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(ctx, `UPDATE ledger_records SET line = convert_to(replace(convert_from(line, 'UTF8'), 'watcher-1', 'watcher-9'), 'UTF8') WHERE seq = 5`); err != nil {
+		t.Fatal(err)
+	}
+	tree, err := OpenTree(ctx, pool, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, err := Integrate(ctx, pool, tree, 100)
+	if err == nil || size != 4 || !strings.Contains(err.Error(), "record 5: hash mismatch") {
+		t.Fatalf("Integrate over a changed record 5 = size %d, %v; want it stopped at 4, naming the record", size, err)
+	}
+	// Put it back: the tree goes on from 4, checked against record 4's hash.
+	if _, err := pool.Exec(ctx, `UPDATE ledger_records SET line = convert_to(replace(convert_from(line, 'UTF8'), 'watcher-9', 'watcher-1'), 'UTF8') WHERE seq = 5`); err != nil {
+		t.Fatal(err)
+	}
+	if size, err := Integrate(ctx, pool, tree, 100); err != nil || size != 10 {
+		t.Fatalf("Integrate after the record was restored = size %d, %v; want 10", size, err)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/signet-pki/signet/ledgerproof"
+	"github.com/signet-pki/signet/server/ledger/record"
+	"github.com/signet-pki/signet/server/pgstate/ledgertable"
 )
 
 // OpenTree opens the fleet's Merkle tree at size leaves (the latest checkpoint's): its full
@@ -54,33 +56,45 @@ func OpenTree(ctx context.Context, pool *pgxpool.Pool, size int64) (*ledgerproof
 
 // Integrate appends to tree the leaves of the records stored after its size, up to max of
 // them, in seq order, and stores the full tiles they complete. It returns the tree's size
-// then: a checkpoint of that size may be signed.
+// then: a checkpoint of that size may be signed. Each record is checked first as the next of
+// the hash chain (ledgertable.CheckNext): a checkpoint never covers a record that was changed
+// in the database, or does not follow the one before it.
 func Integrate(ctx context.Context, pool *pgxpool.Pool, tree *ledgerproof.Tree, max int) (int64, error) {
 	size := tree.Size()
-	rows, err := pool.Query(ctx, `SELECT seq, line FROM ledger_records WHERE seq > $1 ORDER BY seq LIMIT $2`, size, max)
+	prev := record.ZeroHash
+	// The record at size too (its hash column): the first new record must follow it.
+	rows, err := pool.Query(ctx, `SELECT seq, line, hash FROM ledger_records WHERE seq >= $1 ORDER BY seq LIMIT $2`, size, max+1)
 	if err != nil {
 		return size, fmt.Errorf("integrating the journal: %w: %w", ErrUnavailable, err)
 	}
+	defer rows.Close()
 	for rows.Next() {
 		var seq int64
 		var line []byte
-		if err := rows.Scan(&seq, &line); err != nil {
-			rows.Close()
+		var hash string
+		if err := rows.Scan(&seq, &line, &hash); err != nil {
 			return tree.Size(), fmt.Errorf("integrating the journal: %w", err)
 		}
+		if seq == size && size > 0 {
+			prev = hash
+			continue
+		}
 		if seq != tree.Size()+1 {
-			rows.Close()
 			return tree.Size(), fmt.Errorf("integrating the journal: record %d follows %d (a gap in the journal)", seq, tree.Size())
 		}
+		r, err := ledgertable.CheckNext(line, uint64(tree.Size()), prev)
+		if err != nil {
+			return tree.Size(), fmt.Errorf("integrating the journal: %w", err)
+		}
 		if _, err := tree.AppendHash(ledgerproof.LeafHash(line)); err != nil {
-			rows.Close()
 			return tree.Size(), fmt.Errorf("integrating record %d: %w", seq, err)
 		}
+		prev = r.Hash
 	}
-	rows.Close()
 	if err := rows.Err(); err != nil {
 		return tree.Size(), fmt.Errorf("integrating the journal: %w: %w", ErrUnavailable, err)
 	}
+	rows.Close()
 	if _, err := tree.Flush(); err != nil {
 		return tree.Size(), fmt.Errorf("integrating the journal: %w", err)
 	}

@@ -159,7 +159,14 @@ func (im *Importer) Add(ctx context.Context, line []byte) error {
 
 // check decodes line and checks it is the record after im.seq.
 func (im *Importer) check(line []byte) (record.Record, error) {
-	want := im.seq + 1
+	return CheckNext(line, im.seq, im.prev)
+}
+
+// CheckNext decodes line and checks that it is the record after record seq, whose hash is
+// prev: canonical, the next seq, its hash its encoding's, valid, and chained to prev. The
+// error wraps ErrBroken and names the record.
+func CheckNext(line []byte, seq uint64, prev string) (record.Record, error) {
+	want := seq + 1
 	r, canonical, err := record.Decode(line)
 	switch {
 	case err != nil:
@@ -175,7 +182,7 @@ func (im *Importer) check(line []byte) (record.Record, error) {
 	if err := r.Validate(); err != nil {
 		return r, fmt.Errorf("%w: record %d: %v", ErrBroken, want, err)
 	}
-	if r.PrevHash != im.prev {
+	if r.PrevHash != prev {
 		return r, fmt.Errorf("%w: record %d: chain broken — its prevHash is not the hash of record %d", ErrBroken, want, want-1)
 	}
 	return r, nil
