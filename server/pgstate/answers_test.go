@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/signet-pki/signet/internal/pgtest"
@@ -193,4 +195,61 @@ func TestAnswersClaimTakenOverAfterItsLease(t *testing.T) {
 		t.Fatalf("after a failed issuance: %v, %v after %s; want an issuance at once", res, err, time.Since(start))
 	}
 	checkChain(t, pool)
+}
+
+type hookTracer struct {
+	at, release chan struct{}
+}
+
+func (h *hookTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(d.SQL, "fence = fence + 1") {
+		close(h.at)
+		<-h.release
+	}
+	return ctx
+}
+func (h *hookTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestAnswersTakeoverJudgedBeforeTheAnswer: server B reads A's claim as expired while A, past
+// its lease, is still issuing; A's answer is stored before B's takeover: B's takeover, judged
+// on the claim, must not replace the answer, and the object is issued once (B gets A's
+// certificate). The review that found it paused B just before its compare-and-set.
+func TestAnswersTakeoverJudgedBeforeTheAnswer(t *testing.T) {
+	s := pgtest.Start(t)
+	pool := migrated(t, s, "race")
+	cfg, _ := pgxpool.ParseConfig(s.DSN("race"))
+	cfg.ConnConfig.Password = pgtest.Password
+	h := &hookTracer{at: make(chan struct{}), release: make(chan struct{})}
+	cfg.ConnConfig.Tracer = h
+	bpool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bpool.Close()
+	a, b := newFleetServer(t, pool, time.Second), newFleetServer(t, bpool, time.Second)
+	const scope = "watcher/uid-x"
+	claimed := make(chan struct{})
+	aDone := make(chan error, 1)
+	go func() {
+		_, _, err := a.answers.Do(context.Background(), scope, []byte("h"), func(ctx context.Context) (idempotency.Entry, error) {
+			close(claimed)
+			<-h.at // B read the expired claim and is about to take it over
+			e, err := a.issue(ctx, 0, scope)
+			close(h.release)
+			return e, err
+		})
+		aDone <- err
+	}()
+	<-claimed
+	time.Sleep(1500 * time.Millisecond) // A's lease runs out, A still issuing
+	_, res, err := b.answers.Do(context.Background(), scope, []byte("h"), func(ctx context.Context) (idempotency.Entry, error) {
+		return b.issue(ctx, 1, scope)
+	})
+	aerr := <-aDone
+	if aerr != nil || err != nil || res != idempotency.Hit {
+		t.Fatalf("A: %v; B: %v, %v; want A's issuance and B's hit on it", aerr, res, err)
+	}
+	if n := issuedRecords(t, pool)[scope]; n != 1 {
+		t.Fatalf("%d issued records for one object, want 1", n)
+	}
 }

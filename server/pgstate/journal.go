@@ -352,8 +352,11 @@ func (j *Journal) queueAfterRecords(b *pgx.Batch, batch []*appendReq) {
 				replay = t
 			}
 		}
+		// The fence moves on with the answer: a takeover judged on the claim before it (a
+		// server that read the claim as expired while this one was still issuing) no longer
+		// matches, reads again, and finds the answer.
 		b.Queue(`UPDATE answers SET chain = $3, serial = $4, not_before = $5, not_after = $6, issued_at = $7,
-				replay_until = $8, record_seq = $9, holder = NULL, lease_until = NULL
+				replay_until = $8, record_seq = $9, holder = NULL, lease_until = NULL, fence = fence + 1
 			WHERE scope = $1 AND fence = $2`,
 			req.claim.scope, req.claim.fence, []byte(r.Certificate), r.Serial, r.NotBefore, r.NotAfter, r.Time, replay, int64(r.Seq))
 	}
