@@ -70,7 +70,11 @@ func (p *Proofs) Refresh(ctx context.Context) (int64, error) {
 	if err != nil {
 		return have, fmt.Errorf("%w: checkpoint of size %d: %w", ErrCheckpointMismatch, size, err)
 	}
-	if tree == nil {
+	// Far behind (or at first), the tree is opened at the checkpoint's size from the tiles the
+	// integrator stored and at most 255 records, rather than folding in every record since:
+	// each server's work a checkpoint stays bounded whatever the rate, and the integrator has
+	// checked the chain of what it covers (Integrate).
+	if tree == nil || size-tree.Size() >= ledgerproof.TileWidth {
 		if tree, err = OpenTree(ctx, p.pool, size); err != nil {
 			return have, err
 		}
