@@ -64,7 +64,13 @@ func (s *Server) build(ctx context.Context) error {
 		opts.Attestor = s.attest
 	}
 	s.core = decision.New(s.currentSigners(), acc, opts)
-	return s.buildDoors(names)
+	if err := s.buildDoors(names); err != nil {
+		return err
+	}
+	if s.fleet != nil {
+		s.fleet.start(s)
+	}
+	return nil
 }
 
 // buildAccess loads the client rules, the rate limits and the TLS files.

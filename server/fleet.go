@@ -127,11 +127,12 @@ func (s *Server) openFleet(ctx context.Context) (*state, error) {
 	s.log.Info("fleet database opened", "database", where, "migrations_applied", applied, "last_seq", head,
 		"member", fleetMember(), "claims_as", f.answers.Holder(),
 		"rotation_records_to", s.rotation.Cursor(), "checkpoint_size", size)
-	f.start(s)
 	return &state{answers: f.answers, journal: f.journal}, nil
 }
 
-// start runs the fleet's background loops until close: the integrator (while this server holds
+// start runs the fleet's background loops until close, once the server is built (its signers
+// adopted from the rotation records openFleet read, its installer and decision core in place,
+// so that a set another server records meanwhile is installed, not overwritten): the integrator (while this server holds
 // the lease), the proofs following its checkpoints, the CA rotation following the journal
 // (at once on the database's announcement, and every few seconds should one be missed), the
 // pruning of answers past the retention and of old checkpoints, and the probe of the database
