@@ -285,6 +285,20 @@ func TestRotationNeedsAdmin(t *testing.T) {
 	wantStatus(t, report(t, signer, "Not A Label", old), codes.InvalidArgument, "MALFORMED_REQUEST")
 }
 
+// TestForcedReasonIsChecked: the reason of a forced step, which its record keeps, is refused
+// with a control character in it (a NUL), or past 512 bytes, as a confirmation's.
+func TestForcedReasonIsChecked(t *testing.T) {
+	t.Parallel()
+	r := newRotationServer(t, time.Hour, nil)
+	_, admin := r.clients()
+	for _, reason := range []string{"key lost\x00, see ticket", strings.Repeat("r", 513)} {
+		_, err := admin.ActivateCA(callContext(t), &signetv1.ActivateCARequest{SignerName: devpki.DefaultSigner, Force: true, Reason: reason})
+		wantStatus(t, err, codes.InvalidArgument, "MALFORMED_REQUEST")
+		_, err = admin.RetireCA(callContext(t), &signetv1.RetireCARequest{SignerName: devpki.DefaultSigner, Fingerprint: "ab", Force: true, Reason: reason})
+		wantStatus(t, err, codes.InvalidArgument, "MALFORMED_REQUEST")
+	}
+}
+
 // TestRotationCallsAreRateLimited: refused rotation calls and reports spend the client's rate
 // limit, so a client cannot fill the ledger with refusals faster than its limit allows.
 func TestRotationCallsAreRateLimited(t *testing.T) {

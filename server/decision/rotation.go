@@ -149,6 +149,9 @@ func (c *Core) StageCA(ctx context.Context, identity, signer string, spec func()
 // ActivateCA activates the staged CA of signer.
 func (c *Core) ActivateCA(ctx context.Context, identity, signer string, force bool, reason string) error {
 	return c.administer(ctx, identity, signer, "activate", func() error {
+		if err := forcedReason(reason); err != nil {
+			return err
+		}
 		return c.opts.Rotation.Activate(ctx, identity, signer, force, reason)
 	})
 }
@@ -173,8 +176,20 @@ func (c *Core) ConfirmTrust(ctx context.Context, identity, signer, cluster, sour
 // RetireCA removes a retired or staged CA of signer from its bundle.
 func (c *Core) RetireCA(ctx context.Context, identity, signer, fingerprint, serial string, force bool, reason string) error {
 	return c.administer(ctx, identity, signer, "retire", func() error {
+		if err := forcedReason(reason); err != nil {
+			return err
+		}
 		return c.opts.Rotation.Retire(ctx, identity, signer, fingerprint, serial, force, reason)
 	})
+}
+
+// forcedReason checks the reason of a forced step, which its Rotated record keeps as its
+// grounds: bounded, and without control characters (as a confirmation's).
+func forcedReason(reason string) error {
+	if len(reason) > maxConfirmReason {
+		return fmt.Errorf("%w: reason is %d bytes; up to %d", issuance.ErrMalformedRequest, len(reason), maxConfirmReason)
+	}
+	return printable("reason", reason)
 }
 
 // administer runs one rotation step for an admin of signer, within the client's rate limit; a

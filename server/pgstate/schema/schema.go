@@ -132,6 +132,11 @@ func migrateOne(ctx context.Context, pool *pgxpool.Pool, ms []Migration) (done b
 		if _, err := tx.Exec(ctx, m.SQL); err != nil {
 			return fmt.Errorf("applying migration %04d_%s: %w", m.Version, m.Name, err)
 		}
+		if fill := backfills[m.Version]; fill != nil {
+			if err := fill(ctx, tx); err != nil {
+				return fmt.Errorf("applying migration %04d_%s: %w", m.Version, m.Name, err)
+			}
+		}
 		if _, err := tx.Exec(ctx, `INSERT INTO signet_schema (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
 			return fmt.Errorf("recording migration %04d_%s: %w", m.Version, m.Name, err)
 		}

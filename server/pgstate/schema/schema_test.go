@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -122,5 +123,62 @@ func TestParseMigrationsRefusesGapsAndNames(t *testing.T) {
 		if _, err := parseMigrations(fsys, "m"); err == nil {
 			t.Errorf("%s: parsed", name)
 		}
+	}
+}
+
+// TestMigrationsCarryTheRecordsTheyFind: a database at version 3 that holds records (one with
+// a NUL in a free-text field, which PostgreSQL's jsonb refuses) migrates to the last version,
+// and the later migrations' backfills read them: the rotation record's kind and signer, each
+// CA's last leaf, the EK binding of each node's latest Bound record (not one an Unbound
+// record cleared).
+func TestMigrationsCarryTheRecordsTheyFind(t *testing.T) {
+	s := pgtest.Start(t)
+	ctx := context.Background()
+	pool := connect(t, s, "v3")
+	ms, err := Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Migrate(ctx, pool, ms[:3]); err != nil {
+		t.Fatal(err)
+	}
+	lines := []string{
+		`{"seq":1,"decision":"rotated","signer":"example.com/s","client":"admin","grounds":"forced: a\u0000b"}`,
+		`{"seq":2,"decision":"issued","signer":"example.com/s","ca":"ab12","notAfter":"2027-01-01T00:00:00Z"}`,
+		`{"seq":3,"decision":"issued","signer":"example.com/s","ca":"ab12","notAfter":"2027-03-01T00:00:00Z"}`,
+		`{"seq":4,"decision":"bound","signer":"example.com/t","node":"node-a","ek":"ek1"}`,
+		`{"seq":5,"decision":"bound","signer":"example.com/t","node":"node-b","ek":"ek2"}`,
+		`{"seq":6,"decision":"unbound","signer":"example.com/t","node":"node-b","ek":"ek2"}`,
+	}
+	for i, l := range lines {
+		if _, err := pool.Exec(ctx, `INSERT INTO ledger_records (seq, line, hash, at) VALUES ($1, $2, 'h', now())`, i+1, []byte(l)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Migrate(ctx, pool, ms); err != nil {
+		t.Fatalf("migrating a version 3 database holding records: %v", err)
+	}
+	var kind, signer string
+	if err := pool.QueryRow(ctx, `SELECT kind, signer FROM ledger_records WHERE seq = 1`).Scan(&kind, &signer); err != nil || kind != "rotated" || signer != "example.com/s" {
+		t.Errorf("record 1: kind %q, signer %q, %v", kind, signer, err)
+	}
+	var last time.Time
+	if err := pool.QueryRow(ctx, `SELECT not_after FROM ca_leaves WHERE signer = 'example.com/s' AND ca = 'ab12'`).Scan(&last); err != nil ||
+		!last.Equal(time.Date(2027, 3, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("ca_leaves: %v, %v; want 2027-03-01", last, err)
+	}
+	var bindings []string
+	rows, err := pool.Query(ctx, `SELECT node || '=' || ek FROM attest_bindings ORDER BY node`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var b string
+		_ = rows.Scan(&b)
+		bindings = append(bindings, b)
+	}
+	rows.Close()
+	if len(bindings) != 1 || bindings[0] != "node-a=ek1" {
+		t.Errorf("attest_bindings: %v; want node-a=ek1 alone", bindings)
 	}
 }

@@ -6,9 +6,9 @@
 -- on the journal itself, under the head row). ca_sets, a copy of the sets beside them, goes.
 ALTER TABLE ledger_records ADD COLUMN kind text CHECK (kind IN ('rotated', 'published'));
 ALTER TABLE ledger_records ADD COLUMN signer text CHECK ((kind IS NULL) = (signer IS NULL));
-UPDATE ledger_records SET kind = convert_from(line, 'UTF8')::jsonb ->> 'decision',
-        signer = convert_from(line, 'UTF8')::jsonb ->> 'signer'
-    WHERE convert_from(line, 'UTF8')::jsonb ->> 'decision' IN ('rotated', 'published');
+-- The records a database at version 3 holds get their kind and signer from a backfill in Go
+-- (schema.backfills), which reads every line as the ledger does: SQL's JSON types refuse
+-- some lines a record may hold (a NUL in a free-text field).
 CREATE INDEX ledger_records_rotation ON ledger_records (signer, seq) WHERE kind IS NOT NULL;
 CREATE INDEX ledger_records_rotation_seq ON ledger_records (seq) WHERE kind IS NOT NULL;
 
@@ -21,10 +21,6 @@ CREATE TABLE ca_leaves (
     not_after timestamptz NOT NULL,
     PRIMARY KEY (signer, ca)
 );
-INSERT INTO ca_leaves (signer, ca, not_after)
-    SELECT j ->> 'signer', coalesce(j ->> 'ca', ''), max((j ->> 'notAfter')::timestamptz)
-    FROM (SELECT convert_from(line, 'UTF8')::jsonb AS j FROM ledger_records) AS r
-    WHERE j ->> 'decision' = 'issued' AND j ? 'notAfter'
-    GROUP BY 1, 2;
+-- The leaves of the records already held: the backfill in Go.
 
 DROP TABLE ca_sets;

@@ -22,14 +22,5 @@ CREATE TABLE attest_bindings (
     node text PRIMARY KEY,
     ek text NOT NULL UNIQUE
 );
--- The bindings the journal already holds (a database migrated with records in it): each
--- node's latest Bound or Unbound record, if it is a Bound one.
-INSERT INTO attest_bindings (node, ek)
-    SELECT node, ek FROM (
-        SELECT DISTINCT ON (j ->> 'node') j ->> 'node' AS node, j ->> 'ek' AS ek, j ->> 'decision' AS decision
-        FROM (SELECT seq, convert_from(line, 'UTF8')::jsonb AS j FROM ledger_records) AS r
-        WHERE j ->> 'decision' IN ('bound', 'unbound')
-        ORDER BY j ->> 'node', seq DESC
-    ) AS latest
-    WHERE decision = 'bound'
-ON CONFLICT DO NOTHING;
+-- The bindings of the records already held (each node's latest Bound or Unbound record, if it
+-- is a Bound one): the backfill in Go.
