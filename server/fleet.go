@@ -101,6 +101,7 @@ func (s *Server) openFleet(ctx context.Context) (*state, error) {
 		Integrator: pgstate.NewIntegrator(pool, fleetMember(), pc.IntegratorLease.Duration),
 		Origin:     origin,
 		Sign:       func(c ledgerproof.Checkpoint) ([]byte, error) { return ledgerproof.SignCheckpoint(c, signer) },
+		Verifier:   verifier,
 		Interval:   s.cfg.Ledger.Checkpoint.Interval.Duration,
 		Log:        s.log,
 	}

@@ -3,8 +3,11 @@ package pgstate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
+
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/signet-pki/signet/ledgerproof"
 )
@@ -19,6 +22,8 @@ type IntegratorLoop struct {
 	// Origin is the checkpoints' origin; Sign signs one (the checkpoint key).
 	Origin string
 	Sign   func(ledgerproof.Checkpoint) ([]byte, error)
+	// Verifier checks the latest checkpoint when the lease is taken (nil: not checked).
+	Verifier note.Verifier
 	// Interval is the time between rounds (200 ms when zero); Batch the records folded in a
 	// round at most (65,536 when zero).
 	Interval time.Duration
@@ -83,13 +88,28 @@ func (l *IntegratorLoop) take(ctx context.Context, tree **ledgerproof.Tree, fenc
 	if err != nil || !ok {
 		return err
 	}
-	size, _, err := LatestCheckpoint(ctx, l.Integrator.pool)
+	size, latest, err := LatestCheckpoint(ctx, l.Integrator.pool)
 	if err != nil {
 		return err
 	}
 	tr, err := OpenTree(ctx, l.Integrator.pool, max(size, 0))
 	if err != nil {
 		return err
+	}
+	// The tree opened from the stored tiles must be the latest checkpoint's: a new integrator
+	// never signs a tree that does not extend what was signed.
+	if size > 0 && l.Verifier != nil {
+		c, err := ledgerproof.OpenCheckpoint(latest, l.Origin, l.Verifier)
+		if err != nil {
+			return fmt.Errorf("%w: the latest checkpoint: %w", ErrCheckpointMismatch, err)
+		}
+		mine, err := tr.Checkpoint(l.Origin)
+		if err != nil {
+			return err
+		}
+		if mine.Size != c.Size || mine.Hash != c.Hash {
+			return fmt.Errorf("%w: the stored tree's root at size %d is not the latest checkpoint's", ErrCheckpointMismatch, size)
+		}
 	}
 	*tree, *fence, *signed = tr, f, size
 	return nil

@@ -188,10 +188,14 @@ func TestIntegratorFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	sign := func(c ledgerproof.Checkpoint) ([]byte, error) { return ledgerproof.SignCheckpoint(c, signer) }
+	verifier, err := ledgerproof.NewNoteVerifier(origin, priv.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
 	stored := make(chan string, 1024)
 	loop := func(name string, p *pgxpool.Pool) *IntegratorLoop {
-		return &IntegratorLoop{Integrator: NewIntegrator(p, name, 2*time.Second), Origin: origin, Sign: sign, Interval: 100 * time.Millisecond,
-			Stored: func(int64) { stored <- name }}
+		return &IntegratorLoop{Integrator: NewIntegrator(p, name, 2*time.Second), Origin: origin, Sign: sign, Verifier: verifier,
+			Interval: 100 * time.Millisecond, Stored: func(int64) { stored <- name }}
 	}
 	stopAppending := make(chan struct{})
 	appended := make(chan struct{})
@@ -267,10 +271,6 @@ func TestIntegratorFailover(t *testing.T) {
 	}
 	defer rows.Close()
 	n, fences := 0, map[int64]bool{}
-	verifier, err := ledgerproof.NewNoteVerifier(origin, priv.Public())
-	if err != nil {
-		t.Fatal(err)
-	}
 	for rows.Next() {
 		var size, fence int64
 		var note []byte
@@ -322,5 +322,44 @@ func TestIntegrateRefusesAChangedRecord(t *testing.T) {
 	}
 	if size, err := Integrate(ctx, pool, tree, 100); err != nil || size != 10 {
 		t.Fatalf("Integrate after the record was restored = size %d, %v; want 10", size, err)
+	}
+}
+
+// TestIntegratorRefusesAStoredTreeThatIsNotTheCheckpoints: a new integrator reopens the tree
+// from what the database holds and checks its root against the latest signed checkpoint; with
+// a record of it changed in the database it signs nothing.
+func TestIntegratorRefusesAStoredTreeThatIsNotTheCheckpoints(t *testing.T) {
+	s := pgtest.Start(t)
+	pool := migrated(t, s, "reopen")
+	ctx := context.Background()
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	const origin = "signet-ledger/reopen-test"
+	signer, _ := ledgerproof.NewNoteSigner(origin, priv)
+	verifier, _ := ledgerproof.NewNoteVerifier(origin, priv.Public())
+	j := NewJournal(pool, JournalOptions{})
+	for i := 1; i <= 10; i++ {
+		if _, err := j.Append(ctx, issued(1, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(name string, d time.Duration) {
+		lctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		(&IntegratorLoop{Integrator: NewIntegrator(pool, name, time.Second), Origin: origin, Verifier: verifier, Interval: 50 * time.Millisecond,
+			Sign: func(c ledgerproof.Checkpoint) ([]byte, error) { return ledgerproof.SignCheckpoint(c, signer) }}).Run(lctx)
+	}
+	run("a", time.Second)
+	if size, _, err := LatestCheckpoint(ctx, pool); err != nil || size != 10 {
+		t.Fatalf("the first integrator's checkpoint: %d, %v", size, err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE ledger_records SET line = convert_to(replace(convert_from(line, 'UTF8'), 'watcher-1', 'watcher-9'), 'UTF8') WHERE seq = 3`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Append(ctx, issued(1, 11)); err != nil {
+		t.Fatal(err)
+	}
+	run("b", 3*time.Second) // past a's lease, which its end may not have released
+	if size, _, err := LatestCheckpoint(ctx, pool); err != nil || size != 10 {
+		t.Fatalf("after record 3 was changed, the next integrator signed size %d (%v); want nothing past 10", size, err)
 	}
 }

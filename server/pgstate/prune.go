@@ -21,8 +21,10 @@ const pruneBatch = 10_000
 // KeepCheckpoints. The journal's records are never deleted. Any server may run it; running it
 // on several at once only repeats work.
 func Prune(ctx context.Context, pool *pgxpool.Pool, before time.Time) (answers, checkpoints int64, err error) {
+	// The age is tested again on the row deleted: one claimed or answered anew since the
+	// subquery read it stays.
 	tag, err := pool.Exec(ctx, `DELETE FROM answers WHERE scope IN (
-		SELECT scope FROM answers WHERE coalesce(issued_at, lease_until) < $1 LIMIT $2)`, before, pruneBatch)
+		SELECT scope FROM answers WHERE coalesce(issued_at, lease_until) < $1 LIMIT $2) AND coalesce(issued_at, lease_until) < $1`, before, pruneBatch)
 	if err != nil {
 		return 0, 0, fmt.Errorf("pruning answers: %w: %w", ErrUnavailable, err)
 	}
