@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/signet-pki/signet/attestation"
 	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/internal/pgtest"
 	"github.com/signet-pki/signet/internal/testpki"
@@ -361,5 +362,42 @@ func TestFleetDatabaseDown(t *testing.T) {
 		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
 			t.Fatalf("signing after the database came back: %v", err)
 		}
+	}
+}
+
+// TestFleetAttestationChallengeChangedInTheDatabase: a challenge changed where the fleet keeps
+// it (here re-aimed at another node) is refused at activation: the servers seal what they
+// store with the shared ticket key.
+func TestFleetAttestationChallengeChangedInTheDatabase(t *testing.T) {
+	pg := pgtest.Start(t)
+	node := nodeTPM(t)
+	servers, _ := fleetServers(t, pg, "sealed", 2, func(c *config.Config) {
+		attestedConfig(t, node)(c)
+		c.Attestation.TicketKeyFile = filepath.Join(t.TempDir(), "ticket.key")
+		key := make([]byte, 32)
+		_, _ = rand.Read(key)
+		if err := os.WriteFile(c.Attestation.TicketKeyFile, key, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	})
+	keys, err := node.Keys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ch attestation.Challenge
+	if code, e := servers[0].post(t, "/attest/v1/challenge", attestation.ChallengeRequest{Node: "node-a", EKPublic: keys.EKPublic, AKPublic: keys.AKPublic}, &ch); code != http.StatusOK {
+		t.Fatalf("challenge: %d %+v", code, e)
+	}
+	secret, err := node.Activate(keys, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tag, err := pg.Pool(t, "sealed").Exec(context.Background(), `UPDATE attest_challenges SET node = 'node-z' WHERE id = $1`, ch.ID); err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("changing the stored challenge: %v, %v", tag, err)
+	}
+	var act attestation.Activation
+	code, e := servers[1].post(t, "/attest/v1/activate", attestation.ActivationRequest{ID: ch.ID, Secret: secret}, &act)
+	if code != http.StatusForbidden || !strings.Contains(e.Message, "changed where the server kept it") {
+		t.Fatalf("activating a changed challenge: %d %+v; want 403, the challenge refused as changed", code, e)
 	}
 }

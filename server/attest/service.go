@@ -6,9 +6,12 @@
 package attest
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/x509"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -112,11 +115,32 @@ func (s *Service) Challenge(req attestation.ChallengeRequest) (attestation.Chall
 	if _, err := io.ReadFull(s.opts.Rand, id); err != nil {
 		return attestation.Challenge{}, keys, fmt.Errorf("making a challenge: %w", err)
 	}
-	ch.ID, ch.Expires = hex.EncodeToString(id), now.Add(s.opts.ChallengeTTL)
-	if err := s.opts.State.PutChallenge(ch.ID, Pending{Secret: secret, Keys: keys, Node: req.Node, Expires: ch.Expires}, now); err != nil {
+	ch.ID, ch.Expires = hex.EncodeToString(id), now.Add(s.opts.ChallengeTTL).Truncate(time.Second) // as a database keeps it
+	p := Pending{Secret: secret, Keys: keys, Node: req.Node, Expires: ch.Expires}
+	if p.Seal, err = s.seal(ch.ID, p); err != nil {
+		return attestation.Challenge{}, keys, err
+	}
+	if err := s.opts.State.PutChallenge(ch.ID, p, now); err != nil {
 		return attestation.Challenge{}, keys, err
 	}
 	return ch, keys, nil
+}
+
+// seal is the MAC of challenge id and p (its Seal aside) with the ticket key.
+func (s *Service) seal(id string, p Pending) ([]byte, error) {
+	keys, err := p.Keys.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	m := hmac.New(sha256.New, s.ticketKey)
+	for _, part := range [][]byte{[]byte("signet attestation challenge v1"), []byte(id), p.Secret, keys, []byte(p.Node),
+		[]byte(p.Expires.UTC().Format(time.RFC3339Nano))} {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+		m.Write(n[:])
+		m.Write(part)
+	}
+	return m.Sum(nil), nil
 }
 
 // Activate checks the secret a node decrypted against its challenge (taken once, right or
@@ -127,6 +151,11 @@ func (s *Service) Activate(req attestation.ActivationRequest) (attestation.Activ
 	if !ok {
 		return attestation.Activation{}, nil, &attestation.Failure{Check: attestation.CheckChallenge,
 			Detail: "no such challenge: it lapsed, was answered before, or was never issued (challenges live " + s.opts.ChallengeTTL.String() + "); ask for a new one"}
+	}
+	if want, err := s.seal(req.ID, p); err != nil || !hmac.Equal(want, p.Seal) {
+		s.opts.Log.Error("a stored attestation challenge does not carry its seal: it was changed where it was kept (a fleet's database)", "challenge", req.ID, "node", p.Node)
+		return attestation.Activation{}, nil, &attestation.Failure{Check: attestation.CheckChallenge,
+			Detail: "the challenge was changed where the server kept it; ask for a new one"}
 	}
 	if subtle.ConstantTimeCompare(req.Secret, p.Secret) != 1 {
 		return attestation.Activation{}, p.Keys, &attestation.Failure{Check: attestation.CheckChallenge,

@@ -17,6 +17,10 @@ type Pending struct {
 	Node string
 	// Expires is when the challenge lapses.
 	Expires time.Time
+	// Seal is the service's MAC over the challenge (its id and all of the above), with the
+	// ticket key: a challenge stored in a fleet's database and changed there (another EK or
+	// AK, another node, a known secret) is refused at activation.
+	Seal []byte
 }
 
 // State is what the attestation endpoint and the verification of requests keep between

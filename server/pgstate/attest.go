@@ -72,9 +72,9 @@ func (s *AttestState) PutChallenge(id string, p attest.Pending, now time.Time) e
 	ctx, cancel := s.ctx()
 	defer cancel()
 	s.sweep(ctx, now)
-	tag, err := s.pool.Exec(ctx, `INSERT INTO attest_challenges (id, secret, keys, node, expires)
-		SELECT $1, $2, $3, $4, $5 WHERE (SELECT count(*) FROM attest_challenges WHERE expires > $6) < $7`,
-		id, p.Secret, keys, p.Node, p.Expires, now, attest.MaxPending)
+	tag, err := s.pool.Exec(ctx, `INSERT INTO attest_challenges (id, secret, keys, node, expires, seal)
+		SELECT $1, $2, $3, $4, $5, $8 WHERE (SELECT count(*) FROM attest_challenges WHERE expires > $6) < $7`,
+		id, p.Secret, keys, p.Node, p.Expires, now, attest.MaxPending, p.Seal)
 	switch {
 	case err != nil:
 		return fmt.Errorf("storing an attestation challenge: %w: %w", ErrUnavailable, err)
@@ -90,8 +90,8 @@ func (s *AttestState) TakeChallenge(id string, now time.Time) (attest.Pending, b
 	defer cancel()
 	var p attest.Pending
 	var keys []byte
-	err := s.pool.QueryRow(ctx, `DELETE FROM attest_challenges WHERE id = $1 RETURNING secret, keys, node, expires`, id).
-		Scan(&p.Secret, &keys, &p.Node, &p.Expires)
+	err := s.pool.QueryRow(ctx, `DELETE FROM attest_challenges WHERE id = $1 RETURNING secret, keys, node, expires, seal`, id).
+		Scan(&p.Secret, &keys, &p.Node, &p.Expires, &p.Seal)
 	if err != nil || !now.Before(p.Expires) {
 		return attest.Pending{}, false
 	}

@@ -7,7 +7,8 @@ CREATE TABLE attest_challenges (
     secret bytea NOT NULL,
     keys bytea,
     node text NOT NULL,
-    expires timestamptz NOT NULL
+    expires timestamptz NOT NULL,
+    seal bytea -- the service's MAC over the challenge, with the fleet's ticket key
 );
 CREATE INDEX attest_challenges_expires ON attest_challenges (expires);
 
