@@ -55,7 +55,11 @@ func (c *Core) attest(d decisionContext, r issuance.Request) (_ issuance.Request
 	if !bound {
 		bind = func(ctx context.Context) error {
 			if err := a.Bind(node, id.EK); err != nil {
-				return err
+				if f := (*attestation.Failure)(nil); errors.As(err, &f) {
+					return err // bound to another meanwhile: final
+				}
+				// The bindings could not be read or written (a fleet's database): retry.
+				return fmt.Errorf("%w: binding node %q to its endorsement key: %w", errLedgerUnavailable, node, err)
 			}
 			if err := c.recordBound(ctx, d, id); err != nil {
 				a.Unbind(node, id.EK)
