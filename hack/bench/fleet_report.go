@@ -288,7 +288,7 @@ func (r fleetReport) writeAnalysis(b *strings.Builder) {
 		}
 		fmt.Fprintf(b, "- **One server on PostgreSQL, %s layout: %.2f× the file ledger at %d caller, %.2f× at %d.**", layout, median(one.ratios), lo, median(many.ratios), hi)
 		if diag, ok := r.row(layout, "diagunlogged", hi); ok {
-			fmt.Fprintf(b, " With the answers table UNLOGGED (the diagnostic row: a claim then commits without flushing the write-ahead log) the same server reaches %.2f× at %d callers", median(diag.ratios), hi)
+			fmt.Fprintf(b, " With the answers table UNLOGGED (the diagnostic row: the claims write no write-ahead log at all) the same server reaches %.2f× at %d callers", median(diag.ratios), hi)
 			if d1, ok := r.row(layout, "diagunlogged", lo); ok {
 				fmt.Fprintf(b, " and %.2f× at %d", median(d1.ratios), lo)
 			}
@@ -306,14 +306,14 @@ func (r fleetReport) writeAnalysis(b *strings.Builder) {
 				many = t
 			}
 		}
-		fmt.Fprintf(b, "- **Why, at %d callers:** each issuance claims its object with an `INSERT … ON CONFLICT` that commits on its own, before the journal's batch: a durable commit, so a write-ahead-log flush, per issuance, which no batching shares. The journal's batches hold %.0f records, yet PostgreSQL still ends %.2f transactions per issuance: the claims. The sampled waits above show where its busy backends spend the run: in the claim's INSERT, waiting for the write-ahead log (`LWLock:WALWrite`, `IO:WALSync`). The diagnostic row takes that flush away (and nothing else) and gains the difference between its ratio and the durable one's; the rest of the gap is the round trips and PostgreSQL's CPU (below). Whether the claim must be durable on its own is the server's question: the journal's transaction re-reads it under a row lock, and its commit flushes the log past the claim's.\n",
+		fmt.Fprintf(b, "- **Why, at %d callers:** each issuance claims its object with an `INSERT … ON CONFLICT` in a transaction of its own before the journal's batch; the claim commits with `synchronous_commit` off (it waits for no log flush: a claim lost in a crash is safe, the journal re-checks it under a row lock in its durable commit), so the diagnostic row, which takes the claims' write-ahead log away altogether, gains little over it. The journal's batches hold %.0f records, yet PostgreSQL still ends %.2f transactions per issuance: the claims. What is left of the gap is CPU: the claim's and the batch's statements, parsed, planned and executed by PostgreSQL (its CPU per issuance, below), and the server's protocol work for them, on the same two cores as the file ledger's one fsync per batch.\n",
 			hi, many.batch, float64(many.perOp.xacts)/1000)
-		fmt.Fprintf(b, "- **Why, at %d caller:** latency. An issuance waits for %.1f round trips and %.1f transactions (the table above): the claim's INSERT, a transaction of its own, then the journal's batch of one; two log flushes where the file ledger has one fsync, and PostgreSQL's CPU per issuance is of the order of the server's own. The UNLOGGED row gains little here: the round trips and the journal's own flush set the pace.\n",
+		fmt.Fprintf(b, "- **Why, at %d caller:** latency. An issuance waits for %.1f round trips and %.1f transactions (the table above): the claim (one round trip, no flush of its own), then the journal's batch of one (two round trips and a durable commit: the log flush the file ledger's fsync stands for); PostgreSQL's CPU per issuance is of the order of the server's own.\n",
 			lo, float64(one.perOp.trips)/1000, float64(one.perOp.xacts)/1000)
 	}
 	if fs, _, _, ok := r.cpuAt("pinned", "", hi); ok {
 		if s, d, _, ok := r.cpuAt("pinned", db1, hi); ok {
-			fmt.Fprintf(b, "- **CPU, pinned layout at %d callers:** a server on the file ledger spends %.0f µs per issuance; on PostgreSQL %.0f µs (+%.0f µs: the pgx protocol, the claim, the journal's transaction), and PostgreSQL %.0f µs more. With the servers and PostgreSQL on one core the issuances/s are near 1 / (their sum), which the model's first rows check; on separate hosts the server's own cost is what limits one server, and PostgreSQL's (which grows with the servers: each server's proofs read every record back, and every server's claims and batches are transactions of their own) what limits a fleet.\n", hi, fs, s, s-fs, d)
+			fmt.Fprintf(b, "- **CPU, pinned layout at %d callers:** a server on the file ledger spends %.0f µs per issuance; on PostgreSQL %.0f µs (+%.0f µs: the pgx protocol, the claim, the journal's transaction), and PostgreSQL %.0f µs more. With the servers and PostgreSQL on one core the issuances/s are near 1 / (their sum), which the model's first rows check; on separate hosts the server's own cost is what limits one server, and PostgreSQL's (which grows with the servers: every server's claims and batches are transactions of their own, and each server's proofs read the database before every answer and reopen the tree at each new checkpoint) what limits a fleet.\n", hi, fs, s, s-fs, d)
 		}
 	}
 	if row, ok := r.row("pinned", "", hi); ok {
@@ -339,7 +339,7 @@ func (r fleetReport) writeAnalysis(b *strings.Builder) {
 	}
 	if len(r.cold[1].starts) > 0 {
 		full, empty := median(durationsF(r.cold[1].starts)), median(durationsF(r.cold[0].starts))
-		fmt.Fprintf(b, "- **Cold start** (%.2f s with %d records, %.2f s empty): no replay of the history. A fleet server reads the rotation records (by their index), the journal's head, the latest checkpoint and the tree's right edge (tiles and at most 255 records), whatever the history's length; the rest is the process's start and its database connections. What does grow with the history is the first integration after an import: %.1f s for %d records, done in the background while the servers already sign (the records are not covered by a checkpoint until then).\n",
+		fmt.Fprintf(b, "- **Cold start** (%.2f s with %d records, %.2f s empty): no replay of the history. A fleet server reads the rotation records (by their index), the journal's head, the latest checkpoint and the tree's right edge (tiles and at most 255 records), whatever the history's length; the rest is the process's start and its database connections. What does grow with the history is the first integration after an import, which checks each record as the next of the hash chain: %.1f s for %d records, done in the background while the servers already sign (the records are not covered by a checkpoint until then).\n",
 			full, r.cold[1].records, empty, r.cold[1].integrate.Seconds(), r.cold[1].records)
 	}
 	b.WriteString("- **Not measured here:** the 10,000-CSR storm with CPU affinity (control plane and KCM or the watcher on one core, the signing servers and PostgreSQL on the other) beside today's shared-core figure in docs/benchmarks-storm.md; this run models separate hosts for the server alone (the pinned layout).\n")
