@@ -30,6 +30,8 @@ type AnswersOptions struct {
 	Retention time.Duration
 	// Poll is how often a server waiting on another's claim looks again (50 ms when zero).
 	Poll time.Duration
+	// Timeout bounds one transaction of claims (10 s when zero).
+	Timeout time.Duration
 	// Clock tells the time (the real clock when nil). Leases are the database's time.
 	Clock clock.PassiveClock
 }
@@ -43,6 +45,7 @@ type Answers struct {
 	pool   *pgxpool.Pool
 	holder string // this process's name in claims: a new random one at every start
 	opts   AnswersOptions
+	claims claimBatcher
 }
 
 // NewAnswers returns the answers of the database pool reaches (migrated by Migrate).
@@ -56,6 +59,9 @@ func NewAnswers(pool *pgxpool.Pool, opts AnswersOptions) (*Answers, error) {
 	if opts.Poll <= 0 {
 		opts.Poll = 50 * time.Millisecond
 	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 10 * time.Second
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
@@ -63,7 +69,9 @@ func NewAnswers(pool *pgxpool.Pool, opts AnswersOptions) (*Answers, error) {
 	if _, err := rand.Read(b); err != nil {
 		return nil, fmt.Errorf("naming this server's claims: %w", err)
 	}
-	return &Answers{pool: pool, holder: hex.EncodeToString(b), opts: opts}, nil
+	a := &Answers{pool: pool, holder: hex.EncodeToString(b), opts: opts}
+	a.claims.a = a
+	return a, nil
 }
 
 // Holder names this server's claims in the answers table (holder): the server logs it, so an
@@ -124,25 +132,7 @@ func (a *Answers) Do(ctx context.Context, scope string, requestHash []byte, fn f
 // reads the answer or claim that stands.
 func (a *Answers) claimOrRead(ctx context.Context, scope string, hash []byte) (*claim, idempotency.Result, *stored, error) {
 	lease := a.opts.Lease.Seconds()
-	var fence int64
-	// The claim commits without waiting for its own log flush (synchronous_commit off, for
-	// this transaction alone), in one round trip: a claim lost in a database crash is safe,
-	// since the journal stores an issuance only under its claim, checked under a row lock in
-	// a transaction whose commit is durable; waiting for the flush cost a second WAL flush per
-	// issuance (docs/benchmarks-fleet.md).
-	b := &pgx.Batch{}
-	b.Queue(`BEGIN`)
-	b.Queue(`SET LOCAL synchronous_commit TO OFF`)
-	b.Queue(`INSERT INTO answers (scope, request_hash, holder, fence, lease_until)
-		VALUES ($1, $2, $3, 1, now() + make_interval(secs => $4)) ON CONFLICT (scope) DO NOTHING RETURNING fence`,
-		scope, hash, a.holder, lease).QueryRow(func(row pgx.Row) error {
-		if err := row.Scan(&fence); !errors.Is(err, pgx.ErrNoRows) { // no row: claimed before; read it below
-			return err
-		}
-		return nil
-	})
-	b.Queue(`COMMIT`)
-	err := a.pool.SendBatch(ctx, b).Close()
+	fence, err := a.claims.claim(ctx, scope, hash)
 	if err == nil && fence == 0 {
 		err = pgx.ErrNoRows
 	}
