@@ -225,6 +225,29 @@ func queryRetry(t *testing.T, what string, fn func(ctx context.Context) error) {
 // the one before it. It returns the journal's size and the latest checkpoint's.
 func checkFleetLedger(t *testing.T, pool *pgxpool.Pool, received map[string]string, verifier note.Verifier) (records, checkpointed int64) {
 	t.Helper()
+	// The checkpoints first: each covers records committed before it was stored, so the
+	// records read after them hold every record any of them covers, whatever the load adds.
+	type stored struct {
+		size   int64
+		signed []byte
+	}
+	var cps []stored
+	queryRetry(t, "reading the checkpoints", func(ctx context.Context) error {
+		cps = nil
+		rows, err := pool.Query(ctx, `SELECT size, signed FROM checkpoints ORDER BY size`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var c stored
+			if err := rows.Scan(&c.size, &c.signed); err != nil {
+				return err
+			}
+			cps = append(cps, c)
+		}
+		return rows.Err()
+	})
 	var lines [][]byte
 	issuedBy := map[string][]string{} // object uid → serials issued
 	queryRetry(t, "reading the journal", func(ctx context.Context) error {
@@ -265,27 +288,6 @@ func checkFleetLedger(t *testing.T, pool *pgxpool.Pool, received map[string]stri
 			t.Errorf("CSR %s received the certificate with serial %s; the journal records %v for it", uid, serial, s)
 		}
 	}
-	type stored struct {
-		size   int64
-		signed []byte
-	}
-	var cps []stored
-	queryRetry(t, "reading the checkpoints", func(ctx context.Context) error {
-		cps = nil
-		rows, err := pool.Query(ctx, `SELECT size, signed FROM checkpoints ORDER BY size`)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var c stored
-			if err := rows.Scan(&c.size, &c.signed); err != nil {
-				return err
-			}
-			cps = append(cps, c)
-		}
-		return rows.Err()
-	})
 	tree := &ledgerproof.Tree{}
 	for _, line := range lines {
 		if _, err := tree.Append(line); err != nil {
