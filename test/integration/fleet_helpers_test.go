@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -158,7 +157,7 @@ const fleetITOrigin = "signet.it/fleet"
 // start runs the member's process and waits until it is ready and has named itself.
 func (m *fleetMember) start(t *testing.T, bin, logDir string, n int) {
 	t.Helper()
-	m.crashServer = startFleetProcess(t, bin, m.config, m.grpcAddr, filepath.Join(logDir, fmt.Sprintf("%s-%d.log", m.name, n)))
+	m.crashServer = startCrashServer(t, bin, m.config, m.grpcAddr, filepath.Join(logDir, fmt.Sprintf("%s-%d.log", m.name, n)))
 	m.waitReady(t)
 	data, _ := os.ReadFile(m.logPath)
 	for line := range bytes.Lines(data) {
@@ -170,26 +169,6 @@ func (m *fleetMember) start(t *testing.T, bin, logDir string, n int) {
 	if m.claimsAs == "" {
 		t.Fatalf("server %s did not log how it claims", m.name)
 	}
-}
-
-// startFleetProcess runs bin with config on grpcAddr (and a free HTTP port), its JSON log in
-// logPath, and kills it when the test ends if it still runs.
-func startFleetProcess(t *testing.T, bin, config, grpcAddr, logPath string) *crashServer {
-	t.Helper()
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close() // the process has its own descriptor
-	cmd := exec.Command(bin, "--config", config, "--listen", grpcAddr, "--http-listen", "127.0.0.1:0", "--log-format", "json")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting signet-server: %v", err)
-	}
-	s := &crashServer{cmd: cmd, logPath: logPath, exited: make(chan struct{})}
-	go func() { s.waitErr = cmd.Wait(); close(s.exited) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-s.exited })
-	return s
 }
 
 func (m *fleetMember) kill(t *testing.T) {

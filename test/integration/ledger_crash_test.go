@@ -80,7 +80,7 @@ func TestLedgerCrashUnderLoad(t *testing.T) {
 	rng := mrand.New(mrand.NewPCG(seed, 0))
 	torn := 0
 	for round := 1; round <= crashRounds+1; round++ {
-		s := startCrashServer(t, r.bin, r.config, filepath.Join(r.logs, fmt.Sprintf("round-%02d.log", round)))
+		s := startCrashServer(t, r.bin, r.config, "127.0.0.1:0", filepath.Join(r.logs, fmt.Sprintf("round-%02d.log", round)))
 		s.waitReady(t)
 		if round == 1 {
 			r.loadVerifier(t, ledgerDir)
@@ -533,16 +533,16 @@ type crashServer struct {
 	waitErr            error         // set before exited is closed
 }
 
-// startCrashServer runs bin with config on free loopback ports, its JSON log in logPath, and
+// startCrashServer runs bin with config, gRPC on grpcAddr (127.0.0.1:0: a free port) and HTTP on a free loopback port, its JSON log in logPath, and
 // kills it when the test ends if it still runs.
-func startCrashServer(t *testing.T, bin, config, logPath string) *crashServer {
+func startCrashServer(t *testing.T, bin, config, grpcAddr, logPath string) *crashServer {
 	t.Helper()
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer logFile.Close() // the process has its own descriptor
-	cmd := exec.Command(bin, "--config", config, "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--log-format", "json")
+	cmd := exec.Command(bin, "--config", config, "--listen", grpcAddr, "--http-listen", "127.0.0.1:0", "--log-format", "json")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting signet-server: %v", err)
