@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/signet-pki/signet/attestation"
+	"github.com/signet-pki/signet/attestation/nodetpm"
 	"github.com/signet-pki/signet/internal/devpki"
 	"github.com/signet-pki/signet/internal/pgtest"
 	"github.com/signet-pki/signet/internal/testpki"
@@ -269,13 +270,9 @@ func TestFleetRotationReachesEveryServer(t *testing.T) {
 	}
 }
 
-// TestFleetAttestation: a node asks server A for its challenge, answers it to server B, and
-// its request is signed by server C; the ticket, once spent there, is refused for another
-// request on A; the EK C bound to the node is refused for another node on B.
-func TestFleetAttestation(t *testing.T) {
-	pg := pgtest.Start(t)
-	node := nodeTPM(t)
-	servers, _ := fleetServers(t, pg, "attest", 3, func(c *config.Config) {
+// fleetAttestedConfig is attestedConfig with the ticket key every server of a fleet shares.
+func fleetAttestedConfig(t *testing.T, node *nodetpm.TPM) func(*config.Config) {
+	return func(c *config.Config) {
 		attestedConfig(t, node)(c)
 		c.Attestation.TicketKeyFile = filepath.Join(t.TempDir(), "ticket.key")
 		key := make([]byte, 32)
@@ -283,7 +280,16 @@ func TestFleetAttestation(t *testing.T) {
 		if err := os.WriteFile(c.Attestation.TicketKeyFile, key, 0o600); err != nil {
 			t.Fatal(err)
 		}
-	})
+	}
+}
+
+// TestFleetAttestation: a node asks server A for its challenge, answers it to server B, and
+// its request is signed by server C; the ticket, once spent there, is refused for another
+// request on A; the EK C bound to the node is refused for another node on B.
+func TestFleetAttestation(t *testing.T) {
+	pg := pgtest.Start(t)
+	node := nodeTPM(t)
+	servers, _ := fleetServers(t, pg, "attest", 3, fleetAttestedConfig(t, node))
 	a, b, c := servers[0], servers[1], servers[2]
 	full := attestVia(t, node, "node-a", nil, nil, a, b)
 	signerC, _, _ := c.clients(t)
@@ -371,15 +377,7 @@ func TestFleetDatabaseDown(t *testing.T) {
 func TestFleetAttestationChallengeChangedInTheDatabase(t *testing.T) {
 	pg := pgtest.Start(t)
 	node := nodeTPM(t)
-	servers, _ := fleetServers(t, pg, "sealed", 2, func(c *config.Config) {
-		attestedConfig(t, node)(c)
-		c.Attestation.TicketKeyFile = filepath.Join(t.TempDir(), "ticket.key")
-		key := make([]byte, 32)
-		_, _ = rand.Read(key)
-		if err := os.WriteFile(c.Attestation.TicketKeyFile, key, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	})
+	servers, _ := fleetServers(t, pg, "sealed", 2, fleetAttestedConfig(t, node))
 	keys, err := node.Keys()
 	if err != nil {
 		t.Fatal(err)
