@@ -71,6 +71,7 @@ func NewAnswers(pool *pgxpool.Pool, opts AnswersOptions) (*Answers, error) {
 	}
 	a := &Answers{pool: pool, holder: hex.EncodeToString(b), opts: opts}
 	a.claims.a = a
+	a.claims.group = group[*claimReq, int64]{max: maxClaimBatch, write: a.claims.insert}
 	return a, nil
 }
 

@@ -2,8 +2,6 @@ package pgstate
 
 import (
 	"context"
-	"slices"
-	"sync"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -11,74 +9,33 @@ import (
 // maxClaimBatch bounds the new claims one transaction inserts.
 const maxClaimBatch = 256
 
-// claimBatcher inserts the new claims of concurrent calls in one transaction, as the journal
-// batches records: the first call to find no batch being written writes one with every claim
-// waiting, and hands on to the next. A claim is one row of a multi-row INSERT … ON CONFLICT DO
+// claimBatcher inserts the new claims of concurrent calls in one transaction, by the group
+// commit the journal's appends use: a claim is one row of a multi-row INSERT … ON CONFLICT DO
 // NOTHING, so PostgreSQL runs one transaction for many issuances instead of one each (the
 // fleet bench found the claims' transactions to be most of the database's work per issuance).
 type claimBatcher struct {
-	a       *Answers
-	mu      sync.Mutex
-	pending []*claimReq
-	writing bool
+	a     *Answers
+	group group[*claimReq, int64]
 }
 
 type claimReq struct {
 	scope string
 	hash  []byte
-	done  chan claimRes
+	groupCall[int64]
 }
 
-type claimRes struct {
-	fence int64 // 0: not claimed (the scope had a row, or an earlier call of the batch took it)
-	err   error
-	lead  bool
-}
-
-// claim inserts scope's claim and returns its fence, or 0 when the scope already had a row.
+// claim inserts scope's claim and returns its fence, or 0 when the scope already had a row
+// (or an earlier call of the same batch took it).
 func (c *claimBatcher) claim(ctx context.Context, scope string, hash []byte) (int64, error) {
-	req := &claimReq{scope: scope, hash: hash, done: make(chan claimRes, 1)}
-	c.mu.Lock()
-	c.pending = append(c.pending, req)
-	lead := !c.writing
-	c.writing = true
-	c.mu.Unlock()
-	if !lead {
-		// A batch taken is written within its timeout; the caller's own deadline bounds the
-		// claim's later steps.
-		res := <-req.done
-		if !res.lead {
-			return res.fence, res.err
-		}
-	}
-	c.write(ctx)
-	res := <-req.done
-	return res.fence, res.err
-}
-
-// write inserts the claims waiting (up to maxClaimBatch) and passes the lead on.
-func (c *claimBatcher) write(ctx context.Context) {
-	c.mu.Lock()
-	n := min(len(c.pending), maxClaimBatch)
-	batch := slices.Clone(c.pending[:n])
-	c.pending = slices.Delete(c.pending, 0, n)
-	c.mu.Unlock()
-	c.insert(context.WithoutCancel(ctx), batch)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.pending) == 0 {
-		c.writing = false
-		return
-	}
-	c.pending[0].done <- claimRes{lead: true}
+	return c.group.do(ctx, &claimReq{scope: scope, hash: hash})
 }
 
 // insert claims batch's scopes in one transaction that commits without waiting for its own
 // log flush (synchronous_commit off): a claim lost in a database crash is safe, since the
 // journal stores an issuance only under its claim, checked under a row lock in a durable
 // commit. Of several calls for one scope in the batch, the first gets the claim.
-func (c *claimBatcher) insert(ctx context.Context, batch []*claimReq) {
-	ctx, cancel := context.WithTimeout(ctx, c.a.opts.Timeout)
+func (c *claimBatcher) insert(batch []*claimReq) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.a.opts.Timeout)
 	defer cancel()
 	first := map[string]*claimReq{}
 	var scopes []string
@@ -112,11 +69,11 @@ func (c *claimBatcher) insert(ctx context.Context, batch []*claimReq) {
 	for _, r := range batch {
 		switch {
 		case err != nil:
-			r.done <- claimRes{err: err}
+			r.answer(0, err)
 		case first[r.scope] == r:
-			r.done <- claimRes{fence: fences[r.scope]}
+			r.answer(fences[r.scope], nil)
 		default:
-			r.done <- claimRes{}
+			r.answer(0, nil)
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -46,25 +45,17 @@ type Journal struct {
 	pool *pgxpool.Pool
 	opts JournalOptions
 
-	mu      sync.Mutex
-	pending []*appendReq
-	writing bool
+	appends group[*appendReq, record.Record]
 }
 
 type appendReq struct {
-	rec     record.Record
-	body    record.Body
-	done    chan appendRes
+	rec  record.Record
+	body record.Body
+	groupCall[record.Record]
 	claim   *claim // an issuance's claim (Answers), whose answer is stored with the record
 	after   uint64 // a Rotated record's compare-and-set (AppendRotation): the last rotation record its server saw
 	guarded bool   // after applies
 	invalid bool   // answered already: it must not be stored
-}
-
-type appendRes struct {
-	rec  record.Record
-	err  error
-	lead bool
 }
 
 // NewJournal returns the journal of the database pool reaches (migrated by Migrate).
@@ -81,7 +72,9 @@ func NewJournal(pool *pgxpool.Pool, opts JournalOptions) *Journal {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Journal{pool: pool, opts: opts}
+	j := &Journal{pool: pool, opts: opts}
+	j.appends = group[*appendReq, record.Record]{max: opts.MaxBatch, write: j.commit}
+	return j
 }
 
 // Append stores r and returns it with Seq, Time, PrevHash and Hash filled, once its
@@ -114,67 +107,18 @@ func (j *Journal) append(ctx context.Context, r record.Record, after *uint64) (r
 		return record.Record{}, fmt.Errorf("appending to the fleet's journal: %w", err)
 	}
 	r.Normalize()
-	req := &appendReq{rec: r, body: r.EncodeBody(), done: make(chan appendRes, 1)}
+	req := &appendReq{rec: r, body: r.EncodeBody()}
 	if c, ok := claimOf(ctx); ok && r.Decision == record.Issued {
 		req.claim = &c
 	}
 	if after != nil {
 		req.after, req.guarded = *after, true
 	}
-	j.mu.Lock()
-	j.pending = append(j.pending, req)
-	lead := !j.writing
-	j.writing = true
-	j.mu.Unlock()
-	if !lead {
-		var res appendRes
-		select {
-		case res = <-req.done:
-		case <-ctx.Done():
-			if j.withdraw(req) {
-				return record.Record{}, fmt.Errorf("appending to the fleet's journal: %w", ctx.Err())
-			}
-			res = <-req.done
-		}
-		if !res.lead {
-			return res.rec, res.err
-		}
+	rec, err := j.appends.do(ctx, req)
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return record.Record{}, fmt.Errorf("appending to the fleet's journal: %w", err)
 	}
-	j.writeBatch()
-	res := <-req.done
-	return res.rec, res.err
-}
-
-// withdraw takes req out of the queue if no batch has taken it.
-func (j *Journal) withdraw(req *appendReq) bool {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if len(req.done) > 0 {
-		return false
-	}
-	if i := slices.Index(j.pending, req); i >= 0 {
-		j.pending = slices.Delete(j.pending, i, i+1)
-		return true
-	}
-	return false
-}
-
-// writeBatch commits the records waiting (up to MaxBatch) and passes the lead to the first
-// record that arrived meanwhile, or ends the writing.
-func (j *Journal) writeBatch() {
-	j.mu.Lock()
-	n := min(len(j.pending), j.opts.MaxBatch)
-	batch := slices.Clone(j.pending[:n])
-	j.pending = slices.Delete(j.pending, 0, n)
-	j.mu.Unlock()
-	j.commit(batch)
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if len(j.pending) == 0 {
-		j.writing = false
-		return
-	}
-	j.pending[0].done <- appendRes{lead: true}
+	return rec, err
 }
 
 // commit appends batch in one transaction and answers every request.
@@ -186,9 +130,9 @@ func (j *Journal) commit(batch []*appendReq) {
 		switch {
 		case req.invalid:
 		case err != nil:
-			req.done <- appendRes{err: fmt.Errorf("appending to the fleet's journal: %w: %w", ErrUnavailable, err)}
+			req.answer(record.Record{}, fmt.Errorf("appending to the fleet's journal: %w: %w", ErrUnavailable, err))
 		default:
-			req.done <- appendRes{rec: req.rec}
+			req.answer(req.rec, nil)
 		}
 	}
 }
@@ -232,7 +176,7 @@ func (j *Journal) commitTx(ctx context.Context, batch []*appendReq) error {
 		line, err := r.SealBody(req.body)
 		if err != nil {
 			req.invalid = true
-			req.done <- appendRes{err: fmt.Errorf("appending to the fleet's journal: %w: %w", record.ErrInvalidRecord, err)}
+			req.answer(record.Record{}, fmt.Errorf("appending to the fleet's journal: %w: %w", record.ErrInvalidRecord, err))
 			continue
 		}
 		rows.Add(r, line[:len(line)-1])
@@ -316,11 +260,11 @@ func (j *Journal) queueChecks(b *pgx.Batch, batch []*appendReq) (judge func()) {
 			case req.invalid:
 			case req.claim != nil && held[req.claim.scope] != *req.claim:
 				req.invalid = true
-				req.done <- appendRes{err: fmt.Errorf("appending to the fleet's journal: object %s: %w", req.claim.scope, ErrClaimLost)}
+				req.answer(record.Record{}, fmt.Errorf("appending to the fleet's journal: object %s: %w", req.claim.scope, ErrClaimLost))
 			case req.guarded && uint64(last[req]) > req.after:
 				req.invalid = true
-				req.done <- appendRes{err: fmt.Errorf("appending to the fleet's journal: signer %s (record %d is newer than %d, the last this server saw): %w",
-					req.rec.Signer, last[req], req.after, ErrRotationRaced)}
+				req.answer(record.Record{}, fmt.Errorf("appending to the fleet's journal: signer %s (record %d is newer than %d, the last this server saw): %w",
+					req.rec.Signer, last[req], req.after, ErrRotationRaced))
 			}
 		}
 	}
